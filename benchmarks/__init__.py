@@ -1,0 +1,1 @@
+"""The benchmark suite: layer configurations and the harnesses that time strategies on them."""

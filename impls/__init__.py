@@ -1,0 +1,20 @@
+"""Unfold (im2col) strategies behind one contract: the exact output of ``torch.nn.functional.unfold``.
+
+Every strategy is called as ``unfold(input, kernel_size, dilation=1, padding=0, stride=1)`` and accepts
+3-d, 4-d and 5-d input ``(N, C, *spatial)``, returning ``(N, C * prod(kernel_size), L)`` with autograd.
+"""
+
+from impls.geometry import SPATIAL_DIMS, SUPPORTED_DTYPES, Geometry, parse
+from impls.registry import STRATEGIES, get_strategy, strategy_names
+from impls.strategy import Strategy
+
+__all__ = [
+    "SPATIAL_DIMS",
+    "STRATEGIES",
+    "SUPPORTED_DTYPES",
+    "Geometry",
+    "Strategy",
+    "get_strategy",
+    "parse",
+    "strategy_names",
+]

@@ -1,0 +1,74 @@
+"""What "matches the reference" means, for the tests and for the benchmark harness's correctness gate.
+
+Forward: bit-exact. Every strategy only moves values, so any difference is a bug (or a declared caveat,
+see ``Strategy.exact_with_nonfinite`` / ``exact_under_tf32``).
+
+Backward: each input entry's gradient is a sum of at most K = prod(kernel_size) entries of
+``grad_output``, and strategies legitimately sum in different orders. Any summation order in precision
+``eps`` has error at most ``(K - 1) * eps * S`` (first order), where ``S`` is the sum of the absolute values
+of the summed terms, plus the final rounding ``eps * |exact|``. The exact gradient and ``S`` (the backward
+of ``|grad_output|``) are computed in float64 through the reference, so the bound is the worst case of
+correct floating-point summation, not a tolerance tuned until tests pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from impls.geometry import Geometry, parse
+from impls.reference import reference_unfold
+
+UnfoldFn = Callable[..., torch.Tensor]
+
+
+def unfold_with_grad(
+    fn: UnfoldFn, x: torch.Tensor, kwargs: Mapping, grad_output: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Run ``fn`` on a leaf copy of ``x``; return the output and, if ``grad_output`` is given, the input gradient."""
+    leaf = x.detach().requires_grad_(grad_output is not None)
+    out = fn(leaf, **kwargs)
+    if grad_output is None:
+        return out.detach(), None
+    (grad,) = torch.autograd.grad(out, leaf, grad_output)
+    return out.detach(), grad
+
+
+def random_grad_output(geometry: Geometry, like: torch.Tensor, seed: int = 1) -> torch.Tensor:
+    """A fixed standard-normal ``grad_output`` (not ones: a sum's stride-0 gradient flatters backwards)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(geometry.output_shape, generator=generator).to(device=like.device, dtype=like.dtype)
+
+
+def gradient_excess(grad: torch.Tensor, x: torch.Tensor, kwargs: Mapping, grad_output: torch.Tensor) -> float:
+    """How far ``grad`` exceeds the summation error bound at its worst entry (<= 0 means within it)."""
+    g = parse(x, **kwargs)
+    eps = torch.finfo(grad.dtype).eps
+    x64, go64 = x.detach().double(), grad_output.double()
+    _, exact = unfold_with_grad(reference_unfold, x64, kwargs, go64)
+    _, magnitude = unfold_with_grad(reference_unfold, x64, kwargs, go64.abs())
+    bound = g.kernel_numel * eps * magnitude + eps * exact.abs()
+    return ((grad.double() - exact).abs() - bound).max().item()
+
+
+def mismatch(fn: UnfoldFn, x: torch.Tensor, kwargs: Mapping, *, backward: bool = True) -> str | None:
+    """Why ``fn`` does not match the reference on ``x`` (values, and gradients if ``backward``), or None."""
+    expected = reference_unfold(x.detach(), **kwargs)
+    leaf = x.detach().requires_grad_(backward)
+    out = fn(leaf, **kwargs)
+    if out.shape != expected.shape or out.dtype != expected.dtype or out.device != expected.device:
+        return (
+            f"output is {tuple(out.shape)} {out.dtype} on {out.device}, "
+            f"expected {tuple(expected.shape)} {expected.dtype} on {expected.device}"
+        )
+    differing = (out.detach() != expected).sum().item()
+    if differing:
+        return f"{differing} of {out.numel()} output entries differ from the reference"
+    if backward:
+        grad_output = random_grad_output(parse(x, **kwargs), x)
+        (grad,) = torch.autograd.grad(out, leaf, grad_output)
+        excess = gradient_excess(grad, x, kwargs, grad_output)
+        if excess > 0:
+            return f"input gradient exceeds the summation error bound by {excess:.3g}"
+    return None

@@ -1,0 +1,48 @@
+"""Declared caveats are checked both ways, so the registry's claims cannot go stale.
+
+``exact_with_nonfinite``: a strategy that claims it must reproduce inf/NaN exactly where the reference
+puts them; one that disclaims it must really differ (e.g. a convolution's ``0 * inf = NaN``).
+``exact_under_tf32``: on CUDA with TF32 allowed (PyTorch's default for cuDNN convolutions), a strategy
+whose float32 output is not bit-exact must declare it; the parity tests run with TF32 off.
+"""
+
+import pytest
+import torch
+
+from impls import STRATEGIES
+from impls.reference import reference_unfold
+from tests.conftest import DEVICES
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_nonfinite_declaration_matches_behaviour(name, device):
+    strategy = STRATEGIES[name]
+    x = torch.randn(1, 2, 6, 6, device=device)
+    x[0, 0, 2, 2] = float("inf")
+    x[0, 1, 4, 1] = float("nan")
+    out, expected = strategy(x, 3, padding=1), reference_unfold(x, 3, padding=1)
+    exact = torch.equal(out.isnan(), expected.isnan()) and torch.equal(out.nan_to_num(0.0), expected.nan_to_num(0.0))
+    assert exact == strategy.exact_with_nonfinite, (
+        f"{name} declares exact_with_nonfinite={strategy.exact_with_nonfinite} but is "
+        f"{'exact' if exact else 'not exact'} on inf/NaN input"
+    )
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", [d for d in DEVICES if getattr(d, "values", [d])[0] == "cuda"])
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_tf32_difference_is_detected_and_declared(name, device):
+    strategy = STRATEGIES[name]
+    # Values with more mantissa bits than TF32 keeps, so TF32 rounding would show.
+    x = (1.0 + torch.rand(8, 16, 12, 12, device=device) * 2**-12).float()
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    out = strategy(x, 3, padding=1)
+    expected = reference_unfold(x, 3, padding=1)
+    exact = torch.equal(out, expected)
+    if not strategy.exact_under_tf32:
+        max_error = (out - expected).abs().max().item()
+        print(f"{name}: float32 under TF32 {'is exact' if exact else f'differs, max error {max_error:.3g}'}")
+        assert max_error <= 2**-10 * expected.abs().max().item(), "differs by more than TF32 rounding"
+    else:
+        assert exact, f"{name} declares exact_under_tf32 but its float32 output changed with TF32 allowed"

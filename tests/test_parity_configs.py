@@ -1,0 +1,17 @@
+"""Every registered strategy against the reference on every registered config, at a reduced batch size."""
+
+import pytest
+
+from benchmarks.configs import configs
+from impls import STRATEGIES
+from tests.helpers import assert_matches_reference
+
+TEST_BATCH_SIZE = 2
+CASES = [(s, c) for s in STRATEGIES.values() for c in configs(batch_size=TEST_BATCH_SIZE)]
+
+
+@pytest.mark.parametrize("strategy,config", CASES, ids=[f"{s.name}-{c.name}" for s, c in CASES])
+def test_values_and_gradients_match_reference(strategy, config, device):
+    if not strategy.supports(config.spatial_dims, device):
+        pytest.skip(strategy.unsupported_reason(config.spatial_dims, device))
+    assert_matches_reference(strategy, config.make_input(device), config.unfold_kwargs())

@@ -1,0 +1,80 @@
+"""Randomised parity (hypothesis): 1/2/3 spatial dims, every kernel/dilation/padding/stride mix, batch 1,
+one channel, non-contiguous and channels_last layouts, every supported dtype."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from impls import STRATEGIES, SUPPORTED_DTYPES
+from impls.geometry import Geometry
+from tests.helpers import assert_matches_reference
+
+LAYOUTS = ("contiguous", "strided", "permuted", "channels_last")
+
+
+@st.composite
+def problems(draw, spatial_dims: tuple[int, ...]):
+    """A valid unfold problem: shape, kwargs, dtype and memory layout."""
+    n = draw(st.sampled_from(spatial_dims))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(n))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(n))
+    padding = tuple(draw(st.integers(0, 2)) for _ in range(n))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(n))
+    largest = {1: 9, 2: 7, 3: 5}[n]
+    size = tuple(
+        draw(st.integers(max(1, d * (k - 1) + 1 - 2 * p), max(largest, d * (k - 1) + 1 - 2 * p)))
+        for k, d, p in zip(kernel, dilation, padding)
+    )
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 3)), *size)
+    Geometry.from_shape(shape, kernel, dilation, padding, stride)  # the draw is valid by construction
+    layouts = LAYOUTS if n in (2, 3) else ("contiguous", "strided")  # a 1-d permutation is the identity
+    return {
+        "shape": shape,
+        "kwargs": {"kernel_size": kernel, "dilation": dilation, "padding": padding, "stride": stride},
+        "dtype": draw(st.sampled_from(SUPPORTED_DTYPES)),
+        "layout": draw(st.sampled_from(layouts)),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def make_input(shape, dtype, layout, seed, device):
+    """A random input in ``layout``; the layout is applied last, since ``.to()`` densifies strided views."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def randn(*size):
+        return torch.randn(size, generator=generator).to(device=device, dtype=dtype)
+
+    if layout == "strided":  # every other element of a twice-as-wide tensor along the last dim
+        x = randn(*shape[:-1], 2 * shape[-1])[..., ::2]
+    elif layout == "permuted":  # spatial dims stored in reverse order
+        x = randn(*shape[:2], *reversed(shape[2:])).permute(0, 1, *reversed(range(2, len(shape))))
+    elif layout == "channels_last":
+        x = randn(*shape).contiguous(memory_format=torch.channels_last if len(shape) == 4 else torch.channels_last_3d)
+    else:
+        x = randn(*shape)
+    assert x.shape == shape
+    return x
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_random_problems_match_reference(name, device):
+    strategy = STRATEGIES[name]
+    if not strategy.supports(strategy.spatial_dims[0], device):
+        pytest.skip(strategy.unsupported_reason(strategy.spatial_dims[0], device))
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(problem=problems(strategy.spatial_dims))
+    def check(problem):
+        x = make_input(problem["shape"], problem["dtype"], problem["layout"], problem["seed"], device)
+        spatial = problem["shape"][2:]
+        must_be_noncontiguous = (problem["layout"] == "strided" and spatial[-1] > 1) or (
+            problem["layout"] == "permuted" and sum(s > 1 for s in spatial) >= 2
+        )
+        if must_be_noncontiguous:
+            assert not x.is_contiguous()
+        assert_matches_reference(strategy, x, problem["kwargs"])
+
+    check()

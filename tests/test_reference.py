@@ -1,0 +1,54 @@
+"""The loop reference (used for 3-d and 5-d input) agrees with F.unfold wherever F.unfold applies."""
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impls.reference import loop_unfold, reference_unfold
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    padding=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    extra=st.tuples(st.integers(0, 4), st.integers(0, 4)),
+    batch=st.integers(1, 2),
+    channels=st.integers(1, 3),
+)
+def test_loop_reference_equals_F_unfold_on_4d(kernel, dilation, padding, stride, extra, batch, channels):
+    size = [max(1, d * (k - 1) + 1 - 2 * p) + e for k, d, p, e in zip(kernel, dilation, padding, extra)]
+    x = torch.randn(batch, channels, *size, dtype=torch.float64, requires_grad=True)
+    kwargs = {"kernel_size": kernel, "dilation": dilation, "padding": padding, "stride": stride}
+    expected = F.unfold(x, **kwargs)
+    got = loop_unfold(x, **kwargs)
+    assert got.equal(expected)
+    grad_output = torch.randn_like(expected)
+    (expected_grad,) = torch.autograd.grad(expected, x, grad_output)
+    (got_grad,) = torch.autograd.grad(got, x, grad_output)
+    torch.testing.assert_close(got_grad, expected_grad)
+
+
+def test_loop_reference_1d_is_the_2d_unfold_of_a_height_one_image():
+    x = torch.randn(2, 3, 11)
+    expected = F.unfold(x.unsqueeze(2), (1, 3), dilation=(1, 2), padding=(0, 1), stride=(1, 2))
+    assert loop_unfold(x, 3, dilation=2, padding=1, stride=2).equal(expected)
+
+
+def test_loop_reference_3d_by_hand():
+    """A 1x1x2x2x2 input, kernel 2: a single patch holding the 8 voxels in row-major order."""
+    x = torch.arange(8.0).reshape(1, 1, 2, 2, 2)
+    assert loop_unfold(x, 2).flatten().tolist() == list(range(8))
+    # With padding 1 and stride 2 there are 8 patches; the first has the voxel 0 at its last offset.
+    first_patch = loop_unfold(x, 2, padding=1, stride=2)[0, :, 0]
+    assert first_patch.tolist() == [0.0] * 7 + [0.0] and loop_unfold(x, 2, padding=1, stride=2)[0, 7, 0] == 0.0
+    assert loop_unfold(x, 2, padding=1, stride=2)[0, :, 7].tolist() == [7.0] + [0.0] * 7
+
+
+def test_reference_dispatch():
+    x4 = torch.randn(1, 2, 5, 5)
+    assert reference_unfold(x4, 3).equal(F.unfold(x4, 3))
+    x5 = torch.randn(1, 2, 3, 3, 3)
+    assert reference_unfold(x5, 2).equal(loop_unfold(x5, 2))

@@ -1,0 +1,95 @@
+"""Bad input is rejected by every strategy alike, before any work, naming the parameter and its value."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from impls import SPATIAL_DIMS, STRATEGIES
+from impls.reference import loop_unfold, reference_unfold
+
+X4 = torch.zeros(2, 3, 5, 5)
+
+# (id, input, kwargs, error type, words the message must contain)
+BAD_CALLS = [
+    ("not-a-tensor", [[1.0, 2.0]], {"kernel_size": 1}, TypeError, ["input", "list"]),
+    ("rank-2", torch.zeros(3, 5), {"kernel_size": 1}, ValueError, ["input", "2-d", "(3, 5)"]),
+    ("rank-6", torch.zeros(1, 1, 2, 2, 2, 2), {"kernel_size": 1}, ValueError, ["input", "6-d"]),
+    ("int-dtype", torch.zeros(2, 3, 5, 5, dtype=torch.int64), {"kernel_size": 1}, TypeError, ["input.dtype", "int64"]),
+    ("bool-dtype", torch.zeros(2, 3, 5, 5, dtype=torch.bool), {"kernel_size": 1}, TypeError, ["input.dtype", "bool"]),
+    ("complex", torch.zeros(2, 3, 5, 5, dtype=torch.complex64), {"kernel_size": 1}, TypeError, ["input.dtype"]),
+    ("kernel-0", X4, {"kernel_size": 0}, ValueError, ["kernel_size=0", "positive"]),
+    ("kernel-neg", X4, {"kernel_size": (3, -1)}, ValueError, ["kernel_size=(3, -1)"]),
+    ("stride-0", X4, {"kernel_size": 3, "stride": 0}, ValueError, ["stride=0"]),
+    ("dilation-0", X4, {"kernel_size": 3, "dilation": (1, 0)}, ValueError, ["dilation=(1, 0)"]),
+    ("padding-neg", X4, {"kernel_size": 3, "padding": -1}, ValueError, ["padding=-1", "non-negative"]),
+    ("kernel-float", X4, {"kernel_size": 3.0}, TypeError, ["kernel_size", "3.0"]),
+    ("kernel-bool", X4, {"kernel_size": True}, TypeError, ["kernel_size", "True"]),
+    ("stride-str", X4, {"kernel_size": 3, "stride": "2"}, TypeError, ["stride", "'2'"]),
+    ("kernel-len", X4, {"kernel_size": (3, 3, 3)}, ValueError, ["kernel_size=(3, 3, 3)", "2 spatial"]),
+    ("padding-len", X4, {"kernel_size": 3, "padding": (1,)}, ValueError, ["padding=(1,)", "2 spatial"]),
+    ("kernel-too-big", X4, {"kernel_size": 6}, ValueError, ["kernel_size=6", "padded input"]),
+    ("dilated-too-big", X4, {"kernel_size": 3, "dilation": 3}, ValueError, ["dilation=3", "spans 7"]),
+    ("empty-batch", torch.zeros(0, 3, 5, 5), {"kernel_size": 3}, ValueError, ["input", "batch", "(0, 3, 5, 5)"]),
+    ("empty-channels", torch.zeros(2, 0, 5, 5), {"kernel_size": 3}, ValueError, ["input", "channel"]),
+    ("empty-spatial", torch.zeros(2, 3, 0, 5), {"kernel_size": 1}, ValueError, ["input", "spatial"]),
+]
+
+
+def _call_and_check(fn, args, kwargs, error, words):
+    with pytest.raises(error) as info:
+        fn(args, **kwargs)
+    message = str(info.value)
+    for word in words:
+        assert word in message, f"{word!r} not in error message {message!r}"
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("case", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_every_strategy_rejects_bad_input_before_any_work(name, case):
+    _, args, kwargs, error, words = case
+    calls = []
+    spy = dataclasses.replace(STRATEGIES[name], implementation=lambda *a: calls.append(a))
+    _call_and_check(spy, args, kwargs, error, words)
+    assert calls == [], "the implementation ran before validation failed"
+    _call_and_check(STRATEGIES[name], args, kwargs, error, words)
+
+
+@pytest.mark.parametrize("fn", [reference_unfold, loop_unfold])
+@pytest.mark.parametrize("case", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_reference_rejects_bad_input_alike(fn, case):
+    _, args, kwargs, error, words = case
+    _call_and_check(fn, args, kwargs, error, words)
+
+
+UNSUPPORTED_DIMS = [
+    (name, dims) for name, s in STRATEGIES.items() for dims in SPATIAL_DIMS if dims not in s.spatial_dims
+]
+
+
+@pytest.mark.parametrize("name,dims", UNSUPPORTED_DIMS)
+def test_unsupported_spatial_dims_are_refused_by_name(name, dims):
+    x = torch.zeros(2, 3, *([4] * dims))
+    with pytest.raises(ValueError) as info:
+        STRATEGIES[name](x, 3)
+    assert name in str(info.value) and "spatial dims" in str(info.value) and "input" in str(info.value)
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_unsupported_device_is_refused_by_name(name):
+    cuda_only = dataclasses.replace(STRATEGIES[name], devices=("cuda",))
+    with pytest.raises(ValueError, match=r"devices \('cuda',\), not 'cpu'"):
+        cuda_only(torch.zeros(2, 3, 5, 5), 3)
+    with pytest.raises(ValueError, match="'meta'"):
+        STRATEGIES[name](torch.zeros(2, 3, 5, 5, device="meta"), 3)
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_tuple_list_and_int_arguments_are_equivalent(name):
+    s = STRATEGIES[name]
+    x = torch.randn(2, 3, 6, 7)
+    as_int = s(x, 3, dilation=1, padding=1, stride=2)
+    assert as_int.equal(s(x, (3, 3), dilation=(1, 1), padding=(1, 1), stride=(2, 2)))
+    assert as_int.equal(s(x, [3, 3], dilation=[1, 1], padding=[1, 1], stride=[2, 2]))
