@@ -19,6 +19,27 @@ Implementation = Callable[[torch.Tensor, Geometry], torch.Tensor]
 
 
 @dataclass(frozen=True)
+class KnownDefect:
+    """A device and dtype on which a strategy is wrong or crashes, so it refuses that input.
+
+    ``effect`` is ``"wrong values"`` or ``"crash"`` (the process dies, e.g. a segfault in a backend).
+    ``reproducer`` is ``(input_shape, unfold_kwargs, seed)``: a standard-normal input (``torch.Generator``
+    seeded with ``seed``, cast to ``dtype``) on which the raw implementation shows the effect. The tests run
+    it (a crash in a subprocess) and fail once it is gone, so the refusal is lifted when upstream is fixed.
+    """
+
+    device: str
+    dtype: torch.dtype
+    effect: str
+    description: str
+    reproducer: tuple[tuple[int, ...], dict, int]
+
+    def __post_init__(self) -> None:
+        if self.effect not in ("wrong values", "crash"):
+            raise ValueError(f"effect={self.effect!r} must be 'wrong values' or 'crash'")
+
+
+@dataclass(frozen=True)
 class Strategy:
     """An unfold strategy with its registry metadata.
 
@@ -32,6 +53,7 @@ class Strategy:
             (e.g. a convolution computes ``0 * inf = NaN``); tests check this claim both ways.
         exact_under_tf32: False when float32 on CUDA may be rounded to TF32 if PyTorch allows it
             (convolution- or matmul-based strategies); tests check it on a GPU.
+        known_defects: device/dtype combinations refused because the strategy is wrong there.
     """
 
     name: str
@@ -41,18 +63,24 @@ class Strategy:
     implementation: Implementation
     exact_with_nonfinite: bool = True
     exact_under_tf32: bool = True
+    known_defects: tuple[KnownDefect, ...] = ()
 
-    def unsupported_reason(self, spatial_dims: int, device: str | torch.device) -> str | None:
-        """Why this strategy cannot run ``spatial_dims``-d input on ``device``, or None if it can."""
+    def unsupported_reason(
+        self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None
+    ) -> str | None:
+        """Why this strategy cannot run ``spatial_dims``-d input on ``device`` (in ``dtype``), or None."""
         device_type = torch.device(device).type
         if spatial_dims not in self.spatial_dims:
             return f"strategy {self.name!r} supports spatial dims {self.spatial_dims}, not {spatial_dims}"
         if device_type not in self.devices:
             return f"strategy {self.name!r} supports devices {self.devices}, not {device_type!r}"
+        for defect in self.known_defects:
+            if defect.device == device_type and defect.dtype == dtype:
+                return f"strategy {self.name!r} refuses {dtype} on {device_type}: {defect.description}"
         return None
 
-    def supports(self, spatial_dims: int, device: str | torch.device) -> bool:
-        return self.unsupported_reason(spatial_dims, device) is None
+    def supports(self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None) -> bool:
+        return self.unsupported_reason(spatial_dims, device, dtype) is None
 
     def __call__(
         self,
@@ -63,7 +91,7 @@ class Strategy:
         stride: IntOrTuple = 1,
     ) -> torch.Tensor:
         geometry = parse(input, kernel_size, dilation, padding, stride)
-        reason = self.unsupported_reason(geometry.spatial_dims, input.device)
+        reason = self.unsupported_reason(geometry.spatial_dims, input.device, input.dtype)
         if reason is not None:
             raise ValueError(f"input (shape {tuple(input.shape)}, device {input.device}): {reason}")
         return self.implementation(input, geometry)

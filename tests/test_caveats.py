@@ -6,12 +6,18 @@ puts them; one that disclaims it must really differ (e.g. a convolution's ``0 * 
 whose float32 output is not bit-exact must declare it; the parity tests run with TF32 off.
 """
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from impls import STRATEGIES
 from impls.reference import reference_unfold
 from tests.conftest import DEVICES
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
@@ -46,3 +52,48 @@ def test_tf32_difference_is_detected_and_declared(name, device):
         assert max_error <= 2**-10 * expected.abs().max().item(), "differs by more than TF32 rounding"
     else:
         assert exact, f"{name} declares exact_under_tf32 but its float32 output changed with TF32 allowed"
+
+
+DEFECTS = [(name, defect) for name, s in STRATEGIES.items() for defect in s.known_defects]
+
+
+def _run_reproducer(name: str, defect) -> str:
+    """Code that runs a defect's reproducer through the raw implementation and prints 'exact' or 'wrong'."""
+    shape, kwargs, seed = defect.reproducer
+    return (
+        "import torch\n"
+        "from impls import STRATEGIES, parse\n"
+        "from impls.reference import reference_unfold\n"
+        f"x = torch.randn({shape!r}, generator=torch.Generator().manual_seed({seed}))"
+        f".to(device={defect.device!r}, dtype={defect.dtype})\n"
+        f"kwargs = {kwargs!r}\n"
+        f"raw = STRATEGIES[{name!r}].implementation(x, parse(x, **kwargs))\n"
+        "print('exact' if torch.equal(raw, reference_unfold(x, **kwargs)) else 'wrong')\n"
+    )
+
+
+@pytest.mark.parametrize("name,defect", DEFECTS, ids=[f"{n}-{d.device}-{d.dtype}" for n, d in DEFECTS])
+def test_known_defect_is_refused_and_still_real(name, defect):
+    """The strategy refuses the defective input, and its raw implementation still shows the defect.
+
+    The reproducer runs in a subprocess, so a defect that crashes the process is observed, not suffered.
+    """
+    strategy = STRATEGIES[name]
+    if defect.device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine")
+    shape, kwargs, seed = defect.reproducer
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(device=defect.device, dtype=defect.dtype)
+    with pytest.raises(ValueError, match="refuses"):
+        strategy(x, **kwargs)
+    code = _run_reproducer(name, defect)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    if defect.effect == "crash":
+        assert result.returncode < 0, (
+            f"{name} no longer crashes on its declared defect ({defect.description}): exit code "
+            f"{result.returncode}, output {result.stdout.strip()!r}; remove or reclassify the KnownDefect"
+        )
+    else:
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip() == "wrong", (
+            f"{name} is now exact on its declared defect ({defect.description}); remove the KnownDefect"
+        )
