@@ -29,6 +29,9 @@ IntOrTuple = int | Sequence[int]
 
 SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 SPATIAL_DIMS: tuple[int, ...] = (1, 2, 3)
+# Arguments are ints in PyTorch's convolution/unfold APIs; past int32 the strided index arithmetic of the
+# strategies (stride * element stride, start + stride * (O - 1)) can overflow int64.
+MAX_ARGUMENT = 2**31 - 1
 
 
 def _as_tuple(name: str, value: IntOrTuple, spatial_dims: int, minimum: int) -> tuple[int, ...]:
@@ -50,6 +53,8 @@ def _as_tuple(name: str, value: IntOrTuple, spatial_dims: int, minimum: int) -> 
     if any(v < minimum for v in values):
         bound = "positive" if minimum == 1 else "non-negative"
         raise ValueError(f"{name}={value!r} must be {bound}")
+    if any(v > MAX_ARGUMENT for v in values):
+        raise ValueError(f"{name}={value!r} exceeds {MAX_ARGUMENT}, the largest value index arithmetic allows")
     return values
 
 
@@ -97,6 +102,11 @@ class Geometry:
                     f"dim {i}, more than the padded input's {padded} (input size {shape[2 + i]}, "
                     f"padding={padding!r})"
                 )
+        if geometry.output_numel >= 2**62:
+            raise ValueError(
+                f"kernel_size={kernel_size!r}, padding={padding!r}, stride={stride!r} on input {shape} give an "
+                f"output of {geometry.output_numel} elements, beyond what int64 indexing can address"
+            )
         return geometry
 
     @property

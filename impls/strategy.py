@@ -33,6 +33,7 @@ class KnownDefect:
     effect: str
     description: str
     reproducer: tuple[tuple[int, ...], dict, int]
+    observed_on: str = "2.13.0"  # torch version the reproducer was verified on; refused on every version
 
     def __post_init__(self) -> None:
         if self.effect not in ("wrong values", "crash"):

@@ -20,6 +20,8 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--min-run-time", type=float, default=0.2, help="seconds per timing (default 0.2)")
     args = parser.parse_args()
+    if args.batch_size < 1:
+        parser.error(f"--batch-size {args.batch_size}: must be positive")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device on this machine")
     print(

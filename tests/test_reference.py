@@ -38,13 +38,13 @@ def test_loop_reference_1d_is_the_2d_unfold_of_a_height_one_image():
 
 
 def test_loop_reference_3d_by_hand():
-    """A 1x1x2x2x2 input, kernel 2: a single patch holding the 8 voxels in row-major order."""
-    x = torch.arange(8.0).reshape(1, 1, 2, 2, 2)
-    assert loop_unfold(x, 2).flatten().tolist() == list(range(8))
-    # With padding 1 and stride 2 there are 8 patches; the first has the voxel 0 at its last offset.
-    first_patch = loop_unfold(x, 2, padding=1, stride=2)[0, :, 0]
-    assert first_patch.tolist() == [0.0] * 7 + [0.0] and loop_unfold(x, 2, padding=1, stride=2)[0, 7, 0] == 0.0
-    assert loop_unfold(x, 2, padding=1, stride=2)[0, :, 7].tolist() == [7.0] + [0.0] * 7
+    """A 1x1x2x2x2 input holding 1..8, kernel 2."""
+    x = torch.arange(1.0, 9.0).reshape(1, 1, 2, 2, 2)
+    assert loop_unfold(x, 2).flatten().tolist() == list(range(1, 9))  # one patch, voxels in row-major order
+    padded = loop_unfold(x, 2, padding=1, stride=2)  # 8 patches, each holding one voxel
+    assert padded.shape == (1, 8, 8)
+    assert padded[0, :, 0].tolist() == [0.0] * 7 + [1.0]  # first patch: voxel 1 at the last offset
+    assert padded[0, :, 7].tolist() == [8.0] + [0.0] * 7  # last patch: voxel 8 at the first offset
 
 
 def test_reference_dispatch():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -32,6 +33,9 @@ BAD_CALLS = [
     ("padding-len", X4, {"kernel_size": 3, "padding": (1,)}, ValueError, ["padding=(1,)", "2 spatial"]),
     ("kernel-too-big", X4, {"kernel_size": 6}, ValueError, ["kernel_size=6", "padded input"]),
     ("dilated-too-big", X4, {"kernel_size": 3, "dilation": 3}, ValueError, ["dilation=3", "spans 7"]),
+    ("stride-huge", X4, {"kernel_size": 3, "stride": 2**61}, ValueError, ["stride=2305843009213693952", "exceeds"]),
+    ("padding-huge", X4, {"kernel_size": 3, "padding": 2**40}, ValueError, ["padding=1099511627776"]),
+    ("output-overflow", X4, {"kernel_size": 1, "padding": 2**30}, ValueError, ["padding=1073741824", "int64"]),
     ("empty-batch", torch.zeros(0, 3, 5, 5), {"kernel_size": 3}, ValueError, ["input", "batch", "(0, 3, 5, 5)"]),
     ("empty-channels", torch.zeros(2, 0, 5, 5), {"kernel_size": 3}, ValueError, ["input", "channel"]),
     ("empty-spatial", torch.zeros(2, 3, 0, 5), {"kernel_size": 1}, ValueError, ["input", "spatial"]),
@@ -93,3 +97,12 @@ def test_tuple_list_and_int_arguments_are_equivalent(name):
     as_int = s(x, 3, dilation=1, padding=1, stride=2)
     assert as_int.equal(s(x, (3, 3), dilation=(1, 1), padding=(1, 1), stride=(2, 2)))
     assert as_int.equal(s(x, [3, 3], dilation=[1, 1], padding=[1, 1], stride=[2, 2]))
+    assert as_int.equal(s(x, torch.Size([3, 3]), dilation=np.int64(1), padding=(np.int32(1), 1), stride=2))
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_large_valid_stride_gives_one_window(name):
+    """A stride far beyond the input is valid (one window per dim) and must not overflow any strategy."""
+    x = torch.randn(2, 3, 5, 5)
+    expected = reference_unfold(x, 3, stride=2**31 - 1)
+    assert STRATEGIES[name](x, 3, stride=2**31 - 1).equal(expected)
