@@ -18,13 +18,11 @@ if os.environ.get("CI"):
 
 CUDA_AVAILABLE = torch.cuda.is_available()
 
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[pytest.mark.cuda, pytest.mark.skipif(not CUDA_AVAILABLE, reason="no CUDA device on this machine")],
-    ),
-]
+CUDA = pytest.param(
+    "cuda",
+    marks=[pytest.mark.cuda, pytest.mark.skipif(not CUDA_AVAILABLE, reason="no CUDA device on this machine")],
+)
+DEVICES = ["cpu", CUDA]
 
 STRATEGY_NAMES = list(STRATEGIES)
 

@@ -15,7 +15,7 @@ import torch
 
 from impls import STRATEGIES
 from impls.reference import reference_unfold
-from tests.conftest import DEVICES
+from tests.conftest import CUDA
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def test_nonfinite_declaration_matches_behaviour(name, device):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("device", [d for d in DEVICES if getattr(d, "values", [d])[0] == "cuda"])
+@pytest.mark.parametrize("device", [CUDA])
 @pytest.mark.parametrize("name", list(STRATEGIES))
 def test_tf32_difference_is_detected_and_declared(name, device):
     strategy = STRATEGIES[name]
