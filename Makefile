@@ -5,10 +5,13 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
-BATCH ?= 8
 STAMP := $(VENV)/.installed-stamp
+# make bench: PROFILE=quick|full, THP=1 for the huge-page variant, BENCH=<regex> to select cells.
+PROFILE ?= quick
+BENCH ?=
+BENCH_FLAGS = --profile $(PROFILE) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench '$(BENCH)')
 
-.PHONY: venv test lint bench clean
+.PHONY: venv test lint bench bench-full bench-thp bench-commits bench-pytest memprofile asv-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +29,34 @@ lint: venv
 test: lint
 	$(PY) -m pytest
 
+# The asv suite on this machine in the current environment, then a summary table (quick profile: ~2 min).
 bench: venv
-	$(PY) scripts/quick_table.py --batch-size $(BATCH)
+	$(PY) scripts/bench.py $(BENCH_FLAGS)
+
+# The configs' real batch size (256 for All-CNN-C): ~20-30 min on a 2-core CPU.
+bench-full:
+	$(MAKE) bench PROFILE=full
+
+# The same suite with PyTorch's CPU allocations on transparent huge pages, recorded as a separate machine.
+bench-thp:
+	$(MAKE) bench THP=1
+
+# asv builds a virtualenv per commit and benchmarks each commit of RANGE (e.g. RANGE=main~5..main).
+bench-commits: venv
+	@test -n "$(RANGE)" || (echo "usage: make bench-commits RANGE=<git range> [PROFILE=quick|full]" && exit 2)
+	$(PY) scripts/bench.py $(BENCH_FLAGS) --commits '$(RANGE)'
+
+# The same matrix with pytest-benchmark (quick profile unless UNFOLD_BENCH_PROFILE=full); pass
+# PYTEST_ARGS='--benchmark-autosave' or '--benchmark-compare' to save or compare runs.
+bench-pytest: venv
+	$(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
+
+# Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
+memprofile: venv
+	$(PY) scripts/memory_profile.py $(STRATEGY) $(CONFIG) --profile $(PROFILE) $(MEMPROFILE_ARGS)
+
+asv-check: venv
+	$(PY) -m asv check --python=same
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info .asv .benchmarks reports/site artifacts

@@ -1,0 +1,88 @@
+"""asv suite: what the memory system allows for each config, so every figure can be read as a multiple.
+
+Per profile class (``Quick`` / ``Full``), params config x device:
+
+- ``time_copy``: ``dst.copy_(src)`` with both of the output's size and already resident (reads and
+  writes the output's bytes once: the roofline of an unfold that reads its input once and writes its output).
+- ``time_fill``: ``dst.fill_(1)`` into a resident output-sized buffer (writes only): no forward can be faster.
+- ``time_fresh_output``: allocate an output-sized tensor and write it once. On CPU a large fresh allocation
+  comes from the kernel (glibc ``mmap``), so every page faults on first touch; this is the floor of every
+  strategy that returns a new tensor, and the gap to ``time_fill`` is what reusing an output would save.
+- ``track_net_peak_fresh_output``: the net peak of that call, measured like the strategies' (it should equal
+  the output's size: a check of the memory measurement itself).
+- ``track_min_peak_forward`` / ``track_min_peak_forward_backward``: the analytic minimum (forward: the
+  output; forward-backward: also ``grad_output`` and ``grad_input``), in bytes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from benchmarks.cells import DEVICES, analytic_minimum_bytes, device_unavailable, profile_config, synchronize
+from benchmarks.memory import net_peak_bytes
+from benchmarks.profiles import FULL, QUICK, Profile
+
+
+class _BoundsSuite:
+    profile: Profile
+    param_names = ("config", "device")
+    unit = "bytes"  # only used by the track_* benchmarks
+
+    def setup(self, config: str, device: str) -> None:
+        reason = device_unavailable(device)
+        if reason is not None:
+            raise NotImplementedError(reason)
+        self.config = profile_config(self.profile, config)
+        self.device = device
+        self.shape = self.config.geometry.output_shape
+        self.dtype = self.config.torch_dtype
+        self.source = torch.ones(self.shape, dtype=self.dtype, device=device)
+        self.target = torch.zeros(self.shape, dtype=self.dtype, device=device)
+        self.result = None
+        synchronize(device)
+
+    def _fresh_output(self) -> torch.Tensor:
+        out = torch.empty(self.shape, dtype=self.dtype, device=self.device).fill_(1)
+        synchronize(self.device)
+        return out
+
+    def time_copy(self, config: str, device: str) -> None:
+        self.target.copy_(self.source)
+        synchronize(device)
+
+    def time_fill(self, config: str, device: str) -> None:
+        self.target.fill_(1)
+        synchronize(device)
+
+    def time_fresh_output(self, config: str, device: str) -> None:
+        self.result = self._fresh_output()  # kept until the next setup: freeing it is not timed
+
+    def track_net_peak_fresh_output(self, config: str, device: str) -> int:
+        self._fresh_output()  # warm-up, as for the strategies
+        return net_peak_bytes(self._fresh_output, device)
+
+    def track_min_peak_forward(self, config: str, device: str) -> int:
+        return analytic_minimum_bytes(self.config, backward=False)
+
+    def track_min_peak_forward_backward(self, config: str, device: str) -> int:
+        return analytic_minimum_bytes(self.config, backward=True)
+
+
+def _params(profile: Profile) -> list[list[str]]:
+    return [[c.name for c in profile.configs()], list(DEVICES)]
+
+
+class Quick(_BoundsSuite):
+    """The quick profile's bounds (batch size capped at 8)."""
+
+    profile = QUICK
+    params = _params(QUICK)
+    rounds, repeat, warmup_time, timeout = QUICK.rounds, QUICK.repeat, QUICK.warmup_time, QUICK.timeout
+
+
+class Full(_BoundsSuite):
+    """The full profile's bounds (the configs' real batch size)."""
+
+    profile = FULL
+    params = _params(FULL)
+    rounds, repeat, warmup_time, timeout = FULL.rounds, FULL.repeat, FULL.warmup_time, FULL.timeout

@@ -1,0 +1,197 @@
+"""The harness's cells, independent of asv: one strategy on one config on one device, at one profile's size.
+
+asv (``benchmarks/unfold.py``, ``benchmarks/bounds.py``), pytest-benchmark (``benchmarks/test_matrix.py``)
+and the memory_profiler script all take their cells from here, so the matrix is the registry x the config
+table x ``DEVICES`` everywhere.
+
+A cell is either runnable or skipped with a stated reason (a CUDA cell without a GPU, a strategy that does
+not support the config's spatial dims). A runnable cell's figures only count if the correctness gate passed
+(``gate``): the output bit-exact and the input gradient within the summation bound (``impls.parity``),
+checked once per profile on the very inputs the benchmarks use, outside any timed region.
+
+Timed calls keep their results alive (``Workload.result``) until ``Workload.reset`` runs in the next setup,
+so freeing an 864 MiB output is not timed, while allocating it (and, on CPU, faulting its pages in) is:
+every strategy that returns a fresh tensor pays that, and ``bounds`` measures what it costs on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from benchmarks.configs import LayerConfig
+from benchmarks.profiles import Profile
+from impls import STRATEGIES, Strategy
+from impls.parity import problems, random_grad_output
+
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
+
+CellKey = tuple[str, str, str]  # (strategy, config, device)
+
+
+def device_unavailable(device: str) -> str | None:
+    """Why ``device`` cannot be used on this machine, or None."""
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r} must be one of {DEVICES}")
+    if device == "cuda" and not torch.cuda.is_available():
+        return "no CUDA device on this machine"
+    return None
+
+
+def use_exact_float32(device: str) -> None:
+    """No TF32 on CUDA: a convolution-based strategy would otherwise not compute the exact unfold."""
+    if device == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def profile_config(profile: Profile, config_name: str) -> LayerConfig:
+    """``config_name`` at ``profile``'s size."""
+    for config in profile.configs():
+        if config.name == config_name:
+            return config
+    raise KeyError(f"unknown config {config_name!r}")
+
+
+@dataclass(frozen=True)
+class Cell:
+    strategy: Strategy
+    config: LayerConfig
+    device: str
+
+    @classmethod
+    def from_names(cls, strategy: str, config: str, device: str, profile: Profile) -> Cell:
+        if strategy not in STRATEGIES:
+            raise KeyError(f"unknown strategy {strategy!r}; known strategies: {', '.join(STRATEGIES)}")
+        return cls(STRATEGIES[strategy], profile_config(profile, config), device)
+
+    @property
+    def key(self) -> CellKey:
+        return (self.strategy.name, self.config.name, self.device)
+
+    def skip_reason(self) -> str | None:
+        """Why this cell does not run here (stated in asv's "n/a"), or None."""
+        return device_unavailable(self.device) or self.strategy.unsupported_reason(
+            self.config.spatial_dims, self.device, self.config.torch_dtype
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The correctness gate's finding for one cell; ``None`` fields mean "matches the reference"."""
+
+    forward_problem: str | None = None
+    gradient_problem: str | None = None
+    error: str | None = None  # the gate itself raised (e.g. out of memory)
+
+    def problem(self, backward: bool) -> str | None:
+        if self.error is not None:
+            return f"the correctness gate failed: {self.error}"
+        if self.forward_problem is not None:
+            return f"wrong output: {self.forward_problem}"
+        if backward and self.gradient_problem is not None:
+            return f"wrong input gradient: {self.gradient_problem}"
+        return None
+
+
+class WrongResultError(AssertionError):
+    """A strategy failed the correctness gate: its figures must not count."""
+
+
+def check_cell(cell: Cell) -> Verdict:
+    """Run the correctness gate on ``cell``'s benchmark inputs; exceptions become the verdict's ``error``."""
+    use_exact_float32(cell.device)
+    try:
+        x = cell.config.make_input(cell.device, seed=INPUT_SEED)
+        forward_problem, gradient_problem = problems(cell.strategy, x, cell.config.unfold_kwargs(), backward=True)
+        return Verdict(forward_problem, gradient_problem)
+    except Exception as error:  # one cell's failure (e.g. out of memory) must not stop the others
+        return Verdict(error=f"{type(error).__name__}: {error}")
+    finally:
+        if cell.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def gate(cells: list[Cell], progress: Callable[[str], None] | None = None) -> dict[CellKey, Verdict]:
+    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out)."""
+    verdicts = {}
+    for cell in cells:
+        if cell.skip_reason() is None:
+            verdicts[cell.key] = check_cell(cell)
+            if progress is not None:
+                problem = verdicts[cell.key].problem(backward=True)
+                progress(f"gate {'/'.join(cell.key)}: {problem or 'matches the reference'}")
+    return verdicts
+
+
+def all_cells(profile: Profile) -> list[Cell]:
+    """The full matrix: every registered strategy x every config x every device, at ``profile``'s size."""
+    return [Cell(s, c, d) for c in profile.configs() for s in STRATEGIES.values() for d in DEVICES]
+
+
+class Workload:
+    """The inputs of one cell, made once per process with fixed seeds, and the calls the benchmarks time."""
+
+    def __init__(self, cell: Cell, backward: bool) -> None:
+        self.cell = cell
+        self.kwargs = cell.config.unfold_kwargs()
+        self.input = cell.config.make_input(cell.device, seed=INPUT_SEED)
+        self.leaf = self.input.detach().requires_grad_(True)
+        self.grad_output = random_grad_output(cell.config.geometry, self.input) if backward else None
+        self.result: Any = None
+        synchronize(cell.device)
+
+    def reset(self) -> None:
+        """Drop the previous call's results (outside the timed region) so every call starts alike."""
+        self.result = None
+        self.leaf.grad = None
+        synchronize(self.cell.device)
+
+    def forward(self) -> None:
+        self.result = self.cell.strategy(self.input, **self.kwargs)
+        synchronize(self.cell.device)
+
+    def forward_backward(self) -> None:
+        out = self.cell.strategy(self.leaf, **self.kwargs)
+        out.backward(self.grad_output)
+        self.result = out
+        synchronize(self.cell.device)
+
+    def forward_backward_fresh_grad(self) -> None:
+        """Forward-backward with ``grad_output`` materialised inside the call, as a next layer would produce it.
+
+        The memory benchmarks use this so that the measured net peak includes ``grad_output``, like the
+        analytic minimum it is read against.
+        """
+        out = self.cell.strategy(self.leaf, **self.kwargs)
+        grad_output = self.grad_output.clone()
+        out.backward(grad_output)
+        self.result = (out, grad_output)
+        synchronize(self.cell.device)
+
+
+def analytic_minimum_bytes(config: LayerConfig, backward: bool) -> int:
+    """The least memory a call can need: its output; with the backward also grad_output and grad_input.
+
+    When the unfold is a pure reshape (one-element kernel, stride 1, no padding, as in allcnnc-conv8), the
+    output can be a view of the input and the input gradient a view of ``grad_output``, so only
+    ``grad_output`` is unavoidable (a strategy such as ``as_strided`` does return a view there).
+    """
+    geometry = config.geometry
+    itemsize = config.torch_dtype.itemsize
+    output, grad_output, grad_input = geometry.output_numel, geometry.output_numel, geometry.input_numel
+    reshape = geometry.kernel_numel == 1 and set(geometry.stride) == {1} and set(geometry.padding) == {0}
+    if reshape:
+        output = grad_input = 0
+    if not backward:
+        return output * itemsize
+    return (output + grad_output + grad_input) * itemsize

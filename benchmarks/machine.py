@@ -1,0 +1,85 @@
+"""What this machine is, for asv's machine file: asv records it with every result.
+
+asv's machine fields (machine, os, arch, cpu, num_cpu, ram) have no place for a GPU, the torch build or the
+allocator, yet figures depend on all three. asv copies any extra keys of a machine entry into the
+``params`` of every result it saves, so they are added there: ``device_names`` (CPU model and GPU model, or
+"no GPU"), ``torch``, ``torch_threads``, ``allocator``. The machine *name* carries the GPU and the allocator
+variant too, so results from different set-ups never share a directory or a chart line.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+from pathlib import Path
+
+import torch
+
+THP_VARIABLE = "THP_MEM_ALLOC_ENABLE"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_model() -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(0)
+
+
+def allocator_setting() -> str:
+    """How PyTorch allocates here: the CPU allocator's huge-page setting, preloads, and the CUDA allocator config."""
+    thp = os.environ.get(THP_VARIABLE, "0") == "1"
+    parts = [
+        f"CPU: {'transparent huge pages (' + THP_VARIABLE + '=1)' if thp else 'default (' + THP_VARIABLE + ' unset)'}"
+    ]
+    preload = os.environ.get("LD_PRELOAD")
+    parts.append(f"LD_PRELOAD={preload}" if preload else "glibc malloc")
+    if torch.cuda.is_available():
+        parts.append(f"CUDA: PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '(default)')}")
+    return "; ".join(parts)
+
+
+def _slug(text: str) -> str:
+    text = re.sub(r"\((R|TM)\)|CPU|Processor|@.*$|NVIDIA|GeForce", "", text, flags=re.IGNORECASE)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def machine_name() -> str:
+    """A name that says what measured: host, CPU model and cores, GPU model, and ``-thp`` for the huge-page variant."""
+    parts = [_slug(socket.gethostname())[:24] or "host", _slug(cpu_model())[:32], f"{os.cpu_count()}cpu"]
+    gpu = gpu_model()
+    parts.append(_slug(gpu) if gpu else "nogpu")
+    if os.environ.get(THP_VARIABLE) == "1":
+        parts.append("thp")
+    return "-".join(parts)
+
+
+def machine_info(name: str | None = None) -> dict[str, str]:
+    """The asv machine entry for this machine (asv's fields plus the extra keys described above)."""
+    gpu = gpu_model()
+    try:
+        ram = str(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024)  # asv records KiB
+    except (ValueError, OSError):
+        ram = ""
+    return {
+        "machine": name or machine_name(),
+        "os": f"{platform.system()} {platform.release()}",
+        "arch": platform.machine(),
+        "cpu": cpu_model(),
+        "num_cpu": str(os.cpu_count()),
+        "ram": ram,
+        "device_names": f"CPU: {cpu_model()}; GPU: {gpu or 'none'}",
+        "torch_version": torch.__version__,
+        "torch_threads": str(torch.get_num_threads()),
+        "allocator": allocator_setting(),
+    }

@@ -1,0 +1,88 @@
+"""Every asv result in a results directory as one tidy pandas table.
+
+One row per result file x benchmark x parameter combination: commit, date, machine, env, profile, suite,
+metric, strategy, config, device, value, unit, spread (asv's interquartile range, ``q_25``/``q_75``), the
+99% confidence interval asv computed, and status. ``status`` is ``ok``, ``skipped`` (asv's n/a: setup raised
+``NotImplementedError``) or ``failed`` (an exception, a wrong result, a timeout or a killed process); only
+``ok`` rows have a value, so a skipped or failed cell can never be read as zero.
+
+Benchmark names are ``<suite>.<Profile>.<metric>``; parameter names come from asv's ``benchmarks.json``.
+Machine details (CPU, GPU, torch, allocator) come from each result's ``params``, which asv copies from the
+machine entry written by ``scripts/bench.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+from asv.results import iter_results
+
+MACHINE_FIELDS = ("cpu", "num_cpu", "ram", "os", "device_names", "torch_version", "torch_threads", "allocator")
+COLUMNS = [
+    "commit", "date", "machine", "env", "profile", "suite", "metric", "strategy", "config", "device",
+    "value", "unit", "q_25", "q_75", "ci_99_low", "ci_99_high", "status", *MACHINE_FIELDS,
+]  # fmt: skip
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
+
+
+def _status(value: float | None) -> str:
+    if value is None:
+        return "failed"
+    if isinstance(value, float) and math.isnan(value):
+        return "skipped"
+    return "ok"
+
+
+def load_results(results_dir: str | Path) -> pd.DataFrame:
+    """The tidy table of every result under ``results_dir`` (empty, with the columns, if there are none)."""
+    results_dir = Path(results_dir)
+    benchmarks_file = results_dir / "benchmarks.json"
+    benchmarks = json.loads(benchmarks_file.read_text()) if benchmarks_file.exists() else {}
+    rows = []
+    for result in iter_results(str(results_dir)):
+        machine_params = result.params
+        for name in result.get_all_result_keys():
+            parts = name.split(".")
+            if len(parts) != 3 or name not in benchmarks:
+                continue
+            suite, profile, metric = parts
+            info = benchmarks[name]
+            param_names = info.get("param_names", [])
+            param_values = result.get_result_params(name)
+            values = result.get_result_value(name, param_values)
+            stats = result.get_result_stats(name, param_values)
+            combos = list(itertools.product(*param_values)) if param_values else [()]
+            for combo, value, stat in zip(combos, values, stats):
+                params = {k: _unquote(v) for k, v in zip(param_names, combo)}
+                status = _status(value)
+                stat = stat or {}
+                rows.append(
+                    {
+                        "commit": result.commit_hash,
+                        "date": pd.to_datetime(result.date, unit="ms", utc=True) if result.date else pd.NaT,
+                        "machine": machine_params.get("machine"),
+                        "env": result.env_name,
+                        "profile": profile.lower(),
+                        "suite": suite,
+                        "metric": metric,
+                        "strategy": params.get("strategy"),
+                        "config": params.get("config"),
+                        "device": params.get("device"),
+                        "value": value if status == "ok" else None,
+                        "unit": info.get("unit"),
+                        "q_25": stat.get("q_25"),
+                        "q_75": stat.get("q_75"),
+                        "ci_99_low": stat.get("ci_99_a"),
+                        "ci_99_high": stat.get("ci_99_b"),
+                        "status": status,
+                        **{field: machine_params.get(field) for field in MACHINE_FIELDS},
+                    }
+                )
+    return pd.DataFrame(rows, columns=COLUMNS)

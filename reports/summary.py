@@ -1,0 +1,140 @@
+"""The terminal summary that ends `make bench`: one machine, one profile, one commit, every cell.
+
+Per device, one row per config x strategy: forward ms, forward-backward ms and net peak MiB (forward and
+forward-backward), each followed by its ratio to ``native`` on the same config and to the config's bound
+(runtime: the ``copy_`` roofline; memory: the analytic minimum). Skipped and failed cells say so instead of
+showing a number. Below the table, physics checks: a forward faster than the write-only ``fill_`` floor, or a
+net peak below the analytic minimum, means the measurement is wrong and is listed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from reports.results import load_results
+
+MIB = 2**20
+# metric -> (column label, scale to the shown unit, bound metric, bound's ratio label)
+_COLUMNS = {
+    "time_forward": ("forward ms", 1e3, "time_copy", "xcopy"),
+    "time_forward_backward": ("fwd+bwd ms", 1e3, "time_copy", "xcopy"),
+    "track_net_peak_forward": ("forward MiB", 1 / MIB, "track_min_peak_forward", "xmin"),
+    "track_net_peak_forward_backward": ("fwd+bwd MiB", 1 / MIB, "track_min_peak_forward_backward", "xmin"),
+}
+LEGEND = (
+    "xnat: ratio to native on the same config; xcopy: ratio to copy_ of the output's size (roofline); "
+    "xmin: ratio to the analytic minimum (forward: output; forward-backward: + grad_output + grad_input)."
+)
+
+
+def _format(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def _ratio(value: float, reference: float | None) -> str:
+    if reference is None or reference != reference or reference <= 0:
+        return "-"
+    return f"{value / reference:.2f}"
+
+
+def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per device, the summary table of one machine/profile/commit slice of ``load_results``."""
+    out = {}
+    for device, rows in table.groupby("device", sort=False):
+        bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
+        cells = rows[rows.suite == "unfold"]
+        natives = cells[cells.strategy == "native"].set_index(["config", "metric"])["value"]
+        lines = []
+        for (config, strategy), cell in cells.groupby(["config", "strategy"], sort=False):
+            if (cell.status == "skipped").all():
+                continue  # listed with its reason below the tables, not as a row of "skipped"
+            line = {("", "config"): config, ("", "strategy"): strategy}
+            by_metric = cell.set_index("metric")
+            for metric, (label, scale, bound_metric, bound_label) in _COLUMNS.items():
+                if metric not in by_metric.index:
+                    continue
+                status, value = by_metric.loc[metric, "status"], by_metric.loc[metric, "value"]
+                native, bound = natives.get((config, metric)), bounds.get((config, bound_metric))
+                line[(label, "value")] = _format(value * scale) if status == "ok" else status
+                line[(label, "xnat")] = _ratio(value, native) if status == "ok" else ""
+                line[(label, bound_label)] = _ratio(value, bound) if status == "ok" else ""
+            lines.append(line)
+        if lines:
+            frame = pd.DataFrame(lines).fillna("")
+            frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+            out[device] = frame
+    return out
+
+
+def physics_problems(table: pd.DataFrame) -> list[str]:
+    """Figures that contradict the bounds measured in the same run (each means a measurement is wrong)."""
+    problems = []
+    ok = table[table.status == "ok"]
+    bounds = ok[ok.suite == "bounds"].set_index(["device", "config", "metric"])["value"]
+    for row in ok[ok.suite == "unfold"].itertuples():
+        if row.metric == "time_forward":
+            floor = bounds.get((row.device, row.config, "time_fill"))
+            if floor is not None and row.value < floor:
+                problems.append(
+                    f"{row.strategy} forward on {row.config} ({row.device}) took {row.value * 1e3:.3f} ms, "
+                    f"below the write-only fill_ floor {floor * 1e3:.3f} ms"
+                )
+        if row.metric.startswith("track_net_peak"):
+            minimum = bounds.get((row.device, row.config, row.metric.replace("net_peak", "min_peak")))
+            if minimum is not None and row.value < minimum:
+                problems.append(
+                    f"{row.strategy} {row.metric} on {row.config} ({row.device}): {row.value / MIB:.1f} MiB, "
+                    f"below the analytic minimum {minimum / MIB:.1f} MiB"
+                )
+    return problems
+
+
+def print_summary(
+    results_dir: str | Path,
+    machine: str,
+    profile: str,
+    commit: str | None,
+    skip_reason: Callable[[str, str, str], str | None] | None = None,
+) -> None:
+    """Print the summary of ``machine``'s ``profile`` results at ``commit`` (None: its latest commit).
+
+    ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a").
+    """
+    table = load_results(results_dir)
+    table = table[(table.machine == machine) & (table.profile == profile)]
+    if table.empty:
+        print(f"no {profile} results for machine {machine} in {results_dir}")
+        return
+    if commit is None:
+        commit = table.sort_values("date").commit.iloc[-1]
+    table = table[table.commit == commit]
+    print(f"\nSummary: machine {machine}, profile {profile}, commit {commit[:8]}")
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 500):
+        for device, summary in summary_tables(table).items():
+            print(f"\n[{device}]")
+            print(summary.to_string(index=False))
+    print("\n" + LEGEND)
+    cells = table[table.suite == "unfold"]
+    skipped = cells[cells.status == "skipped"].drop_duplicates(["strategy", "config", "device"])
+    if not skipped.empty:
+        reasons = Counter(
+            (skip_reason(r.strategy, r.config, r.device) if skip_reason else None) or "not run in this selection"
+            for r in skipped.itertuples()
+        )
+        print(f"\nSkipped cells (asv: n/a): {len(skipped)}")
+        for reason, count in reasons.most_common():
+            print(f"  {count:>4} x {reason}")
+    failed = cells[cells.status == "failed"]
+    if not failed.empty:
+        print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's output above says why):")
+        for r in failed.itertuples():
+            print(f"  - {r.metric} {r.strategy} {r.config} {r.device}")
+    problems = physics_problems(table)
+    print("\nPhysics checks: " + ("all figures respect the measured bounds." if not problems else ""))
+    for problem in problems:
+        print("  - " + problem)
+    print(f"\nResults: {Path(results_dir).resolve()}/{machine}/ (asv's JSON; `asv publish` builds asv's site)")
