@@ -16,8 +16,13 @@ every strategy that returns a fresh tensor pays that, and ``bounds`` measures wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import multiprocessing
+import pickle
+import signal
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -69,10 +74,12 @@ class Cell:
     device: str
 
     @classmethod
-    def from_names(cls, strategy: str, config: str, device: str, profile: Profile) -> Cell:
-        if strategy not in STRATEGIES:
-            raise KeyError(f"unknown strategy {strategy!r}; known strategies: {', '.join(STRATEGIES)}")
-        return cls(STRATEGIES[strategy], profile_config(profile, config), device)
+    def from_names(
+        cls, strategy: str, config: str, device: str, profile: Profile, strategies: Mapping[str, Strategy] = STRATEGIES
+    ) -> Cell:
+        if strategy not in strategies:
+            raise KeyError(f"unknown strategy {strategy!r}; known strategies: {', '.join(strategies)}")
+        return cls(strategies[strategy], profile_config(profile, config), device)
 
     @property
     def key(self) -> CellKey:
@@ -121,21 +128,85 @@ def check_cell(cell: Cell) -> Verdict:
             torch.cuda.empty_cache()
 
 
+def _import_root(module_name: str) -> str | None:
+    """The sys.path entry from which ``module_name`` was imported (None for built-in or path-less modules)."""
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    if path is None:
+        return None
+    root = Path(path).resolve().parent
+    for _ in range(module_name.count(".") + (Path(path).name == "__init__.py")):
+        root = root.parent
+    return str(root)
+
+
+def _check_in_child(import_roots: list[str], pickled_cell: bytes, connection: Any) -> None:
+    # The strategy may come from a module that the parent imported from a path no longer on sys.path
+    # (asv imports benchmark suites that way), so the cell is unpickled only after its roots are added.
+    sys.path[:0] = [root for root in import_roots if root not in sys.path]
+    connection.send(check_cell(pickle.loads(pickled_cell)))
+
+
+_checker_context: Any = None
+
+
+def _checker() -> Any:
+    """A forkserver context: children fork from a fresh server that has imported torch but run nothing.
+
+    Forking the calling process itself would be cheaper, but a process that has already run a parallel
+    torch op holds an OpenMP thread pool, and a child forked from it hangs in its first parallel op.
+    """
+    global _checker_context
+    if _checker_context is None:
+        _checker_context = multiprocessing.get_context("forkserver")
+        _checker_context.set_forkserver_preload(["benchmarks.cells"])
+    return _checker_context
+
+
+def check_cell_isolated(cell: Cell) -> Verdict:
+    """``check_cell`` in a child process, so a kill (the kernel's out-of-memory killer, a segfault) fails this
+    cell's gate only. CUDA cells are checked in-process: CUDA's out-of-memory is an exception that
+    ``check_cell`` catches, and a CUDA context does not survive into a forked child."""
+    if cell.device == "cuda" or "forkserver" not in multiprocessing.get_all_start_methods():
+        return check_cell(cell)
+    context = _checker()
+    receiver, sender = context.Pipe(duplex=False)
+    roots = [_import_root(type(cell.strategy).__module__), _import_root(cell.strategy.implementation.__module__)]
+    args = ([root for root in roots if root is not None], pickle.dumps(cell), sender)
+    child = context.Process(target=_check_in_child, args=args)
+    child.start()
+    sender.close()
+    try:
+        verdict = receiver.recv()
+    except EOFError:  # the child died before sending its verdict
+        verdict = None
+    child.join()
+    if verdict is None:
+        code = child.exitcode
+        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        hint = " (SIGKILL: probably the out-of-memory killer)" if code == -signal.SIGKILL else ""
+        verdict = Verdict(error=f"the checking process died: {how}{hint}")
+    return verdict
+
+
 def gate(cells: list[Cell], progress: Callable[[str], None] | None = None) -> dict[CellKey, Verdict]:
-    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out)."""
+    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out).
+
+    CPU cells come first and each is checked in a child process; CUDA cells follow, in-process.
+    """
     verdicts = {}
-    for cell in cells:
+    for cell in sorted(cells, key=lambda c: c.device == "cuda"):
         if cell.skip_reason() is None:
-            verdicts[cell.key] = check_cell(cell)
+            verdicts[cell.key] = check_cell_isolated(cell)
             if progress is not None:
                 problem = verdicts[cell.key].problem(backward=True)
                 progress(f"gate {'/'.join(cell.key)}: {problem or 'matches the reference'}")
     return verdicts
 
 
-def all_cells(profile: Profile) -> list[Cell]:
-    """The full matrix: every registered strategy x every config x every device, at ``profile``'s size."""
-    return [Cell(s, c, d) for c in profile.configs() for s in STRATEGIES.values() for d in DEVICES]
+def all_cells(profile: Profile, strategies: Mapping[str, Strategy] = STRATEGIES) -> list[Cell]:
+    """The full matrix: every strategy x every config x every device, at ``profile``'s size."""
+    return [Cell(s, c, d) for c in profile.configs() for s in strategies.values() for d in DEVICES]
 
 
 class Workload:

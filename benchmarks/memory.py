@@ -45,7 +45,8 @@ def cpu_peak_supported() -> str | None:
     return None
 
 
-def _release_free_heap() -> None:
+def release_free_heap() -> None:
+    """Collect garbage and hand glibc's free heap pages back to the kernel, so RSS counts live memory only."""
     gc.collect()
     libc_name = ctypes.util.find_library("c")
     if libc_name is None:
@@ -73,7 +74,7 @@ def net_peak_bytes(call: Callable[[], Any], device: str) -> int:
     reason = cpu_peak_supported()
     if reason is not None:
         raise NotImplementedError(reason)
-    _release_free_heap()
+    release_free_heap()
     before_kib = _status_kib("VmRSS")
     _CLEAR_REFS.write_text("5")
     result = call()

@@ -50,3 +50,12 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise KeyError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)}") from None
+
+
+def benchmark_regex(profile: Profile, narrow: str = "") -> str:
+    """One asv ``-b`` regex for ``profile``'s benchmarks, narrowed by ``narrow`` (a regex) if given.
+
+    asv ORs several ``-b`` options and matches each against ``name(param, ...)``, so the profile and the
+    narrowing must be one expression: ``narrow`` may name a config, strategy or device.
+    """
+    return rf"^(?:unfold|bounds)\.{profile.class_name}\..*(?:{narrow})"

@@ -14,31 +14,41 @@ machine):
 and for a strategy that does not support the config. The correctness gate runs once per profile in
 ``setup_cache`` (asv runs it before the cells and hands its verdicts to every setup); a cell whose strategy
 failed it raises ``WrongResultError`` in setup (forward) or in the body (forward-backward, when only the gradient
-is wrong), so asv reports it as failed and records no figure. Each cell runs in its own process, so an
-exception or an out-of-memory kill fails that cell only.
+is wrong), so asv reports it as failed and records no figure. Each cell runs in its own process, and the
+gate checks each CPU cell in a forked process, so an exception or an out-of-memory kill fails that cell only.
+
+``strategies`` and ``params`` are class attributes so that a test suite can build the same classes over
+other strategies (``tests/fixtures/asv_suite``); the real classes take them from the registry and the config
+table.
 """
 
 from __future__ import annotations
 
-from benchmarks.cells import DEVICES, Cell, Verdict, Workload, WrongResultError, all_cells, gate, use_exact_float32
+import itertools
+from collections.abc import Mapping
+
+from benchmarks.cells import DEVICES, Cell, Verdict, Workload, WrongResultError, gate, use_exact_float32
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import FULL, QUICK, Profile
-from impls import strategy_names
+from impls import STRATEGIES, Strategy
 
 _workloads: dict[tuple, Workload] = {}  # one per process and cell: inputs are made once, not per sample
 
 
-def _run_gate(profile: Profile) -> dict:
-    return gate(all_cells(profile), progress=print)
-
-
 class _UnfoldSuite:
     profile: Profile
+    strategies: Mapping[str, Strategy] = STRATEGIES
+    params: list[list[str]]
     param_names = ("strategy", "config", "device")
     unit = "bytes"  # only used by the track_* benchmarks
 
+    def _gate(self) -> dict:
+        """The verdict of every cell of ``params`` (asv's ``setup_cache`` of each profile class returns it)."""
+        cells = [Cell.from_names(*names, self.profile, self.strategies) for names in itertools.product(*self.params)]
+        return gate(cells, progress=print)
+
     def setup(self, verdicts: dict, strategy: str, config: str, device: str) -> None:
-        cell = Cell.from_names(strategy, config, device, self.profile)
+        cell = Cell.from_names(strategy, config, device, self.profile, self.strategies)
         reason = cell.skip_reason()
         if reason is not None:
             raise NotImplementedError(reason)
@@ -80,7 +90,7 @@ class _UnfoldSuite:
 
 
 def _params(profile: Profile) -> list[list[str]]:
-    return [strategy_names(), [c.name for c in profile.configs()], list(DEVICES)]
+    return [list(STRATEGIES), [c.name for c in profile.configs()], list(DEVICES)]
 
 
 class Quick(_UnfoldSuite):
@@ -91,7 +101,7 @@ class Quick(_UnfoldSuite):
     rounds, repeat, warmup_time, timeout = QUICK.rounds, QUICK.repeat, QUICK.warmup_time, QUICK.timeout
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
-        return _run_gate(self.profile)
+        return self._gate()
 
     setup_cache.timeout = QUICK.gate_timeout
 
@@ -104,6 +114,6 @@ class Full(_UnfoldSuite):
     rounds, repeat, warmup_time, timeout = FULL.rounds, FULL.repeat, FULL.warmup_time, FULL.timeout
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
-        return _run_gate(self.profile)
+        return self._gate()
 
     setup_cache.timeout = FULL.gate_timeout

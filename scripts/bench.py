@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import THP_VARIABLE  # noqa: E402
-from benchmarks.profiles import PROFILES  # noqa: E402
+from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
 
 
 def _git(*args: str) -> str:
@@ -46,9 +46,7 @@ def main() -> int:
     MachineCollection.save(info["machine"], info)  # asv copies every key into each result's params
 
     profile = PROFILES[args.profile]
-    # One regex (asv ORs several -b): this profile's benchmarks, narrowed by --bench if given; asv matches
-    # it against "name(param, ...)", so a config, strategy or device name selects cells.
-    pattern = rf"^(?:unfold|bounds)\.{profile.class_name}\..*(?:{args.bench})"
+    pattern = benchmark_regex(profile, args.bench)
     command = [
         sys.executable,
         "-m",

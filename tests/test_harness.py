@@ -1,0 +1,201 @@
+"""The benchmark harness, without timing anything: discovery, every quick cell, failure isolation, results.
+
+Nothing here asserts a duration. The asv tests run asv itself (``--python=same``, this environment) on the
+real suite's definitions and on a fixture suite of faulty strategies (``tests/fixtures/asv_suite``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from asv_runner.discovery import disc_benchmarks
+
+from benchmarks import bounds, unfold
+from benchmarks.cells import DEVICES, Cell, analytic_minimum_bytes, check_cell_isolated, profile_config
+from benchmarks.configs import CONFIGS, get_config
+from benchmarks.memory import cpu_peak_supported, net_peak_bytes
+from benchmarks.profiles import FULL, PROFILES, QUICK, benchmark_regex
+from impls import STRATEGIES
+from reports.results import load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_SUITE = ROOT / "tests" / "fixtures" / "asv_suite"
+MIB = 2**20
+HAS_CUDA = torch.cuda.is_available()
+
+
+def test_asv_discovers_every_strategy_config_and_device_for_each_profile():
+    names = {b.name: b for b in disc_benchmarks(str(ROOT / "benchmarks"))}
+    for profile in PROFILES.values():
+        cls = profile.class_name
+        expected_cells = [list(STRATEGIES), [c.name for c in CONFIGS], list(DEVICES)]
+        for metric in ("time_forward", "time_forward_backward", "track_net_peak_forward"):
+            benchmark = names[f"unfold.{cls}.{metric}"]
+            assert [list(p) for p in benchmark.params] == [[repr(v) for v in values] for values in expected_cells]
+        for metric in ("time_copy", "time_fill", "time_fresh_output", "track_min_peak_forward_backward"):
+            benchmark = names[f"bounds.{cls}.{metric}"]
+            assert [list(p) for p in benchmark.params] == [[repr(v) for v in values] for values in expected_cells[1:]]
+    assert names["unfold.Full.track_net_peak_forward"].unit == "bytes"
+
+
+def test_asv_check_passes():
+    completed = subprocess.run(
+        [sys.executable, "-m", "asv", "check", "--python=same"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "No problems found" in completed.stdout
+
+
+def test_profile_regex_selects_one_profile_and_narrows_by_cell():
+    quick = benchmark_regex(QUICK)
+
+    assert re.search(quick, "unfold.Quick.time_forward('native', 'allcnnc-conv2', 'cpu')")
+    assert re.search(quick, "bounds.Quick.time_copy('allcnnc-conv2', 'cpu')")
+    assert not re.search(quick, "unfold.Full.time_forward('native', 'allcnnc-conv2', 'cpu')")
+    narrow = benchmark_regex(FULL, "conv2")
+    assert re.search(narrow, "unfold.Full.time_forward('native', 'allcnnc-conv2', 'cpu')")
+    assert not re.search(narrow, "unfold.Full.time_forward('native', 'allcnnc-conv3', 'cpu')")
+    assert not re.search(narrow, "unfold.Quick.time_forward('native', 'allcnnc-conv2', 'cpu')")
+
+
+def _call_every_benchmark(suite: object, setup_args: tuple, params: tuple) -> dict[str, object]:
+    figures = {}
+    for name in sorted(dir(suite)):
+        if name.startswith(("time_", "track_")):
+            suite.setup(*setup_args, *params)
+            figures[name] = getattr(suite, name)(*setup_args, *params)
+    return figures
+
+
+def test_every_quick_cell_runs_or_skips_for_a_stated_reason():
+    suite = unfold.Quick()
+    verdicts = suite.setup_cache()
+    ran, skipped = [], {}
+    for params in itertools.product(*suite.params):
+        try:
+            figures = _call_every_benchmark(suite, (verdicts,), params)
+        except NotImplementedError as skip:
+            assert str(skip), f"{params} skipped without a reason"
+            skipped[params] = str(skip)
+            continue
+        for name, figure in figures.items():
+            if name.startswith("track_"):
+                assert isinstance(figure, int) and figure >= 0, (params, name, figure)
+        ran.append(params)
+    for strategy, config, device in itertools.product(*suite.params):
+        cell = Cell.from_names(strategy, config, device, QUICK)
+        reason = cell.skip_reason()
+        if reason is None:
+            assert (strategy, config, device) in ran
+        else:
+            assert skipped[(strategy, config, device)] == reason
+    if not HAS_CUDA:
+        assert all(skipped[p] == "no CUDA device on this machine" for p in skipped if p[2] == "cuda")
+    assert skipped[("native", "vol3d-conv", "cpu")].startswith("strategy 'native' supports spatial dims (1, 2)")
+
+    bounds_suite = bounds.Quick()
+    for params in itertools.product(*bounds_suite.params):
+        try:
+            figures = _call_every_benchmark(bounds_suite, (), params)
+        except NotImplementedError as skip:
+            assert params[1] == "cuda" and not HAS_CUDA, (params, skip)
+            continue
+        config = profile_config(QUICK, params[0])
+        assert figures["track_min_peak_forward"] == analytic_minimum_bytes(config, backward=False)
+        assert figures["track_min_peak_forward_backward"] == analytic_minimum_bytes(config, backward=True)
+
+
+def _run_asv(tmp_path: Path, benchmark_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    results = tmp_path / "results"
+    conf = {
+        "version": 1,
+        "project": "unfold-bench-fixture",
+        "repo": str(ROOT),
+        "branches": ["HEAD"],  # whatever is checked out (CI may be on a detached HEAD)
+        "dvcs": "git",
+        "environment_type": "virtualenv",
+        "benchmark_dir": str(benchmark_dir),
+        "results_dir": str(results),
+        "env_dir": str(tmp_path / "env"),
+        "html_dir": str(tmp_path / "html"),
+        "launch_method": "forkserver",
+    }
+    conf_path = tmp_path / "asv.conf.json"
+    conf_path.write_text(json.dumps(conf))
+    env = {**os.environ, "HOME": str(tmp_path)}  # asv's machine file lives in $HOME
+    asv = [sys.executable, "-m", "asv", "--config", str(conf_path)]
+    subprocess.run([*asv, "machine", "--yes", "--machine", "fixture-machine"], env=env, check=True, capture_output=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    command = [*asv, "run", "--python=same", "--set-commit-hash", commit.stdout.strip(), "--machine", "fixture-machine"]
+    completed = subprocess.run([*command, "--show-stderr", *extra], env=env, capture_output=True, text=True)
+    return completed, results
+
+
+def test_a_failing_or_killed_cell_fails_alone_and_the_results_are_written(tmp_path):
+    completed, results = _run_asv(tmp_path, FIXTURE_SUITE)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode != 0, "asv must report the failed cells"
+    assert list((results / "fixture-machine").glob("*.json")), output  # results written despite failures
+
+    table = load_results(results)
+    assert set(table.suite) == {"faulty"}
+    status = table.set_index(["strategy", "config", "device", "metric"])["status"].to_dict()
+    metrics = sorted(set(table.metric))
+    assert metrics == [
+        "time_forward",
+        "time_forward_backward",
+        "track_net_peak_forward",
+        "track_net_peak_forward_backward",
+    ]
+    for metric in metrics:
+        assert status[("native", "example", "cpu", metric)] == "ok", output
+        for strategy in ("wrong", "oom_when_timed", "killed_when_timed", "killed_in_gate"):
+            assert status[(strategy, "example", "cpu", metric)] == "failed", (strategy, metric, output)
+        assert status[("native", "vol3d-conv", "cpu", metric)] == "skipped"  # native has no 3-d
+        if not HAS_CUDA:
+            assert status[("native", "example", "cuda", metric)] == "skipped"
+    ok = table[table.status == "ok"]
+    assert (ok.value > 0).all()
+    assert table[table.status != "ok"].value.isna().all()  # never a number for a failed or skipped cell
+    assert "wrong on example (cpu): wrong output:" in output and "entries differ from the reference" in output
+    assert "the checking process died: signal SIGKILL" in output
+    assert "injected: out of memory while benchmarking" in output
+
+
+def test_gate_survives_a_killed_check():
+    from tests.fixtures.asv_suite.faulty import FAULTY_STRATEGIES, TINY
+
+    killed = Cell.from_names("killed_in_gate", "example", "cpu", TINY, FAULTY_STRATEGIES)
+    verdict = check_cell_isolated(killed)
+    assert "SIGKILL" in verdict.problem(backward=False)
+    wrong = check_cell_isolated(Cell.from_names("wrong", "example", "cpu", TINY, FAULTY_STRATEGIES))
+    assert wrong.problem(backward=False).startswith("wrong output")
+    good = check_cell_isolated(Cell.from_names("native", "example", "cpu", TINY, FAULTY_STRATEGIES))
+    assert good.problem(backward=True) is None
+
+
+@pytest.mark.skipif(cpu_peak_supported() is not None, reason=str(cpu_peak_supported()))
+def test_net_peak_counts_what_a_call_allocates_and_not_what_existed():
+    existing = torch.ones(32 * MIB // 4)  # resident before the call: not counted
+    peak = net_peak_bytes(lambda: torch.ones(64 * MIB // 4), "cpu")
+    assert 64 * MIB <= peak < 72 * MIB  # the 64 MiB tensor, plus at most a few pages of bookkeeping
+    assert net_peak_bytes(lambda: existing.view(-1), "cpu") < 4 * MIB  # a view allocates nothing
+    transient = net_peak_bytes(lambda: torch.ones(64 * MIB // 4).sum(), "cpu")  # freed before the call returns
+    assert transient >= 64 * MIB  # the peak is what was in use during the call, not at its end
+
+
+def test_analytic_minimum():
+    conv2 = get_config("allcnnc-conv2")
+    assert analytic_minimum_bytes(conv2, backward=False) == 864 * MIB  # 256 x 864 x 1024 float32
+    assert analytic_minimum_bytes(conv2, backward=True) == (2 * 864 + 96) * MIB
+    conv8 = get_config("allcnnc-conv8")  # 1x1 kernel, stride 1: the unfold is a reshape
+    assert analytic_minimum_bytes(conv8, backward=False) == 0
+    assert analytic_minimum_bytes(conv8, backward=True) == conv8.geometry.output_numel * 4
