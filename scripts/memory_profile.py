@@ -1,0 +1,41 @@
+"""Show where one strategy's memory goes on one config: memory_profiler's line-by-line increments and timeline.
+
+Example: ``python scripts/memory_profile.py as_strided allcnnc-conv2 --profile full``
+(or ``make memprofile STRATEGY=as_strided CONFIG=allcnnc-conv2 PROFILE=full``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.cells import Cell  # noqa: E402
+from benchmarks.configs import CONFIGS_BY_NAME  # noqa: E402
+from benchmarks.memory_timeline import profile_cell  # noqa: E402
+from benchmarks.profiles import PROFILES  # noqa: E402
+from impls import STRATEGIES  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("strategy", choices=list(STRATEGIES))
+    parser.add_argument("config", choices=list(CONFIGS_BY_NAME))
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="problem size (default quick)")
+    parser.add_argument("--device", choices=["cpu"], default="cpu", help="memory_profiler measures host memory")
+    parser.add_argument("--interval", type=float, default=0.005, help="timeline sampling interval in seconds")
+    args = parser.parse_args()
+    if args.interval <= 0:
+        parser.error(f"--interval {args.interval}: must be positive")
+    cell = Cell.from_names(args.strategy, args.config, args.device, PROFILES[args.profile])
+    reason = cell.skip_reason()
+    if reason is not None:
+        parser.error(reason)
+    print(profile_cell(cell, args.interval))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

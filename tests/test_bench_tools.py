@@ -1,0 +1,96 @@
+"""The other entry points of the benchmarks: pytest-benchmark's matrix, the memory_profiler script, the machine
+entry and the terminal summary. No timing is asserted."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.cells import DEVICES
+from benchmarks.configs import CONFIGS
+from benchmarks.machine import THP_VARIABLE, machine_info, machine_name
+from impls import STRATEGIES
+from reports.summary import physics_problems, summary_tables
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pytest(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pytest", "benchmarks/", "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+
+
+def test_pytest_benchmark_matrix_is_the_registry_times_configs_times_devices():
+    collected = _pytest("--collect-only", "-q")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    ids = {line.strip() for line in collected.stdout.splitlines() if "::" in line}
+    for test, (strategy, config, device) in itertools.product(
+        ("test_forward", "test_forward_backward"), itertools.product(STRATEGIES, [c.name for c in CONFIGS], DEVICES)
+    ):
+        assert f"benchmarks/test_matrix.py::{test}[{strategy}-{config}-{device}-quick]" in ids
+
+
+def test_pytest_benchmark_runs_a_config_and_skips_with_reasons():
+    run = _pytest("-k", "vol3d-conv", "--benchmark-disable", "-rs", "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "strategy 'native' supports spatial dims (1, 2), not 3" in run.stdout
+
+
+def test_memory_profile_script_shows_lines_and_timeline():
+    run = subprocess.run(
+        [sys.executable, "scripts/memory_profile.py", "as_strided", "example"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Line #" in run.stdout and "pad_spatial" in run.stdout and "out.backward(grad_output)" in run.stdout
+    assert "net resident memory over" in run.stdout
+
+
+def test_memory_profile_script_rejects_an_unsupported_cell():
+    run = subprocess.run(
+        [sys.executable, "scripts/memory_profile.py", "native", "vol3d-conv"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert run.returncode == 2 and "supports spatial dims (1, 2), not 3" in run.stderr
+
+
+def test_machine_entry_names_the_devices_and_the_allocator_variant(monkeypatch):
+    monkeypatch.delenv(THP_VARIABLE, raising=False)
+    info = machine_info()
+    assert info["machine"] == machine_name() and not info["machine"].endswith("-thp")
+    assert info["torch_version"] and "GPU:" in info["device_names"] and THP_VARIABLE in info["allocator"]
+    monkeypatch.setenv(THP_VARIABLE, "1")
+    assert machine_name().endswith("-thp") and "huge pages" in machine_info()["allocator"]
+
+
+def _row(suite: str, metric: str, value: float | None, strategy: str | None = None, status: str = "ok") -> dict:
+    return {"suite": suite, "metric": metric, "strategy": strategy, "config": "c", "device": "cpu",
+            "value": value, "status": status}  # fmt: skip
+
+
+def test_summary_ratios_skips_and_physics_checks():
+    rows = [
+        _row("bounds", "time_copy", 0.010),
+        _row("bounds", "time_fill", 0.005),
+        _row("bounds", "track_min_peak_forward", 100.0),
+        _row("unfold", "time_forward", 0.040, "native"),
+        _row("unfold", "time_forward", 0.020, "fast"),
+        _row("unfold", "time_forward", 0.001, "impossible"),
+        _row("unfold", "track_net_peak_forward", 100.0, "native"),
+        _row("unfold", "track_net_peak_forward", 50.0, "impossible"),
+        _row("unfold", "time_forward", None, "broken", status="failed"),
+        _row("unfold", "time_forward", None, "absent", status="skipped"),
+    ]
+    table = pd.DataFrame(rows)
+    summary = summary_tables(table)["cpu"].set_index(("", "strategy"))
+    assert summary.loc["fast", ("forward ms", "value")] == "20"
+    assert summary.loc["fast", ("forward ms", "xnat")] == "0.50"
+    assert summary.loc["fast", ("forward ms", "xcopy")] == "2.00"
+    assert summary.loc["broken", ("forward ms", "value")] == "failed"
+    assert "absent" not in summary.index  # skipped everywhere: listed with its reason, not as a row
+    problems = physics_problems(table)
+    assert len(problems) == 2
+    assert "impossible forward" in problems[0] and "below the write-only fill_ floor" in problems[0]
+    assert "below the analytic minimum" in problems[1]
