@@ -158,6 +158,11 @@ def _checker() -> Any:
     """
     global _checker_context
     if _checker_context is None:
+        # The server imports this module by name; asv drops the suite's directory from sys.path after
+        # importing it (and its own directory, first on sys.path, holds a "benchmarks.py"), so put it back.
+        root = _import_root(__name__)
+        if root is not None and sys.path[:1] != [root]:
+            sys.path.insert(0, root)
         _checker_context = multiprocessing.get_context("forkserver")
         _checker_context.set_forkserver_preload(["benchmarks.cells"])
     return _checker_context

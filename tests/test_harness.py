@@ -170,6 +170,20 @@ def test_a_failing_or_killed_cell_fails_alone_and_the_results_are_written(tmp_pa
     assert "injected: out of memory while benchmarking" in output
 
 
+def test_a_quick_asv_run_of_the_real_suite_completes_with_cuda_skipped(tmp_path):
+    cells = r"^unfold\.Quick\..*\('native', 'example', '(cpu|cuda)'\)"
+    completed, results = _run_asv(tmp_path, ROOT / "benchmarks", "-b", cells)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, output
+    table = load_results(results)
+    table = table[(table.strategy == "native") & (table.config == "example")]  # the rest was not selected
+    assert len(table) == 4 * 2 and set(table.metric) == {
+        n for n in dir(unfold.Quick) if n.startswith(("time_", "track_"))
+    }
+    assert (table[table.device == "cpu"].status == "ok").all(), output
+    assert (table[table.device == "cuda"].status == ("ok" if HAS_CUDA else "skipped")).all(), output
+
+
 def test_gate_survives_a_killed_check():
     from tests.fixtures.asv_suite.faulty import FAULTY_STRATEGIES, TINY
 
@@ -186,10 +200,10 @@ def test_gate_survives_a_killed_check():
 def test_net_peak_counts_what_a_call_allocates_and_not_what_existed():
     existing = torch.ones(32 * MIB // 4)  # resident before the call: not counted
     peak = net_peak_bytes(lambda: torch.ones(64 * MIB // 4), "cpu")
-    assert 64 * MIB <= peak < 72 * MIB  # the 64 MiB tensor, plus at most a few pages of bookkeeping
+    assert 60 * MIB <= peak < 72 * MIB  # the 64 MiB tensor, give or take pages the allocator had resident
     assert net_peak_bytes(lambda: existing.view(-1), "cpu") < 4 * MIB  # a view allocates nothing
     transient = net_peak_bytes(lambda: torch.ones(64 * MIB // 4).sum(), "cpu")  # freed before the call returns
-    assert transient >= 64 * MIB  # the peak is what was in use during the call, not at its end
+    assert transient >= 60 * MIB  # the peak is what was in use during the call, not at its end
 
 
 def test_analytic_minimum():
