@@ -20,7 +20,7 @@ import multiprocessing
 import pickle
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,11 +140,12 @@ def _import_root(module_name: str) -> str | None:
     return str(root)
 
 
-def _check_in_child(import_roots: list[str], pickled_cell: bytes, connection: Any) -> None:
-    # The strategy may come from a module that the parent imported from a path no longer on sys.path
-    # (asv imports benchmark suites that way), so the cell is unpickled only after its roots are added.
+def _check_in_child(import_roots: list[str], pickled_cells: bytes, connection: Any) -> None:
+    # The strategies may come from modules that the parent imported from a path no longer on sys.path
+    # (asv imports benchmark suites that way), so the cells are unpickled only after their roots are added.
     sys.path[:0] = [root for root in import_roots if root not in sys.path]
-    connection.send(check_cell(pickle.loads(pickled_cell)))
+    for cell in pickle.loads(pickled_cells):
+        connection.send(check_cell(cell))  # one verdict per cell as soon as it is known
 
 
 _checker_context: Any = None
@@ -168,44 +169,67 @@ def _checker() -> Any:
     return _checker_context
 
 
-def check_cell_isolated(cell: Cell) -> Verdict:
-    """``check_cell`` in a child process, so a kill (the kernel's out-of-memory killer, a segfault) fails this
-    cell's gate only. CUDA cells are checked in-process: CUDA's out-of-memory is an exception that
-    ``check_cell`` catches, and a CUDA context does not survive into a forked child."""
-    if cell.device == "cuda" or "forkserver" not in multiprocessing.get_all_start_methods():
-        return check_cell(cell)
+def _death_verdict(exitcode: int | None) -> Verdict:
+    how = (
+        f"signal {signal.Signals(-exitcode).name}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
+    )
+    hint = " (SIGKILL: probably the out-of-memory killer)" if exitcode == -signal.SIGKILL else ""
+    return Verdict(error=f"the checking process died: {how}{hint}")
+
+
+def _check_in_one_child(cells: list[Cell]) -> Iterator[Verdict]:
+    """Verdicts of ``cells``, in order, from one checking process; it stops after the verdict of a cell
+    whose check killed the process (which is then that cell's death verdict)."""
     context = _checker()
     receiver, sender = context.Pipe(duplex=False)
-    roots = [_import_root(type(cell.strategy).__module__), _import_root(cell.strategy.implementation.__module__)]
-    args = ([root for root in roots if root is not None], pickle.dumps(cell), sender)
-    child = context.Process(target=_check_in_child, args=args)
+    modules = {m for c in cells for m in (type(c.strategy).__module__, c.strategy.implementation.__module__)}
+    roots = sorted({root for root in map(_import_root, modules) if root is not None})
+    child = context.Process(target=_check_in_child, args=(roots, pickle.dumps(cells), sender))
     child.start()
     sender.close()
     try:
-        verdict = receiver.recv()
-    except EOFError:  # the child died before sending its verdict
-        verdict = None
-    child.join()
-    if verdict is None:
-        code = child.exitcode
-        how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        hint = " (SIGKILL: probably the out-of-memory killer)" if code == -signal.SIGKILL else ""
-        verdict = Verdict(error=f"the checking process died: {how}{hint}")
-    return verdict
+        for _ in cells:
+            try:
+                verdict = receiver.recv()
+            except EOFError:  # the child died before sending this cell's verdict
+                child.join()
+                yield _death_verdict(child.exitcode)
+                return
+            yield verdict
+    finally:
+        receiver.close()
+        child.join()
+
+
+def checked_in_isolation(cells: list[Cell]) -> Iterator[tuple[Cell, Verdict]]:
+    """``check_cell`` for each of ``cells``, CPU cells first and in a child process, so a kill (the kernel's
+    out-of-memory killer, a segfault) fails the gate of the cell being checked only.
+
+    All CPU cells share one checking process (each new process pays about half a second of first-call
+    set-up in torch); when one dies, the cells after it go on in a new one. CUDA cells are checked
+    in-process: CUDA's out-of-memory is an exception that ``check_cell`` catches, and a CUDA context does
+    not survive into a forked child.
+    """
+    isolated = "forkserver" in multiprocessing.get_all_start_methods()
+    pending = [cell for cell in cells if isolated and cell.device == "cpu"]
+    in_process = [cell for cell in cells if cell not in pending]
+    while pending:
+        checked = 0
+        for cell, verdict in zip(pending, _check_in_one_child(pending)):
+            checked += 1
+            yield cell, verdict
+        pending = pending[checked:]
+    for cell in in_process:
+        yield cell, check_cell(cell)
 
 
 def gate(cells: list[Cell], progress: Callable[[str], None] | None = None) -> dict[CellKey, Verdict]:
-    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out).
-
-    CPU cells come first and each is checked in a child process; CUDA cells follow, in-process.
-    """
+    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out)."""
     verdicts = {}
-    for cell in sorted(cells, key=lambda c: c.device == "cuda"):
-        if cell.skip_reason() is None:
-            verdicts[cell.key] = check_cell_isolated(cell)
-            if progress is not None:
-                problem = verdicts[cell.key].problem(backward=True)
-                progress(f"gate {'/'.join(cell.key)}: {problem or 'matches the reference'}")
+    for cell, verdict in checked_in_isolation([cell for cell in cells if cell.skip_reason() is None]):
+        verdicts[cell.key] = verdict
+        if progress is not None:
+            progress(f"gate {'/'.join(cell.key)}: {verdict.problem(backward=True) or 'matches the reference'}")
     return verdicts
 
 

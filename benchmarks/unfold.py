@@ -15,7 +15,8 @@ and for a strategy that does not support the config. The correctness gate runs o
 ``setup_cache`` (asv runs it before the cells and hands its verdicts to every setup); a cell whose strategy
 failed it raises ``WrongResultError`` in setup (forward) or in the body (forward-backward, when only the gradient
 is wrong), so asv reports it as failed and records no figure. Each cell runs in its own process, and the
-gate checks each CPU cell in a forked process, so an exception or an out-of-memory kill fails that cell only.
+gate checks the CPU cells in a separate process (a new one after a crash), so an exception or an
+out-of-memory kill fails that cell only.
 
 ``strategies`` and ``params`` are class attributes so that a test suite can build the same classes over
 other strategies (``tests/fixtures/asv_suite``); the real classes take them from the registry and the config

@@ -19,7 +19,7 @@ import torch
 from asv_runner.discovery import disc_benchmarks
 
 from benchmarks import bounds, unfold
-from benchmarks.cells import DEVICES, Cell, analytic_minimum_bytes, check_cell_isolated, profile_config
+from benchmarks.cells import DEVICES, Cell, analytic_minimum_bytes, gate, profile_config
 from benchmarks.configs import CONFIGS, get_config
 from benchmarks.memory import cpu_peak_supported, net_peak_bytes
 from benchmarks.profiles import FULL, PROFILES, QUICK, benchmark_regex
@@ -184,16 +184,18 @@ def test_a_quick_asv_run_of_the_real_suite_completes_with_cuda_skipped(tmp_path)
     assert (table[table.device == "cuda"].status == ("ok" if HAS_CUDA else "skipped")).all(), output
 
 
-def test_gate_survives_a_killed_check():
+def test_gate_survives_a_killed_check_and_goes_on_with_the_next_cells():
     from tests.fixtures.asv_suite.faulty import FAULTY_STRATEGIES, TINY
 
-    killed = Cell.from_names("killed_in_gate", "example", "cpu", TINY, FAULTY_STRATEGIES)
-    verdict = check_cell_isolated(killed)
-    assert "SIGKILL" in verdict.problem(backward=False)
-    wrong = check_cell_isolated(Cell.from_names("wrong", "example", "cpu", TINY, FAULTY_STRATEGIES))
-    assert wrong.problem(backward=False).startswith("wrong output")
-    good = check_cell_isolated(Cell.from_names("native", "example", "cpu", TINY, FAULTY_STRATEGIES))
-    assert good.problem(backward=True) is None
+    names = ["wrong", "killed_in_gate", "native", "killed_in_gate", "native"]
+    configs = ["example", "example", "example", "allcnnc-conv8", "allcnnc-conv8"]
+    cells = [Cell.from_names(n, c, "cpu", TINY, FAULTY_STRATEGIES) for n, c in zip(names, configs)]
+    verdicts = gate(cells)
+    assert list(verdicts) == [cell.key for cell in cells]
+    problems = [verdicts[cell.key].problem(backward=True) for cell in cells]
+    assert problems[0].startswith("wrong output")
+    assert "SIGKILL" in problems[1] and "SIGKILL" in problems[3]
+    assert problems[2] is None and problems[4] is None  # checked in a new process after each kill
 
 
 @pytest.mark.skipif(cpu_peak_supported() is not None, reason=str(cpu_peak_supported()))
