@@ -21,6 +21,7 @@ import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,45 +129,58 @@ def check_cell(cell: Cell) -> Verdict:
             torch.cuda.empty_cache()
 
 
+def _module_file(module_name: str) -> str | None:
+    """The resolved file an imported module was loaded from (None for built-in or path-less modules)."""
+    path = getattr(sys.modules.get(module_name), "__file__", None)
+    return None if path is None else str(Path(path).resolve())
+
+
 def _import_root(module_name: str) -> str | None:
     """The sys.path entry from which ``module_name`` was imported (None for built-in or path-less modules)."""
-    module = sys.modules.get(module_name)
-    path = getattr(module, "__file__", None)
+    path = _module_file(module_name)
     if path is None:
         return None
-    root = Path(path).resolve().parent
+    root = Path(path).parent
     for _ in range(module_name.count(".") + (Path(path).name == "__init__.py")):
         root = root.parent
     return str(root)
 
 
-def _check_in_child(import_roots: list[str], pickled_cells: bytes, connection: Any) -> None:
-    # The strategies may come from modules that the parent imported from a path no longer on sys.path
-    # (asv imports benchmark suites that way), so the cells are unpickled only after their roots are added.
-    sys.path[:0] = [root for root in import_roots if root not in sys.path]
-    for cell in pickle.loads(pickled_cells):
-        connection.send(check_cell(cell))  # one verdict per cell as soon as it is known
+def _modules_of(cells: list[Cell]) -> list[str]:
+    """The modules a checking process imports to check ``cells``: the strategies' (the project's ``impls``
+    first) and this one."""
+    strategy_modules = [m for c in cells for m in (type(c.strategy).__module__, c.strategy.implementation.__module__)]
+    return list(dict.fromkeys(["impls", *strategy_modules, __name__]))
 
 
-_checker_context: Any = None
+@contextmanager
+def _import_path_of(module_names: list[str]) -> Iterator[None]:
+    """Within the block, sys.path starts with the directories ``module_names`` were imported from, in order.
 
-
-def _checker() -> Any:
-    """A forkserver context: children fork from a fresh server that has imported torch but run nothing.
-
-    Forking the calling process itself would be cheaper, but a process that has already run a parallel
-    torch op holds an OpenMP thread pool, and a child forked from it hangs in its first parallel op.
+    A checking process takes sys.path from its parent when it starts. asv imports the suite without putting
+    its directory on sys.path, and when it benchmarks a past commit (``make bench-commits``) the project
+    (``impls``) comes from that commit's environment while the working tree beside ``benchmarks/`` holds
+    another ``impls``: the gate must check the code that is timed, so the project's directory comes first.
     """
-    global _checker_context
-    if _checker_context is None:
-        # The server imports this module by name; asv drops the suite's directory from sys.path after
-        # importing it (and its own directory, first on sys.path, holds a "benchmarks.py"), so put it back.
-        root = _import_root(__name__)
-        if root is not None and sys.path[:1] != [root]:
-            sys.path.insert(0, root)
-        _checker_context = multiprocessing.get_context("forkserver")
-        _checker_context.set_forkserver_preload(["benchmarks.cells"])
-    return _checker_context
+    roots = list(dict.fromkeys(root for root in map(_import_root, module_names) if root is not None))
+    saved = sys.path[:]
+    sys.path[:] = roots + [entry for entry in saved if entry not in roots]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def _check_in_child(expected_files: dict[str, str | None], pickled_cells: bytes, connection: Any) -> None:
+    cells = pickle.loads(pickled_cells)
+    for name, expected in expected_files.items():
+        found = _module_file(name)
+        if found != expected:  # checking other code than the benchmarks time would make the gate a lie
+            for _ in cells:
+                connection.send(Verdict(error=f"the checking process imported {name} from {found}, not {expected}"))
+            return
+    for cell in cells:
+        connection.send(check_cell(cell))  # one verdict per cell as soon as it is known
 
 
 def _death_verdict(exitcode: int | None) -> Verdict:
@@ -180,12 +194,16 @@ def _death_verdict(exitcode: int | None) -> Verdict:
 def _check_in_one_child(cells: list[Cell]) -> Iterator[Verdict]:
     """Verdicts of ``cells``, in order, from one checking process; it stops after the verdict of a cell
     whose check killed the process (which is then that cell's death verdict)."""
-    context = _checker()
+    # forkserver, not fork: a process that has run a parallel torch op holds an OpenMP thread pool, and a
+    # child forked from it hangs in its first parallel op. Nothing is preloaded into the server: Python 3.11's
+    # server does not take the parent's sys.path, so it could import another copy of the project.
+    context = multiprocessing.get_context("forkserver")
     receiver, sender = context.Pipe(duplex=False)
-    modules = {m for c in cells for m in (type(c.strategy).__module__, c.strategy.implementation.__module__)}
-    roots = sorted({root for root in map(_import_root, modules) if root is not None})
-    child = context.Process(target=_check_in_child, args=(roots, pickle.dumps(cells), sender))
-    child.start()
+    modules = _modules_of(cells)
+    expected_files = {name: _module_file(name) for name in modules}
+    child = context.Process(target=_check_in_child, args=(expected_files, pickle.dumps(cells), sender))
+    with _import_path_of(modules):  # the child takes its sys.path from here
+        child.start()
     sender.close()
     try:
         for _ in cells:

@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -196,6 +197,43 @@ def test_gate_survives_a_killed_check_and_goes_on_with_the_next_cells():
     assert problems[0].startswith("wrong output")
     assert "SIGKILL" in problems[1] and "SIGKILL" in problems[3]
     assert problems[2] is None and problems[4] is None  # checked in a new process after each kill
+
+
+_GATE_WITH_ANOTHER_PROJECT_COPY = """
+import sys
+
+if __name__ == "__main__":  # not re-run when the checking process imports this file as its parent's main
+    sys.path.insert(0, sys.argv[1])  # the copy comes first: impls is imported from there ...
+    import impls
+
+    sys.path.append(sys.argv[2])  # ... and the suite from the working tree, which holds its own impls
+    from benchmarks.cells import Cell, gate
+    from benchmarks.profiles import QUICK
+
+    verdict = gate([Cell.from_names("native", "example", "cpu", QUICK)])[("native", "example", "cpu")]
+    print(impls.__file__, verdict.problem(backward=False), sep="\\n")
+"""
+
+
+def test_gate_checks_the_project_that_is_timed_not_the_working_tree(tmp_path):
+    # make bench-commits: asv times a past commit's impls (installed in its environment) with the suite
+    # of the working tree, beside which lies another impls. The gate must check the code that is timed.
+    copy = tmp_path / "commit"
+    shutil.copytree(ROOT / "impls", copy / "impls", ignore=shutil.ignore_patterns("__pycache__"))
+    native = copy / "impls" / "native.py"
+    wrong = "def _off_by_flip(input, geometry):\n    return _native_unfold(input, geometry).flip(-1)\n\n\n"
+    wrong += "unfold = Strategy("
+    source = native.read_text().replace("unfold = Strategy(", wrong).replace("=_native_unfold", "=_off_by_flip")
+    native.write_text(source)
+    script = tmp_path / "gate.py"
+    script.write_text(_GATE_WITH_ANOTHER_PROJECT_COPY)
+    run = subprocess.run(
+        [sys.executable, str(script), str(copy), str(ROOT)], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    imported_from, problem = run.stdout.strip().splitlines()
+    assert imported_from == str(copy / "impls" / "__init__.py")
+    assert problem.startswith("wrong output"), problem
 
 
 @pytest.mark.skipif(cpu_peak_supported() is not None, reason=str(cpu_peak_supported()))
