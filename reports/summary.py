@@ -105,6 +105,8 @@ def print_summary(
 ) -> None:
     """Print the summary of ``machine``'s ``profile`` results at ``commit`` (None: its latest commit).
 
+    One summary per environment that has results for that commit (``make bench`` records the current
+    environment, ``make bench-commits`` asv's per-commit virtualenvs: their figures are not mixed).
     ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a").
     """
     table = load_results(results_dir)
@@ -114,8 +116,13 @@ def print_summary(
         return
     if commit is None:
         commit = table.sort_values("date").commit.iloc[-1]
-    table = table[table.commit == commit]
-    print(f"\nSummary: machine {machine}, profile {profile}, commit {commit[:8]}")
+    for env, rows in table[table.commit == commit].groupby("env", sort=True):
+        print(f"\nSummary: machine {machine}, profile {profile}, commit {commit[:8]}, environment {env}")
+        _print_run(rows, skip_reason)
+    print(f"\nResults: {Path(results_dir).resolve()}/{machine}/ (asv's JSON; `asv publish` builds asv's site)")
+
+
+def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 500):
         for device, summary in summary_tables(table).items():
             print(f"\n[{device}]")
@@ -140,4 +147,3 @@ def print_summary(
     print("\nPhysics checks: " + ("all figures respect the measured bounds." if not problems else ""))
     for problem in problems:
         print("  - " + problem)
-    print(f"\nResults: {Path(results_dir).resolve()}/{machine}/ (asv's JSON; `asv publish` builds asv's site)")
