@@ -1,0 +1,274 @@
+"""What the website says, computed from the tidy results table (``reports.results.load_results``).
+
+Pure pandas, no plotting, so the tests can check every claim the site makes:
+
+- ``runs``: one row per run (machine, environment, profile, commit) in commit order; ``latest_runs`` picks
+  each machine's and profile's newest commit.
+- ``cell_table``: for one run and device, one row per config x strategy with the four figures (forward and
+  forward-backward time and net peak memory), their status, and their ratios to ``native`` and to the bound
+  (time: the ``copy_`` roofline; memory: the analytic minimum) measured in the same run.
+- ``winners``: the best ``ok`` figure of each config and metric. Skipped and failed cells never win and
+  never become numbers.
+- ``recommend``: the stated rule (``Rule``) applied per config and per device.
+- ``pareto_front``: the strategies no other beats on both time and memory.
+- ``regressions``: asv's own step detection (``asv.step_detect``) on each series across commits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+from asv.step_detect import detect_regressions, detect_steps
+
+RUN_KEYS = ["machine", "env", "profile", "commit"]
+# the four figures of a cell: metric -> (short label, unit shown, scale from seconds/bytes, bound metric)
+FIGURES = {
+    "time_forward": ("forward time", "ms", 1e3, "time_copy"),
+    "time_forward_backward": ("forward-backward time", "ms", 1e3, "time_copy"),
+    "track_net_peak_forward": ("forward net peak memory", "MiB", 2.0**-20, "track_min_peak_forward"),
+    "track_net_peak_forward_backward": (
+        "forward-backward net peak memory",
+        "MiB",
+        2.0**-20,
+        "track_min_peak_forward_backward",
+    ),
+}
+BOUND_NAMES = {"time_copy": "copy_ roofline", "track_min_peak_forward": "analytic minimum",
+               "track_min_peak_forward_backward": "analytic minimum"}  # fmt: skip
+REFERENCE_STRATEGY = "native"
+REGRESSION_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
+
+
+def runs(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: machine, env, profile, commit, date; in commit-date order."""
+    return table[[*RUN_KEYS, "date"]].drop_duplicates(RUN_KEYS).sort_values(["date", "commit"], ignore_index=True)
+
+
+def latest_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """Each machine's and profile's run at its newest commit (if several environments ran that commit, the
+    one with the most ``ok`` figures)."""
+    ok_counts = table[table.status == "ok"].groupby(RUN_KEYS).size().rename("ok_figures")
+    all_runs = runs(table).join(ok_counts, on=RUN_KEYS).fillna({"ok_figures": 0})
+    all_runs = all_runs.sort_values(["date", "ok_figures"], kind="stable")
+    return all_runs.groupby(["machine", "profile"], sort=True).tail(1).reset_index(drop=True)
+
+
+def select_run(table: pd.DataFrame, run: pd.Series | dict) -> pd.DataFrame:
+    mask = pd.Series(True, index=table.index)
+    for key in RUN_KEYS:
+        mask &= table[key] == run[key]
+    return table[mask]
+
+
+def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
+    """One row per config x strategy of one run on ``device``.
+
+    Columns per metric ``m`` of ``FIGURES``: ``m`` (value in seconds or bytes, NaN unless ``ok``),
+    ``m:status``, ``m:q_25``, ``m:q_75``, ``m:x_native`` and ``m:x_bound``. Cells skipped for every metric
+    are dropped (a strategy that does not support the config, or a device this machine lacks).
+    """
+    rows = run_table[run_table.device == device]
+    bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
+    cells = rows[rows.suite == "unfold"]
+    if cells.empty:
+        return pd.DataFrame(columns=["config", "strategy"])
+    natives = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])["value"]
+    out = []
+    for (config, strategy), cell in cells.groupby(["config", "strategy"], sort=False):
+        by_metric = cell.set_index("metric")
+        if (by_metric.status == "skipped").all():
+            continue
+        line: dict = {"config": config, "strategy": strategy}
+        for metric, (*_, bound_metric) in FIGURES.items():
+            if metric not in by_metric.index:
+                line[f"{metric}:status"] = "not run"
+                line[metric] = math.nan
+                continue
+            entry = by_metric.loc[metric]
+            ok = entry.status == "ok"
+            value = float(entry.value) if ok else math.nan
+            line[metric] = value
+            line[f"{metric}:status"] = entry.status
+            line[f"{metric}:q_25"] = entry.q_25 if ok else math.nan
+            line[f"{metric}:q_75"] = entry.q_75 if ok else math.nan
+            line[f"{metric}:x_native"] = _ratio(value, natives.get((config, metric)))
+            line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, bound_metric)))
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def _ratio(value: float, reference: float | None) -> float:
+    if reference is None or pd.isna(reference) or reference <= 0 or pd.isna(value):
+        return math.nan
+    return value / reference
+
+
+def winners(cells: pd.DataFrame) -> pd.DataFrame:
+    """The best (lowest) ``ok`` figure per config and metric: columns config, metric, strategy, value."""
+    out = []
+    for config, rows in cells.groupby("config", sort=False):
+        for metric in FIGURES:
+            ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
+            if not ok.empty:
+                best = ok.loc[ok[metric].idxmin()]
+                out.append({"config": config, "metric": metric, "strategy": best.strategy, "value": best[metric]})
+    return pd.DataFrame(out, columns=["config", "metric", "strategy", "value"])
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Fastest ``time_metric`` among strategies whose ``memory_metric`` is within ``tolerance`` x the lowest."""
+
+    name: str
+    time_metric: str
+    memory_metric: str
+    tolerance: float = 1.2
+
+    def short_text(self) -> str:
+        time, memory = FIGURES[self.time_metric][0], FIGURES[self.memory_metric][0]
+        return f"fastest {time} among strategies within {self.tolerance:g}x of the lowest {memory}"
+
+    def per_config_text(self) -> str:
+        time, memory = FIGURES[self.time_metric][0], FIGURES[self.memory_metric][0]
+        return (
+            f"the fastest {time} among the strategies whose {memory} is within {self.tolerance:g}x of the lowest "
+            "on that config (only cells that ran and passed the correctness gate count)"
+        )
+
+    def per_device_text(self) -> str:
+        time, memory = FIGURES[self.time_metric][0], FIGURES[self.memory_metric][0]
+        return (
+            "each strategy with no failed cell is scored over the configs it supports by two geometric means: "
+            f"T of its {time} divided by the config's fastest, and M of its {memory} divided by the config's "
+            "lowest (configs whose lowest is zero, where an output can be a view, are left out of M); among "
+            f"those with M within {self.tolerance:g}x of the lowest M, the lowest T is recommended (a config a "
+            "strategy does not support is not held against it, and is listed)"
+        )
+
+
+RULES = (
+    Rule("training (forward and backward)", "time_forward_backward", "track_net_peak_forward_backward"),
+    Rule("forward only (e.g. KFAC statistics)", "time_forward", "track_net_peak_forward"),
+)
+
+
+def _eligible(rows: pd.DataFrame, rule: Rule) -> pd.DataFrame:
+    ok = rows[(rows[f"{rule.time_metric}:status"] == "ok") & (rows[f"{rule.memory_metric}:status"] == "ok")]
+    if ok.empty:
+        return ok
+    return ok[ok[rule.memory_metric] <= rule.tolerance * ok[rule.memory_metric].min()]
+
+
+def recommend_per_config(cells: pd.DataFrame, rule: Rule) -> pd.DataFrame:
+    """Per config: the pick under ``rule`` (None when no strategy qualifies) and the eligible strategies."""
+    out = []
+    for config, rows in cells.groupby("config", sort=False):
+        eligible = _eligible(rows, rule)
+        pick = None if eligible.empty else eligible.loc[eligible[rule.time_metric].idxmin()]
+        out.append(
+            {
+                "config": config,
+                "strategy": None if pick is None else pick.strategy,
+                "time": math.nan if pick is None else pick[rule.time_metric],
+                "eligible": sorted(eligible.strategy),
+            }
+        )
+    return pd.DataFrame(out, columns=["config", "strategy", "time", "eligible"])
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    rule: Rule
+    strategy: str | None  # None: no strategy ran without failing
+    score: float  # T: geometric mean of time / the config's fastest (1.0: fastest everywhere it runs)
+    configs: list[str]  # the configs the recommended strategy covers
+    not_covered: list[str]  # configs it does not support (skipped)
+    ranking: pd.DataFrame  # strategy, time_score (T), memory_score (M), eligible, configs, not_covered
+
+
+def _geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def recommend(cells: pd.DataFrame, rule: Rule) -> Recommendation:
+    """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``)."""
+    columns = ["strategy", "time_score", "memory_score", "eligible", "configs", "not_covered"]
+    all_configs = list(dict.fromkeys(cells.config))
+    time_status, memory_status = f"{rule.time_metric}:status", f"{rule.memory_metric}:status"
+    ok = cells[(cells[time_status] == "ok") & (cells[memory_status] == "ok")]
+    fastest = ok.groupby("config")[rule.time_metric].min()
+    lowest = ok.groupby("config")[rule.memory_metric].min()
+    scores = []
+    for strategy, rows in cells.groupby("strategy", sort=False):
+        if (rows[[time_status, memory_status]] == "failed").any().any():
+            continue
+        ran = ok[ok.strategy == strategy]
+        if ran.empty:
+            continue
+        times = [t / fastest[c] for t, c in zip(ran[rule.time_metric], ran.config)]
+        memories = [m / lowest[c] for m, c in zip(ran[rule.memory_metric], ran.config) if lowest[c] > 0]
+        covered = list(ran.config)
+        scores.append([strategy, _geometric_mean(times), _geometric_mean(memories) if memories else 1.0, False,
+                       covered, [c for c in all_configs if c not in covered]])  # fmt: skip
+    ranking = pd.DataFrame(scores, columns=columns)
+    if ranking.empty:
+        return Recommendation(rule, None, math.nan, [], all_configs, ranking)
+    ranking["eligible"] = ranking.memory_score <= rule.tolerance * ranking.memory_score.min()
+    ranking = ranking.sort_values(["eligible", "time_score", "strategy"], ascending=[False, True, True])
+    ranking = ranking.reset_index(drop=True)
+    best = ranking.iloc[0]
+    return Recommendation(rule, best.strategy, best.time_score, best.configs, best.not_covered, ranking)
+
+
+def pareto_front(points: pd.DataFrame, x: str, y: str) -> pd.Series:
+    """Whether each row is on the Pareto front of (``x``, ``y``), lower being better in both (NaN: never)."""
+    valid = points[x].notna() & points[y].notna()
+    on_front = pd.Series(False, index=points.index)
+    for index, row in points[valid].iterrows():
+        others = points[valid].drop(index)
+        dominated = (others[x] <= row[x]) & (others[y] <= row[y]) & ((others[x] < row[x]) | (others[y] < row[y]))
+        on_front[index] = not dominated.any()
+    return on_front
+
+
+def series(table: pd.DataFrame) -> pd.DataFrame:
+    """The strategies' figures across commits: one row per (machine, env, profile, device, config, strategy,
+    metric, commit), with the commit's position in its machine's run order (``order``)."""
+    cells = table[(table.suite == "unfold") & table.metric.isin(list(FIGURES))].copy()
+    order = runs(table).drop_duplicates(["machine", "env", "commit"]).copy()
+    order["order"] = order.groupby(["machine", "env"]).cumcount()
+    cells = cells.merge(order[["machine", "env", "commit", "order"]], on=["machine", "env", "commit"])
+    return cells.sort_values("order", ignore_index=True, kind="stable")  # keeps the config table's order
+
+
+def regressions(history: pd.DataFrame, threshold: float = REGRESSION_THRESHOLD) -> pd.DataFrame:
+    """Upward steps (slower or hungrier) in each series of ``series(table)``, found by asv's step detection.
+
+    A step is reported where asv's ``detect_regressions`` finds one: the last commit at the good level
+    (``before``), the first at the worse level (``after``), and the two levels. Failed and skipped points
+    are left out of the series (they are not measurements).
+    """
+    keys = ["machine", "env", "profile", "device", "config", "strategy", "metric"]
+    out = []
+    for key, rows in history[history.status == "ok"].groupby(keys, sort=True):
+        rows = rows.sort_values("order")
+        if len(rows) < 2:
+            continue
+        values = rows.value.astype(float).tolist()
+        steps = detect_steps(values)
+        _, _, found = detect_regressions(steps, threshold=threshold)
+        for before, after, value_before, value_after in found or []:
+            out.append(
+                {
+                    **dict(zip(keys, key)),
+                    "commit_before": rows.commit.iloc[before],
+                    "commit_after": rows.commit.iloc[after],
+                    "value_before": value_before,
+                    "value_after": value_after,
+                    "ratio": value_after / value_before,
+                }
+            )
+    columns = [*keys, "commit_before", "commit_after", "value_before", "value_after", "ratio"]
+    return pd.DataFrame(out, columns=columns)
