@@ -11,7 +11,7 @@ PROFILE ?= quick
 BENCH ?=
 BENCH_FLAGS = --profile $(PROFILE) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench '$(BENCH)')
 
-.PHONY: venv test lint bench bench-full bench-thp bench-commits bench-pytest memprofile asv-check clean
+.PHONY: venv test lint browser bench bench-full bench-thp bench-commits bench-pytest memprofile report asv-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,12 +26,27 @@ lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-test: lint
+test: lint browser
 	$(PY) -m pytest
 
-# The asv suite on this machine in the current environment, then a summary table (quick profile: ~2 min).
+# The site's browser test needs Debian's chromium and chromedriver: installed here when missing and we are
+# root (as on CI); otherwise that test is skipped and says why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium and chromium-driver for the site's browser test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			chromium chromium-driver >/dev/null; \
+	else echo "note: chromium/chromedriver missing and not installable here (not root): browser test skipped"; fi
+
+# The asv suite on this machine in the current environment, then a summary table (quick profile: ~2 min),
+# then the website (reports/site/index.html); exits with the benchmarks' status.
 bench: venv
-	$(PY) scripts/bench.py $(BENCH_FLAGS)
+	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/report.py; exit $$status
+
+# The static website from every result in results/ (all machines, commits, profiles): reports/site/.
+report: venv
+	$(PY) scripts/report.py
 
 # The configs' real batch size (256 for All-CNN-C): ~20-30 min on a 2-core CPU.
 bench-full:

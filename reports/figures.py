@@ -1,0 +1,247 @@
+"""The site's plotly figures, each built from a table of ``reports.analysis``.
+
+Every figure has axis titles with units, a legend, and hover text with the exact value and its spread
+(asv's interquartile range). Several configs or metrics share one figure through a dropdown, so a page
+holds a handful of figures rather than hundreds. Nothing here decides anything: the analysis does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from reports.analysis import FIGURES
+
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
+LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
+
+
+def strategy_colors(strategies: list[str]) -> dict[str, str]:
+    return {s: COLORS[i % len(COLORS)] for i, s in enumerate(sorted(strategies))}
+
+
+def _dropdown(labels: list[str], visibility: list[list[bool]], titles: list[str] | None = None) -> list[dict]:
+    buttons = []
+    for i, (label, visible) in enumerate(zip(labels, visibility)):
+        args: list = [{"visible": visible}]
+        if titles is not None:
+            args.append({"yaxis.title.text": titles[i]})
+        buttons.append({"label": label, "method": "update", "args": args})
+    menu = {"buttons": buttons, "direction": "down", "x": 1.0, "xanchor": "right", "y": 1.22, "yanchor": "top"}
+    return [menu]
+
+
+def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) -> go.Figure:
+    """Per config, one bar per strategy: each figure as a multiple of its bound (time / copy_ roofline,
+    memory / analytic minimum); a dropdown picks the metric. Missing bars are skipped or failed cells."""
+    figure = go.Figure()
+    metrics = [m for m in FIGURES if f"{m}:x_bound" in cells]
+    for k, metric in enumerate(metrics):
+        label, unit, scale, _ = FIGURES[metric]
+        for strategy, rows in cells.groupby("strategy", sort=True):
+            figure.add_bar(
+                x=rows.config,
+                y=rows[f"{metric}:x_bound"],
+                name=strategy,
+                legendgroup=strategy,
+                marker_color=colors[strategy],
+                visible=k == 0,
+                customdata=list(zip(rows[metric] * scale, rows[f"{metric}:status"], rows[f"{metric}:x_native"])),
+                hovertemplate=(
+                    f"<b>{strategy}</b> on %{{x}}<br>{label}: %{{customdata[0]:.4g}} {unit}"
+                    "<br>%{y:.2f}x the bound, %{customdata[2]:.2f}x native<extra>%{customdata[1]}</extra>"
+                ),
+            )
+    n = len(figure.data) // max(len(metrics), 1)
+    visibility = [[i // n == k for i in range(len(figure.data))] for k in range(len(metrics))]
+    titles = [f"{FIGURES[m][0]} / {'copy_ time' if m.startswith('time') else 'analytic minimum'} (x)" for m in metrics]
+    figure.update_layout(
+        **LAYOUT,
+        title=title,
+        barmode="group",
+        xaxis_title="config",
+        yaxis_title=titles[0] if titles else "",
+        yaxis_type="log",
+        legend_title_text="strategy",
+        updatemenus=_dropdown([FIGURES[m][0] for m in metrics], visibility, titles),
+    )
+    figure.add_hline(y=1, line_dash="dot", line_color="#444", annotation_text="bound", annotation_position="top left")
+    return figure
+
+
+def trend_lines(
+    history: pd.DataFrame, metric: str, colors: dict[str, str], flagged: pd.DataFrame, title: str
+) -> go.Figure:
+    """One line per strategy over commit order for ``metric``; a dropdown picks the config. Error bars are
+    asv's interquartile range; red triangles mark where asv's step detection found a regression."""
+    label, unit, scale, _ = FIGURES[metric]
+    rows = history[history.metric == metric]
+    configs = list(dict.fromkeys(rows.config))
+    commits = rows.drop_duplicates("order").sort_values("order")
+    figure = go.Figure()
+    owners = []
+    for config in configs:
+        for strategy, line in rows[rows.config == config].groupby("strategy", sort=True):
+            line = line.sort_values("order")
+            ok = line.status == "ok"
+            value = line.value.where(ok).astype(float) * scale
+            figure.add_scatter(
+                x=line.order,
+                y=value,
+                mode="lines+markers",
+                name=strategy,
+                legendgroup=strategy,
+                line_color=colors[strategy],
+                visible=config == configs[0],
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=(line.q_75.astype(float) * scale - value).clip(lower=0),
+                    arrayminus=(value - line.q_25.astype(float) * scale).clip(lower=0),
+                ),
+                customdata=list(
+                    zip(
+                        line.commit.str[:8],
+                        line.date.dt.strftime("%Y-%m-%d"),
+                        line.status,
+                        line.q_25.astype(float) * scale,
+                        line.q_75.astype(float) * scale,
+                    )
+                ),  # fmt: skip
+                hovertemplate=(
+                    f"<b>{strategy}</b> %{{customdata[0]}} (%{{customdata[1]}})<br>{label}: %{{y:.4g}} {unit}"
+                    f" (IQR %{{customdata[3]:.4g}} to %{{customdata[4]:.4g}})<extra>%{{customdata[2]}}</extra>"
+                ),
+            )
+            owners.append(config)
+        steps = flagged[(flagged.metric == metric) & (flagged.config == config)]
+        if not steps.empty:
+            after = steps.merge(commits[["commit", "order"]], left_on="commit_after", right_on="commit")
+            figure.add_scatter(
+                x=after.order,
+                y=after.value_after * scale,
+                mode="markers",
+                name="regression (asv step detection)",
+                marker=dict(symbol="triangle-up", size=14, color="red"),
+                visible=config == configs[0],
+                customdata=list(zip(after.strategy, after.ratio)),
+                hovertemplate="regression: <b>%{customdata[0]}</b> %{customdata[1]:.2f}x before<extra></extra>",
+            )
+            owners.append(config)
+    visibility = [[owner == config for owner in owners] for config in configs]
+    figure.update_layout(
+        **LAYOUT,
+        title=title,
+        xaxis=dict(
+            title="commit (in commit-date order)",
+            tickmode="array",
+            tickvals=list(commits.order),
+            ticktext=[f"{c[:8]}<br>{d:%Y-%m-%d}" for c, d in zip(commits.commit, commits.date)],
+        ),
+        yaxis_title=f"{label} ({unit})",
+        legend_title_text="strategy",
+        updatemenus=_dropdown(configs, visibility),
+    )
+    return figure
+
+
+def tradeoff_scatter(cells: pd.DataFrame, time_metric: str, memory_metric: str, colors: dict[str, str],
+                     on_front: dict[str, pd.Series], title: str) -> go.Figure:  # fmt: skip
+    """Time vs net peak memory, one point per strategy; the Pareto front (no strategy is better in both) is
+    joined by a line and its points are ringed. A dropdown picks the config."""
+    t_label, t_unit, t_scale, _ = FIGURES[time_metric]
+    m_label, m_unit, m_scale, _ = FIGURES[memory_metric]
+    configs = list(dict.fromkeys(cells.config))
+    figure = go.Figure()
+    owners = []
+    for config in configs:
+        rows = cells[cells.config == config]
+        front = on_front[config].loc[rows.index]
+        for row in rows.itertuples():
+            x, y = getattr(row, time_metric), getattr(row, memory_metric)
+            if math.isnan(x) or math.isnan(y):
+                continue
+            figure.add_scatter(
+                x=[x * t_scale],
+                y=[y * m_scale],
+                mode="markers+text",
+                text=[row.strategy],
+                textposition="top center",
+                name=row.strategy,
+                legendgroup=row.strategy,
+                visible=config == configs[0],
+                marker=dict(
+                    size=13, color=colors[row.strategy], line=dict(width=3 if front[row.Index] else 0, color="black")
+                ),  # fmt: skip
+                hovertemplate=(
+                    f"<b>{row.strategy}</b><br>{t_label}: %{{x:.4g}} {t_unit}<br>{m_label}: %{{y:.4g}} {m_unit}"
+                    f"<br>{'on' if front[row.Index] else 'not on'} the Pareto front<extra>{config}</extra>"
+                ),
+            )
+            owners.append(config)
+        points = rows[front].sort_values(time_metric)
+        figure.add_scatter(
+            x=points[time_metric] * t_scale,
+            y=points[memory_metric] * m_scale,
+            mode="lines",
+            name="Pareto front",
+            line=dict(color="black", dash="dash"),
+            visible=config == configs[0],
+            hoverinfo="skip",
+        )
+        owners.append(config)
+    visibility = [[owner == config for owner in owners] for config in configs]
+    figure.update_layout(
+        **LAYOUT,
+        title=title,
+        xaxis_title=f"{t_label} ({t_unit})",
+        yaxis_title=f"{m_label} ({m_unit})",
+        legend_title_text="strategy",
+        updatemenus=_dropdown(configs, visibility),
+    )
+    return figure
+
+
+def strategy_history(history: pd.DataFrame, title: str) -> go.Figure:
+    """One strategy across commits: one line per config of each figure as a multiple of its value at the
+    first commit shown; a dropdown picks the metric. Hover gives the absolute value."""
+    metrics = [m for m in FIGURES if m in set(history.metric)]
+    commits = history.drop_duplicates("order").sort_values("order")
+    figure = go.Figure()
+    owners = []
+    for k, metric in enumerate(metrics):
+        label, unit, scale, _ = FIGURES[metric]
+        for i, (config, line) in enumerate(history[history.metric == metric].groupby("config", sort=True)):
+            line = line.sort_values("order")
+            value = line.value.where(line.status == "ok").astype(float) * scale
+            figure.add_scatter(
+                x=line.order,
+                y=value,
+                mode="lines+markers",
+                name=config,
+                legendgroup=config,
+                line_color=COLORS[i % len(COLORS)],
+                visible=k == 0,
+                customdata=list(zip(line.commit.str[:8], line.status)),
+                hovertemplate=f"{config} %{{customdata[0]}}: %{{y:.4g}} {unit}<extra>%{{customdata[1]}}</extra>",
+            )
+            owners.append(metric)
+    visibility = [[owner == metric for owner in owners] for metric in metrics]
+    titles = [f"{FIGURES[m][0]} ({FIGURES[m][1]})" for m in metrics]
+    figure.update_layout(
+        **LAYOUT,
+        title=title,
+        xaxis=dict(
+            title="commit (in commit-date order)",
+            tickmode="array",
+            tickvals=list(commits.order),
+            ticktext=[f"{c[:8]}<br>{d:%Y-%m-%d}" for c, d in zip(commits.commit, commits.date)],
+        ),
+        yaxis_title=titles[0] if titles else "",
+        yaxis_type="log",
+        legend_title_text="config",
+        updatemenus=_dropdown([FIGURES[m][0] for m in metrics], visibility, titles),
+    )
+    return figure

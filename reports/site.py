@@ -1,0 +1,436 @@
+"""The static website: every asv result in a results directory, as five linked HTML pages.
+
+``build_site(results_dir, out_dir)`` writes ``index.html`` (which to ship), ``trends.html`` (across commits,
+regressions flagged), ``tradeoff.html`` (time vs memory, Pareto front), ``strategies.html`` (each
+strategy's registry entry and history) and ``machines.html`` (what measured), plus ``plotly.min.js`` once.
+Pages load that file by a relative path and nothing else, so the site works opened from disk and served by
+GitHub Pages, with no network. If ``asv publish`` has written its own site to ``out_dir/asv``, the pages
+link to it (that site loads its scripts from public CDNs: asv's choice, not ours).
+
+Skipped and failed cells are written as such, never as numbers; every number carries its unit.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.offline
+
+from reports import analysis, figures
+from reports.results import load_results
+
+PAGES = {
+    "index.html": "Which to ship",
+    "trends.html": "Trends across commits",
+    "tradeoff.html": "Time vs memory",
+    "strategies.html": "Strategies",
+    "machines.html": "Machines",
+}
+PLOTLY_JS = "plotly.min.js"
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #222; line-height: 1.45; }
+nav { background: #24292f; padding: 0.6em 1.5em; position: sticky; top: 0; z-index: 10; }
+nav a { color: #fff; margin-right: 1.4em; text-decoration: none; }
+nav a.here { font-weight: bold; text-decoration: underline; }
+main { padding: 0.5em 1.5em 3em; max-width: 1400px; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 1.8em; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.92em; }
+th, td { border: 1px solid #d0d7de; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; }
+td:first-child { white-space: nowrap; }
+.wide { overflow-x: auto; }
+td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.failed { background: #ffebe9; color: #a40e26; font-weight: bold; }
+td.skipped { color: #6e7781; font-style: italic; }
+td.best { background: #dafbe1; }
+.box { border: 1px solid #d0d7de; border-left: 5px solid #2da44e; padding: 0.5em 1em; margin: 0.8em 0;
+       background: #fbfffc; }
+.box.none { border-left-color: #bf8700; background: #fffbeb; }
+.rule { color: #57606a; font-size: 0.92em; }
+.note { color: #57606a; }
+footer { color: #6e7781; font-size: 0.85em; margin-top: 3em; }
+"""
+STATUS_TEXT = {"skipped": "skipped", "failed": "failed", "not run": "not run"}
+
+
+@dataclass
+class Page:
+    """One HTML page under construction: its body's parts and its figures."""
+
+    file: str
+    parts: list[str] = field(default_factory=list)
+    figure_count: int = 0
+
+    def add(self, markup: str) -> None:
+        self.parts.append(markup)
+
+    def heading(self, text: str, level: int = 2, anchor: str | None = None) -> None:
+        attribute = f' id="{html.escape(anchor)}"' if anchor else ""
+        self.add(f"<h{level}{attribute}>{html.escape(text)}</h{level}>")
+
+    def paragraph(self, text: str, css: str = "") -> None:
+        self.add(f'<p class="{css}">{text}</p>' if css else f"<p>{text}</p>")
+
+    def figure(self, figure: go.Figure) -> None:
+        self.figure_count += 1
+        div_id = f"{self.file.removesuffix('.html')}-figure-{self.figure_count}"
+        config = {"displaylogo": False, "responsive": True}
+        self.add(figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config))
+
+    def render(self, title: str, asv_link: bool, footer: str) -> str:
+        links = [
+            f'<a href="{name}"{" class=here" if name == self.file else ""}>{html.escape(label)}</a>'
+            for name, label in PAGES.items()
+        ]
+        if asv_link:
+            links.append('<a href="asv/index.html">asv\'s own site</a>')
+        return (
+            "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+            f"<title>unfold-bench: {html.escape(title)}</title>"
+            '<meta name=viewport content="width=device-width, initial-scale=1">'
+            f'<style>{STYLE}</style><script src="{PLOTLY_JS}"></script></head>\n<body>'
+            f"<nav>{''.join(links)}</nav>\n<main><h1>{html.escape(title)}</h1>\n"
+            + "\n".join(self.parts)
+            + f"\n<footer>{footer}</footer></main></body></html>\n"
+        )
+
+
+def _table(header: list[str], rows: Iterable[list[tuple[str, str]]]) -> str:
+    """An HTML table; each cell is (text, css class). Text is escaped here."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{css}">{html.escape(text)}</td>' for text, css in row) + "</tr>" for row in rows
+    )
+    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _number(value: float, unit: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"
+
+
+def _run_title(run: pd.Series | dict, device: str | None = None) -> str:
+    parts = [run["machine"], f"{run['profile']} profile"]
+    if device:
+        parts.append(device.upper() if device == "cuda" else device.upper())
+    return " · ".join(parts)
+
+
+def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
+    label, unit, scale, bound_metric = analysis.FIGURES[metric]
+    status = row.get(f"{metric}:status", "not run")
+    if status != "ok":
+        return STATUS_TEXT.get(status, status), status.replace(" ", "-")
+    bound = "copy_" if bound_metric == "time_copy" else "min"
+    text = f"{_number(row[metric] * scale, unit)} · {row[f'{metric}:x_native']:.2f}x native"
+    text = text.replace("nanx native", "- native") + f" · {row[f'{metric}:x_bound']:.2f}x {bound}"
+    return ("★ " if best else "") + text.replace("nanx", "-"), "num best" if best else "num"
+
+
+def _cell_table_html(cells: pd.DataFrame) -> str:
+    best = {(w.config, w.metric, w.strategy) for w in analysis.winners(cells).itertuples()}
+    header = ["config", "strategy", *(analysis.FIGURES[m][0] for m in analysis.FIGURES)]
+    rows = []
+    for row in cells.sort_values(["config", "strategy"], kind="stable").to_dict("records"):
+        line = [(row["config"], ""), (row["strategy"], "")]
+        line += [_figure_cell(row, m, (row["config"], m, row["strategy"]) in best) for m in analysis.FIGURES]
+        rows.append(line)
+    return _table(header, rows)
+
+
+def _recommendation_html(cells: pd.DataFrame) -> str:
+    parts = []
+    for rule in analysis.RULES:
+        advice = analysis.recommend(cells, rule)
+        if advice.strategy is None:
+            verdict = "<b>No strategy ran on this device without failing</b>: see the picks per config below."
+            css = "box none"
+        else:
+            coverage = (
+                "every config"
+                if not advice.not_covered
+                else f"{len(advice.configs)} configs; it does not support {', '.join(advice.not_covered)}"
+            )
+            verdict = (
+                f"<b>{html.escape(advice.strategy)}</b>: on average (geometric mean) {advice.score:.2f}x the "
+                f"fastest time of each config, covering {html.escape(coverage)}."
+            )
+            css = "box"
+        ranking = "; ".join(
+            f"{r.strategy} T {r.time_score:.2f}x, M {r.memory_score:.2f}x{'' if r.eligible else ' (M too high)'}"
+            for r in advice.ranking.itertuples()
+        )
+        picks = analysis.recommend_per_config(cells, rule)
+        unit = analysis.FIGURES[rule.time_metric][1]
+        scale = analysis.FIGURES[rule.time_metric][2]
+        pick_rows = [
+            [
+                (p.config, ""),
+                (p.strategy or "none qualifies", "" if p.strategy else "skipped"),
+                (_number(p.time * scale, unit), "num"),
+                (", ".join(p.eligible) or "-", ""),
+            ]
+            for p in picks.itertuples()
+        ]
+        parts.append(
+            f'<div class="{css}"><b>Recommendation for {html.escape(rule.name)}</b>: {verdict}'
+            f'<div class="rule">Rule (<a href="#rules">details</a>): the lowest T (time / each config\'s fastest, '
+            f"geometric mean) among strategies whose M (net peak / each config's lowest) is within "
+            f"{rule.tolerance:g}x of the lowest M. Per config: the {html.escape(rule.short_text())}. "
+            f"Candidates: {html.escape(ranking)}.</div>"
+            "<details><summary>Picks per config</summary>"
+            + _table(["config", "pick", analysis.FIGURES[rule.time_metric][0], "eligible"], pick_rows)
+            + "</details></div>"
+        )
+    return "\n".join(parts)
+
+
+def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
+    rows = run_table[(run_table.device == device) & (run_table.suite == "unfold")]
+    skipped = rows[rows.status == "skipped"].drop_duplicates(["strategy", "config"])
+    if skipped.empty:
+        return ""
+    listed = "; ".join(f"{s} on {', '.join(sorted(g.config))}" for s, g in skipped.groupby("strategy"))
+    return f"Skipped (not supported, or not run on this machine): {html.escape(listed)}."
+
+
+def overview_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
+    page = Page("index.html")
+    page.paragraph(
+        "Each strategy computes exactly <code>torch.nn.functional.unfold</code> (values and gradients are "
+        "checked against a reference before any figure counts). For every machine and profile, the newest "
+        "commit's results: runtime of the forward pass and of forward plus backward, and the net peak memory "
+        "each allocates. Ratios: <b>x native</b> compares with PyTorch's own <code>F.unfold</code> on the same "
+        "config; <b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
+        "system allows); <b>x min</b> with the analytic minimum (the output; for forward-backward also "
+        "<code>grad_output</code> and <code>grad_input</code>). ★ marks the best figure of a config. Lower is "
+        "better everywhere. <b>quick</b> runs use a batch of at most 8, <b>full</b> runs the real batch (256)."
+    )
+    rules = "".join(
+        f"<li><b>{html.escape(rule.name)}</b>: on each config, {html.escape(rule.per_config_text())}; for the "
+        f"device, {html.escape(rule.per_device_text())}.</li>"
+        for rule in analysis.RULES
+    )
+    latest = analysis.latest_runs(table)
+    if latest.empty:
+        page.paragraph("No results yet: run <code>make bench</code>.", "note")
+    for run in latest.sort_values(["machine", "profile"], ascending=[True, True]).to_dict("records"):
+        run_table = analysis.select_run(table, run)
+        for device in sorted(set(run_table.device.dropna())):
+            page.heading(_run_title(run, device), anchor=f"{run['machine']}-{run['profile']}-{device}")
+            page.paragraph(
+                f"commit <code>{run['commit'][:8]}</code> ({run['date']:%Y-%m-%d}), environment "
+                f"<code>{html.escape(run['env'])}</code>",
+                "note",
+            )
+            cells = analysis.cell_table(run_table, device)
+            if cells.empty:
+                page.paragraph(
+                    f"No figures on {device}: every cell was skipped on this machine (for CUDA: no GPU).", "note"
+                )
+                continue
+            page.add(_recommendation_html(cells))
+            page.add(_cell_table_html(cells))
+            note = _skipped_note(run_table, device)
+            if note:
+                page.paragraph(note, "note")
+            title = f"Each figure as a multiple of its bound: {_run_title(run, device)}"
+            page.figure(figures.bound_ratio_bars(cells, colors, title))
+    page.heading("How the recommendations are made", anchor="rules")
+    page.add(f"<ul>{rules}</ul>")
+    return page
+
+
+def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
+    page = Page("trends.html")
+    history = analysis.series(table)
+    flagged = analysis.regressions(history)
+    page.paragraph(
+        "Every strategy's figures across commits, per machine, environment, profile and device. Error bars "
+        "are asv's interquartile range. Regressions are found with <b>asv's own step detection</b> "
+        "(<code>asv.step_detect.detect_steps</code> and <code>detect_regressions</code>, the method behind "
+        f"asv's regressions page) with its default threshold of {analysis.REGRESSION_THRESHOLD:.0%}: a step up "
+        "that the series' noise does not explain. Failed and skipped points are gaps, not zeros."
+    )
+    page.heading("Regressions found")
+    if flagged.empty:
+        page.paragraph("None: no series has a step up beyond the threshold.", "note")
+    else:
+        rows = []
+        for r in flagged.itertuples():
+            label, unit, scale, _ = analysis.FIGURES[r.metric]
+            rows.append(
+                [
+                    (f"{r.machine} · {r.profile} · {r.device}", ""),
+                    (r.config, ""),
+                    (r.strategy, ""),
+                    (label, ""),
+                    (f"{r.commit_before[:8]} → {r.commit_after[:8]}", ""),
+                    (f"{_number(r.value_before * scale, unit)} → {_number(r.value_after * scale, unit)}", "num"),
+                    (f"{r.ratio:.2f}x", "num failed"),
+                ]  # fmt: skip
+            )
+        page.add(_table(["run", "config", "strategy", "figure", "commits", "level", "ratio"], rows))
+    sections = history[history.status == "ok"].drop_duplicates(["machine", "env", "profile", "device"])
+    for section in sections.sort_values(["machine", "profile", "device"]).itertuples():
+        rows = history[
+            (history.machine == section.machine)
+            & (history.env == section.env)
+            & (history.profile == section.profile)
+            & (history.device == section.device)
+        ]
+        page.heading(f"{section.machine} · {section.profile} profile · {section.device.upper()} · {section.env}")
+        steps = flagged[
+            (flagged.machine == section.machine)
+            & (flagged.env == section.env)
+            & (flagged.profile == section.profile)
+            & (flagged.device == section.device)
+        ]
+        for metric in analysis.FIGURES:
+            title = f"{analysis.FIGURES[metric][0]}: {section.machine} · {section.profile} · {section.device}"
+            page.figure(figures.trend_lines(rows, metric, colors, steps, title))
+    if sections.empty:
+        page.paragraph("No figures yet.", "note")
+    return page
+
+
+def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
+    page = Page("tradeoff.html")
+    page.paragraph(
+        "Runtime against net peak memory at each machine's newest commit. The <b>Pareto front</b> (dashed, "
+        "ringed points) holds the strategies that no other strategy beats in both; choosing off the front "
+        "costs time or memory for nothing. Pick the config from the menu."
+    )
+    for run in analysis.latest_runs(table).to_dict("records"):
+        run_table = analysis.select_run(table, run)
+        for device in sorted(set(run_table.device.dropna())):
+            cells = analysis.cell_table(run_table, device)
+            if cells.empty:
+                continue
+            page.heading(_run_title(run, device))
+            for time_metric, memory_metric in (
+                ("time_forward_backward", "track_net_peak_forward_backward"),
+                ("time_forward", "track_net_peak_forward"),
+            ):
+                fronts = {
+                    config: analysis.pareto_front(rows, time_metric, memory_metric)
+                    for config, rows in cells.groupby("config", sort=False)
+                }
+                on_front = {c: f.reindex(cells.index, fill_value=False) for c, f in fronts.items()}
+                name = "forward-backward" if time_metric.endswith("backward") else "forward"
+                title = f"{name}: time vs memory, {_run_title(run, device)}"
+                page.figure(figures.tradeoff_scatter(cells, time_metric, memory_metric, colors, on_front, title))
+    return page
+
+
+def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
+    page = Page("strategies.html")
+    history = analysis.series(table)
+    names = sorted(set(registry) | set(history.strategy.dropna()))
+    page.paragraph("Each strategy from the registry (<code>impls/</code>) and its figures across commits.")
+    page.add("<p>" + " · ".join(f'<a href="#{html.escape(n)}">{html.escape(n)}</a>' for n in names) + "</p>")
+    for name in names:
+        page.heading(name, anchor=name)
+        entry = registry.get(name)
+        if entry is None:
+            page.paragraph("Not in the current registry (results from older commits only).", "note")
+        else:
+            page.add(
+                _table(
+                    ["description", "spatial dims", "devices"],
+                    [
+                        [
+                            (entry["description"], ""),
+                            (", ".join(map(str, entry["spatial_dims"])), ""),
+                            (", ".join(entry["devices"]), ""),
+                        ]
+                    ],  # fmt: skip
+                )
+            )
+        mine = history[(history.strategy == name) & (history.status == "ok")]
+        for key in mine.groupby(["machine", "env", "profile", "device"], sort=True).groups:
+            machine, env, profile, device = key
+            all_rows = history[
+                (history.strategy == name)
+                & (history.machine == machine)
+                & (history.env == env)
+                & (history.profile == profile)
+                & (history.device == device)
+            ]
+            title = f"{name}: {machine} · {profile} · {device} · {env}"
+            page.figure(figures.strategy_history(all_rows, title))
+        if mine.empty:
+            page.paragraph("No figures yet.", "note")
+    return page
+
+
+def machines_page(table: pd.DataFrame) -> Page:
+    page = Page("machines.html")
+    page.paragraph(
+        "What measured. The machine name carries the GPU (or <code>nogpu</code>) and <code>-thp</code> for "
+        "runs with huge pages for PyTorch's CPU allocations, so their figures never mix."
+    )
+    rows = []
+    for machine, group in table.groupby("machine", sort=True):
+        first = group.sort_values("date").iloc[-1]
+        profiles = ", ".join(sorted(group.profile.unique()))
+        rows.append(
+            [(machine, ""), (str(first.device_names or "-"), ""), (str(first.num_cpu or "-"), "num"),
+             (str(first.ram or "-"), ""), (str(first.torch_version or "-"), ""),
+             (str(first.torch_threads or "-"), "num"), (str(first.allocator or "-"), ""),
+             (str(group.commit.nunique()), "num"), (profiles, ""), (", ".join(sorted(group.env.unique())), "")]
+        )  # fmt: skip
+    header = ["machine", "CPU and GPU", "CPUs", "memory", "torch", "threads", "allocator", "commits",
+              "profiles", "environments"]  # fmt: skip
+    page.add(_table(header, rows) if rows else "<p class=note>No results yet.</p>")
+    return page
+
+
+def _registry() -> dict[str, dict]:
+    from impls import STRATEGIES
+
+    return {
+        s.name: {"description": s.description, "spatial_dims": s.spatial_dims, "devices": s.devices}
+        for s in STRATEGIES.values()
+    }
+
+
+def build_site(
+    results_dir: str | Path,
+    out_dir: str | Path,
+    registry: Callable[[], dict[str, dict]] = _registry,
+) -> list[Path]:
+    """Write the site for every result under ``results_dir`` into ``out_dir``; return the pages written."""
+    results_dir, out_dir = Path(results_dir), Path(out_dir)
+    table = load_results(results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / PLOTLY_JS).write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
+    colors = figures.strategy_colors(sorted(set(table.strategy.dropna()) | set(registry())))
+    pages = [
+        overview_page(table, colors),
+        trends_page(table, colors),
+        tradeoff_page(table, colors),
+        strategies_page(table, registry()),
+        machines_page(table),
+    ]
+    asv_link = (out_dir / "asv" / "index.html").exists()
+    built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    n_files = table[["machine", "commit", "env"]].drop_duplicates().shape[0]
+    footer = (
+        f"unfold-bench · built {built} from {n_files} asv result files in <code>{html.escape(results_dir.name)}/"
+        "</code> · plotly.js bundled, no network needed"
+    )
+    written = []
+    for page in pages:
+        path = out_dir / page.file
+        path.write_text(page.render(PAGES[page.file], asv_link, footer), encoding="utf-8")
+        written.append(path)
+    return written

@@ -1,0 +1,42 @@
+"""Build the static benchmark website from every asv result: the entry point of `make report`.
+
+First ``asv publish`` writes asv's own site into ``reports/site/asv`` (asv's ``html_dir``), so the pages can
+link to it for users who know asv; if it fails the site is built without the link. Then
+``reports.site.build_site`` writes the pages (overview / which to ship, trends, trade-off, strategies,
+machines) into ``reports/site``. Open ``reports/site/index.html`` from disk or serve the folder (GitHub Pages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from reports.site import build_site  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default=str(ROOT / "results"), help="asv results directory")
+    parser.add_argument("--out", default=str(ROOT / "reports" / "site"), help="where to write the site")
+    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration (for publish)")
+    parser.add_argument("--no-asv-publish", action="store_true", help="skip asv's own site")
+    args = parser.parse_args()
+
+    if not args.no_asv_publish:
+        publish = [sys.executable, "-m", "asv", "--config", args.config, "publish", "--html-dir",
+                   str(Path(args.out) / "asv")]  # fmt: skip
+        done = subprocess.run(publish, cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"note: asv publish failed, the site is built without a link to it:\n{done.stderr[-2000:]}")
+    pages = build_site(args.results, args.out)
+    print(f"Site: {pages[0].resolve()} ({len(pages)} pages; open it from disk or serve {Path(args.out).resolve()})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
