@@ -35,8 +35,6 @@ FIGURES = {
         "track_min_peak_forward_backward",
     ),
 }
-BOUND_NAMES = {"time_copy": "copy_ roofline", "track_min_peak_forward": "analytic minimum",
-               "track_min_peak_forward_backward": "analytic minimum"}  # fmt: skip
 REFERENCE_STRATEGY = "native"
 REGRESSION_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
 
@@ -55,11 +53,17 @@ def latest_runs(table: pd.DataFrame) -> pd.DataFrame:
     return all_runs.groupby(["machine", "profile"], sort=True).tail(1).reset_index(drop=True)
 
 
+def rows_where(frame: pd.DataFrame, **values: str) -> pd.DataFrame:
+    """The rows of ``frame`` whose columns equal ``values``."""
+    mask = pd.Series(True, index=frame.index)
+    for column, value in values.items():
+        mask &= frame[column] == value
+    return frame[mask]
+
+
 def select_run(table: pd.DataFrame, run: pd.Series | dict) -> pd.DataFrame:
-    mask = pd.Series(True, index=table.index)
-    for key in RUN_KEYS:
-        mask &= table[key] == run[key]
-    return table[mask]
+    """The rows of one run (``run`` holds its ``RUN_KEYS``)."""
+    return rows_where(table, **{key: run[key] for key in RUN_KEYS})
 
 
 def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
@@ -106,14 +110,14 @@ def _ratio(value: float, reference: float | None) -> float:
 
 
 def winners(cells: pd.DataFrame) -> pd.DataFrame:
-    """The best (lowest) ``ok`` figure per config and metric: columns config, metric, strategy, value."""
+    """The best (lowest) ``ok`` figure per config and metric: columns config, metric, strategy, value; every
+    strategy that ties for the best gets a row."""
     out = []
     for config, rows in cells.groupby("config", sort=False):
         for metric in FIGURES:
             ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
-            if not ok.empty:
-                best = ok.loc[ok[metric].idxmin()]
-                out.append({"config": config, "metric": metric, "strategy": best.strategy, "value": best[metric]})
+            for best in ok[ok[metric] == ok[metric].min()].itertuples():
+                out.append({"config": config, "metric": metric, "strategy": best.strategy, "value": ok[metric].min()})
     return pd.DataFrame(out, columns=["config", "metric", "strategy", "value"])
 
 
@@ -140,11 +144,13 @@ class Rule:
     def per_device_text(self) -> str:
         time, memory = FIGURES[self.time_metric][0], FIGURES[self.memory_metric][0]
         return (
-            "each strategy with no failed cell is scored over the configs it supports by two geometric means: "
-            f"T of its {time} divided by the config's fastest, and M of its {memory} divided by the config's "
-            "lowest (configs whose lowest is zero, where an output can be a view, are left out of M); among "
-            f"those with M within {self.tolerance:g}x of the lowest M, the lowest T is recommended (a config a "
-            "strategy does not support is not held against it, and is listed)"
+            f"a strategy with a failed cell in either figure is out; every other one is scored over the configs "
+            f"it supports: T, the geometric mean of its {time} divided by the config's fastest, and M, its "
+            f"{memory} summed over those configs divided by the sum of each config's lowest (a sum, so that a "
+            f"config where an output can be a view and the lowest is zero still counts, and the largest layers, "
+            f"which set a process's peak, weigh most); among those with M within {self.tolerance:g}x of the "
+            "lowest M, the lowest T is recommended; a config a strategy does not support is not held against it, "
+            "and is listed"
         )
 
 
@@ -181,11 +187,11 @@ def recommend_per_config(cells: pd.DataFrame, rule: Rule) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Recommendation:
     rule: Rule
-    strategy: str | None  # None: no strategy ran without failing
+    strategy: str | None  # None: every strategy failed somewhere
     score: float  # T: geometric mean of time / the config's fastest (1.0: fastest everywhere it runs)
     configs: list[str]  # the configs the recommended strategy covers
     not_covered: list[str]  # configs it does not support (skipped)
-    ranking: pd.DataFrame  # strategy, time_score (T), memory_score (M), eligible, configs, not_covered
+    ranking: pd.DataFrame  # strategy, time_score (T), memory_score (M), eligible, why_not, configs, not_covered
 
 
 def _geometric_mean(values: list[float]) -> float:
@@ -194,7 +200,7 @@ def _geometric_mean(values: list[float]) -> float:
 
 def recommend(cells: pd.DataFrame, rule: Rule) -> Recommendation:
     """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``)."""
-    columns = ["strategy", "time_score", "memory_score", "eligible", "configs", "not_covered"]
+    columns = ["strategy", "time_score", "memory_score", "eligible", "why_not", "configs", "not_covered"]
     all_configs = list(dict.fromkeys(cells.config))
     time_status, memory_status = f"{rule.time_metric}:status", f"{rule.memory_metric}:status"
     ok = cells[(cells[time_status] == "ok") & (cells[memory_status] == "ok")]
@@ -202,20 +208,25 @@ def recommend(cells: pd.DataFrame, rule: Rule) -> Recommendation:
     lowest = ok.groupby("config")[rule.memory_metric].min()
     scores = []
     for strategy, rows in cells.groupby("strategy", sort=False):
-        if (rows[[time_status, memory_status]] == "failed").any().any():
-            continue
+        failed = sorted(rows[(rows[[time_status, memory_status]] == "failed").any(axis=1)].config)
         ran = ok[ok.strategy == strategy]
-        if ran.empty:
+        covered = list(ran.config)
+        not_covered = [c for c in all_configs if c not in covered]
+        if failed or ran.empty:
+            why = f"failed on {', '.join(failed)}" if failed else "no figure"
+            scores.append([strategy, math.nan, math.nan, False, why, covered, not_covered])
             continue
         times = [t / fastest[c] for t, c in zip(ran[rule.time_metric], ran.config)]
-        memories = [m / lowest[c] for m, c in zip(ran[rule.memory_metric], ran.config) if lowest[c] > 0]
-        covered = list(ran.config)
-        scores.append([strategy, _geometric_mean(times), _geometric_mean(memories) if memories else 1.0, False,
-                       covered, [c for c in all_configs if c not in covered]])  # fmt: skip
+        floor = lowest[ran.config].sum()
+        memory = ran[rule.memory_metric].sum() / floor if floor > 0 else 1.0
+        scores.append([strategy, _geometric_mean(times), memory, True, "", covered, not_covered])
     ranking = pd.DataFrame(scores, columns=columns)
-    if ranking.empty:
+    if not ranking.eligible.any():
         return Recommendation(rule, None, math.nan, [], all_configs, ranking)
-    ranking["eligible"] = ranking.memory_score <= rule.tolerance * ranking.memory_score.min()
+    candidates = ranking.eligible
+    too_much = candidates & (ranking.memory_score > rule.tolerance * ranking.memory_score[candidates].min())
+    ranking.loc[too_much, "eligible"] = False
+    ranking.loc[too_much, "why_not"] = f"M over {rule.tolerance:g}x the lowest"
     ranking = ranking.sort_values(["eligible", "time_score", "strategy"], ascending=[False, True, True])
     ranking = ranking.reset_index(drop=True)
     best = ranking.iloc[0]
@@ -267,7 +278,7 @@ def regressions(history: pd.DataFrame, threshold: float = REGRESSION_THRESHOLD) 
                     "commit_after": rows.commit.iloc[after],
                     "value_before": value_before,
                     "value_after": value_after,
-                    "ratio": value_after / value_before,
+                    "ratio": value_after / value_before if value_before > 0 else math.inf,
                 }
             )
     columns = [*keys, "commit_before", "commit_after", "value_before", "value_after", "ratio"]

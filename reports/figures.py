@@ -18,6 +18,23 @@ COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
 
 
+def _number(value: float, unit: str = "", digits: int = 4) -> str | None:
+    """``value`` with ``digits`` significant digits and its unit; None for a missing value (NaN or None)."""
+    if value is None or pd.isna(value):
+        return None
+    return f"{value:.{digits}g}{' ' + unit if unit else ''}"
+
+
+def _commit_axis(commits: pd.DataFrame) -> dict:
+    """An x axis of commits in commit-date order, labelled by short hash and date."""
+    return dict(
+        title="commit (in commit-date order)",
+        tickmode="array",
+        tickvals=list(commits.order),
+        ticktext=[f"{c[:8]}<br>{d:%Y-%m-%d}" for c, d in zip(commits.commit, commits.date)],
+    )
+
+
 def strategy_colors(strategies: list[str]) -> dict[str, str]:
     return {s: COLORS[i % len(COLORS)] for i, s in enumerate(sorted(strategies))}
 
@@ -48,11 +65,15 @@ def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) ->
                 legendgroup=strategy,
                 marker_color=colors[strategy],
                 visible=k == 0,
-                customdata=list(zip(rows[metric] * scale, rows[f"{metric}:status"], rows[f"{metric}:x_native"])),
-                hovertemplate=(
-                    f"<b>{strategy}</b> on %{{x}}<br>{label}: %{{customdata[0]:.4g}} {unit}"
-                    "<br>%{y:.2f}x the bound, %{customdata[2]:.2f}x native<extra>%{customdata[1]}</extra>"
-                ),
+                hovertext=[
+                    f"<b>{strategy}</b> on {config}<br>{label}: {_number(value * scale, unit)}<br>"
+                    + (f"{bound:.2f}x the bound" if not pd.isna(bound) else "the bound is 0 (a view): no ratio")
+                    + (f", {native:.2f}x native" if not pd.isna(native) else ", native has no figure here")
+                    for config, value, bound, native in zip(
+                        rows.config, rows[metric], rows[f"{metric}:x_bound"], rows[f"{metric}:x_native"]
+                    )
+                ],
+                hoverinfo="text",
             )
     n = len(figure.data) // max(len(metrics), 1)
     visibility = [[i // n == k for i in range(len(figure.data))] for k in range(len(metrics))]
@@ -101,19 +122,19 @@ def trend_lines(
                     array=(line.q_75.astype(float) * scale - value).clip(lower=0),
                     arrayminus=(value - line.q_25.astype(float) * scale).clip(lower=0),
                 ),
-                customdata=list(
-                    zip(
-                        line.commit.str[:8],
-                        line.date.dt.strftime("%Y-%m-%d"),
+                hovertext=[
+                    f"<b>{strategy}</b> {commit[:8]} ({date:%Y-%m-%d})<br>{label}: {_number(v, unit) or status}"
+                    + (f" (IQR {_number(q25)} to {_number(q75, unit)})" if not pd.isna(q25) else "")
+                    for commit, date, v, status, q25, q75 in zip(
+                        line.commit,
+                        line.date,
+                        value,
                         line.status,
                         line.q_25.astype(float) * scale,
                         line.q_75.astype(float) * scale,
                     )
-                ),  # fmt: skip
-                hovertemplate=(
-                    f"<b>{strategy}</b> %{{customdata[0]}} (%{{customdata[1]}})<br>{label}: %{{y:.4g}} {unit}"
-                    f" (IQR %{{customdata[3]:.4g}} to %{{customdata[4]:.4g}})<extra>%{{customdata[2]}}</extra>"
-                ),
+                ],
+                hoverinfo="text",
             )
             owners.append(config)
         steps = flagged[(flagged.metric == metric) & (flagged.config == config)]
@@ -126,20 +147,18 @@ def trend_lines(
                 name="regression (asv step detection)",
                 marker=dict(symbol="triangle-up", size=14, color="red"),
                 visible=config == configs[0],
-                customdata=list(zip(after.strategy, after.ratio)),
-                hovertemplate="regression: <b>%{customdata[0]}</b> %{customdata[1]:.2f}x before<extra></extra>",
+                hovertext=[
+                    f"regression: <b>{who}</b> {_number(low * scale, unit)} to {_number(high * scale, unit)}"
+                    for who, low, high in zip(after.strategy, after.value_before, after.value_after)
+                ],
+                hoverinfo="text",
             )
             owners.append(config)
     visibility = [[owner == config for owner in owners] for config in configs]
     figure.update_layout(
         **LAYOUT,
         title=title,
-        xaxis=dict(
-            title="commit (in commit-date order)",
-            tickmode="array",
-            tickvals=list(commits.order),
-            ticktext=[f"{c[:8]}<br>{d:%Y-%m-%d}" for c, d in zip(commits.commit, commits.date)],
-        ),
+        xaxis=_commit_axis(commits),
         yaxis_title=f"{label} ({unit})",
         legend_title_text="strategy",
         updatemenus=_dropdown(configs, visibility),
@@ -206,41 +225,41 @@ def tradeoff_scatter(cells: pd.DataFrame, time_metric: str, memory_metric: str, 
 
 def strategy_history(history: pd.DataFrame, title: str) -> go.Figure:
     """One strategy across commits: one line per config of each figure as a multiple of its value at the
-    first commit shown; a dropdown picks the metric. Hover gives the absolute value."""
+    first commit where it has one (so configs of any size share an axis); a dropdown picks the metric. Hover
+    gives the absolute value. A first value of zero (a view allocates nothing) has no multiple: not drawn."""
     metrics = [m for m in FIGURES if m in set(history.metric)]
     commits = history.drop_duplicates("order").sort_values("order")
     figure = go.Figure()
     owners = []
     for k, metric in enumerate(metrics):
         label, unit, scale, _ = FIGURES[metric]
-        for i, (config, line) in enumerate(history[history.metric == metric].groupby("config", sort=True)):
+        for i, (config, line) in enumerate(history[history.metric == metric].groupby("config", sort=False)):
             line = line.sort_values("order")
-            value = line.value.where(line.status == "ok").astype(float) * scale
+            value = line.value.where(line.status == "ok").astype(float)
+            first = value.dropna().iloc[0] if value.notna().any() else math.nan
+            relative = value / first if first and not pd.isna(first) else value * math.nan
             figure.add_scatter(
                 x=line.order,
-                y=value,
+                y=relative,
                 mode="lines+markers",
                 name=config,
                 legendgroup=config,
                 line_color=COLORS[i % len(COLORS)],
                 visible=k == 0,
-                customdata=list(zip(line.commit.str[:8], line.status)),
-                hovertemplate=f"{config} %{{customdata[0]}}: %{{y:.4g}} {unit}<extra>%{{customdata[1]}}</extra>",
+                hovertext=[
+                    f"{config} {commit[:8]}: {_number(v * scale, unit) or status}"
+                    for commit, v, status in zip(line.commit, value, line.status)
+                ],
+                hoverinfo="text",
             )
             owners.append(metric)
     visibility = [[owner == metric for owner in owners] for metric in metrics]
-    titles = [f"{FIGURES[m][0]} ({FIGURES[m][1]})" for m in metrics]
+    titles = [f"{FIGURES[m][0]} / its first value (x)" for m in metrics]
     figure.update_layout(
         **LAYOUT,
         title=title,
-        xaxis=dict(
-            title="commit (in commit-date order)",
-            tickmode="array",
-            tickvals=list(commits.order),
-            ticktext=[f"{c[:8]}<br>{d:%Y-%m-%d}" for c, d in zip(commits.commit, commits.date)],
-        ),
+        xaxis=_commit_axis(commits),
         yaxis_title=titles[0] if titles else "",
-        yaxis_type="log",
         legend_title_text="config",
         updatemenus=_dropdown([FIGURES[m][0] for m in metrics], visibility, titles),
     )

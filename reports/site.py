@@ -49,6 +49,7 @@ td:first-child { white-space: nowrap; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 td.failed { background: #ffebe9; color: #a40e26; font-weight: bold; }
 td.skipped { color: #6e7781; font-style: italic; }
+td.regression { color: #a40e26; font-weight: bold; }
 td.best { background: #dafbe1; }
 .box { border: 1px solid #d0d7de; border-left: 5px solid #2da44e; padding: 0.5em 1em; margin: 0.8em 0;
        background: #fbfffc; }
@@ -90,7 +91,7 @@ class Page:
             for name, label in PAGES.items()
         ]
         if asv_link:
-            links.append('<a href="asv/index.html">asv\'s own site</a>')
+            links.append('<a href="asv/index.html" title="served over HTTP, with network">asv\'s own site</a>')
         return (
             "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             f"<title>unfold-bench: {html.escape(title)}</title>"
@@ -120,7 +121,7 @@ def _number(value: float, unit: str) -> str:
 def _run_title(run: pd.Series | dict, device: str | None = None) -> str:
     parts = [run["machine"], f"{run['profile']} profile"]
     if device:
-        parts.append(device.upper() if device == "cuda" else device.upper())
+        parts.append(device.upper())
     return " · ".join(parts)
 
 
@@ -130,9 +131,10 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
     if status != "ok":
         return STATUS_TEXT.get(status, status), status.replace(" ", "-")
     bound = "copy_" if bound_metric == "time_copy" else "min"
-    text = f"{_number(row[metric] * scale, unit)} · {row[f'{metric}:x_native']:.2f}x native"
-    text = text.replace("nanx native", "- native") + f" · {row[f'{metric}:x_bound']:.2f}x {bound}"
-    return ("★ " if best else "") + text.replace("nanx", "-"), "num best" if best else "num"
+    parts = [_number(row[metric] * scale, unit)]
+    for ratio, name in ((row[f"{metric}:x_native"], "native"), (row[f"{metric}:x_bound"], bound)):
+        parts.append(f"{ratio:.2f}x {name}" if not pd.isna(ratio) else f"- {name}")
+    return ("★ " if best else "") + " · ".join(parts), "num best" if best else "num"
 
 
 def _cell_table_html(cells: pd.DataFrame) -> str:
@@ -151,7 +153,7 @@ def _recommendation_html(cells: pd.DataFrame) -> str:
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule)
         if advice.strategy is None:
-            verdict = "<b>No strategy ran on this device without failing</b>: see the picks per config below."
+            verdict = "<b>Every strategy failed somewhere on this device</b>: see the picks per config below."
             css = "box none"
         else:
             coverage = (
@@ -165,7 +167,9 @@ def _recommendation_html(cells: pd.DataFrame) -> str:
             )
             css = "box"
         ranking = "; ".join(
-            f"{r.strategy} T {r.time_score:.2f}x, M {r.memory_score:.2f}x{'' if r.eligible else ' (M too high)'}"
+            f"{r.strategy} T {r.time_score:.2f}x, M {r.memory_score:.2f}x" + (f" ({r.why_not})" if r.why_not else "")
+            if not pd.isna(r.time_score)
+            else f"{r.strategy} out ({r.why_not})"
             for r in advice.ranking.itertuples()
         )
         picks = analysis.recommend_per_config(cells, rule)
@@ -183,7 +187,7 @@ def _recommendation_html(cells: pd.DataFrame) -> str:
         parts.append(
             f'<div class="{css}"><b>Recommendation for {html.escape(rule.name)}</b>: {verdict}'
             f'<div class="rule">Rule (<a href="#rules">details</a>): the lowest T (time / each config\'s fastest, '
-            f"geometric mean) among strategies whose M (net peak / each config's lowest) is within "
+            f"geometric mean) among strategies whose M (summed net peak / summed lowest) is within "
             f"{rule.tolerance:g}x of the lowest M. Per config: the {html.escape(rule.short_text())}. "
             f"Candidates: {html.escape(ranking)}.</div>"
             "<details><summary>Picks per config</summary>"
@@ -212,7 +216,12 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
         "config; <b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
         "system allows); <b>x min</b> with the analytic minimum (the output; for forward-backward also "
         "<code>grad_output</code> and <code>grad_input</code>). ★ marks the best figure of a config. Lower is "
-        "better everywhere. <b>quick</b> runs use a batch of at most 8, <b>full</b> runs the real batch (256)."
+        "better everywhere. <b>quick</b> runs use a batch of at most 8, <b>full</b> runs the real batch (256). "
+        "<code>copy_</code> reads and writes the output's bytes; a perfect forward writes them once and reads "
+        "the smaller input (about 0.5x copy_), a perfect forward-backward also reads the output's gradient and "
+        "writes the input's (about 1x copy_): both times are read against the same copy_. In the charts a "
+        "missing bar is a skipped or failed cell, or a bound of zero (a 1x1 stride-1 unfold can be a view of "
+        "the input and needs no memory, so there is no ratio); the table says which."
     )
     rules = "".join(
         f"<li><b>{html.escape(rule.name)}</b>: on each config, {html.escape(rule.per_config_text())}; for the "
@@ -275,25 +284,15 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                     (label, ""),
                     (f"{r.commit_before[:8]} → {r.commit_after[:8]}", ""),
                     (f"{_number(r.value_before * scale, unit)} → {_number(r.value_after * scale, unit)}", "num"),
-                    (f"{r.ratio:.2f}x", "num failed"),
+                    (f"{r.ratio:.2f}x" if r.ratio != float("inf") else "from 0", "num regression"),
                 ]  # fmt: skip
             )
         page.add(_table(["run", "config", "strategy", "figure", "commits", "level", "ratio"], rows))
     sections = history[history.status == "ok"].drop_duplicates(["machine", "env", "profile", "device"])
     for section in sections.sort_values(["machine", "profile", "device"]).itertuples():
-        rows = history[
-            (history.machine == section.machine)
-            & (history.env == section.env)
-            & (history.profile == section.profile)
-            & (history.device == section.device)
-        ]
+        key = {"machine": section.machine, "env": section.env, "profile": section.profile, "device": section.device}
+        rows, steps = analysis.rows_where(history, **key), analysis.rows_where(flagged, **key)
         page.heading(f"{section.machine} · {section.profile} profile · {section.device.upper()} · {section.env}")
-        steps = flagged[
-            (flagged.machine == section.machine)
-            & (flagged.env == section.env)
-            & (flagged.profile == section.profile)
-            & (flagged.device == section.device)
-        ]
         for metric in analysis.FIGURES:
             title = f"{analysis.FIGURES[metric][0]}: {section.machine} · {section.profile} · {section.device}"
             page.figure(figures.trend_lines(rows, metric, colors, steps, title))
@@ -324,10 +323,9 @@ def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                     config: analysis.pareto_front(rows, time_metric, memory_metric)
                     for config, rows in cells.groupby("config", sort=False)
                 }
-                on_front = {c: f.reindex(cells.index, fill_value=False) for c, f in fronts.items()}
                 name = "forward-backward" if time_metric.endswith("backward") else "forward"
                 title = f"{name}: time vs memory, {_run_title(run, device)}"
-                page.figure(figures.tradeoff_scatter(cells, time_metric, memory_metric, colors, on_front, title))
+                page.figure(figures.tradeoff_scatter(cells, time_metric, memory_metric, colors, fronts, title))
     return page
 
 
@@ -356,15 +354,10 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
                 )
             )
         mine = history[(history.strategy == name) & (history.status == "ok")]
-        for key in mine.groupby(["machine", "env", "profile", "device"], sort=True).groups:
-            machine, env, profile, device = key
-            all_rows = history[
-                (history.strategy == name)
-                & (history.machine == machine)
-                & (history.env == env)
-                & (history.profile == profile)
-                & (history.device == device)
-            ]
+        for machine, env, profile, device in mine.groupby(["machine", "env", "profile", "device"]).groups:
+            all_rows = analysis.rows_where(
+                history, strategy=name, machine=machine, env=env, profile=profile, device=device
+            )
             title = f"{name}: {machine} · {profile} · {device} · {env}"
             page.figure(figures.strategy_history(all_rows, title))
         if mine.empty:
@@ -380,12 +373,12 @@ def machines_page(table: pd.DataFrame) -> Page:
     )
     rows = []
     for machine, group in table.groupby("machine", sort=True):
-        first = group.sort_values("date").iloc[-1]
+        latest = group.sort_values("date").iloc[-1]
         profiles = ", ".join(sorted(group.profile.unique()))
         rows.append(
-            [(machine, ""), (str(first.device_names or "-"), ""), (str(first.num_cpu or "-"), "num"),
-             (str(first.ram or "-"), ""), (str(first.torch_version or "-"), ""),
-             (str(first.torch_threads or "-"), "num"), (str(first.allocator or "-"), ""),
+            [(machine, ""), (str(latest.device_names or "-"), ""), (str(latest.num_cpu or "-"), "num"),
+             (str(latest.ram or "-"), ""), (str(latest.torch_version or "-"), ""),
+             (str(latest.torch_threads or "-"), "num"), (str(latest.allocator or "-"), ""),
              (str(group.commit.nunique()), "num"), (profiles, ""), (", ".join(sorted(group.env.unique())), "")]
         )  # fmt: skip
     header = ["machine", "CPU and GPU", "CPUs", "memory", "torch", "threads", "allocator", "commits",

@@ -27,7 +27,12 @@ def main() -> int:
     parser.add_argument("--no-asv-publish", action="store_true", help="skip asv's own site")
     args = parser.parse_args()
 
-    if not args.no_asv_publish:
+    from asv.config import Config
+
+    asv_results = Path(Config.load(args.config).results_dir).resolve()
+    if not args.no_asv_publish and asv_results != Path(args.results).resolve():
+        print(f"note: asv publish reads {asv_results}, not {args.results}: no asv site is built")
+    elif not args.no_asv_publish:
         publish = [sys.executable, "-m", "asv", "--config", args.config, "publish", "--html-dir",
                    str(Path(args.out) / "asv")]  # fmt: skip
         done = subprocess.run(publish, cwd=ROOT, capture_output=True, text=True)

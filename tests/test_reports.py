@@ -15,14 +15,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports import analysis
+from reports import analysis, figures
 from reports.results import COLUMNS, load_results
 from reports.site import PAGES, PLOTLY_JS, build_site
 from reports.summary import print_summary
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "report_results"
 CPU, GPU = "fixture-cpu", "fixture-gpu"
-LAST = "d" * 40
+LAST = "b" * 40  # commits in date order: c..., a..., d..., b... (hash order differs on purpose)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_tidy_table_has_one_row_per_result_and_never_a_number_for_skipped_or_fai
     assert table[table.machine == GPU].device_names.str.contains("Fixture H100").all()
 
 
-def test_latest_runs_pick_each_machines_and_profiles_newest_commit(table):
+def test_latest_runs_pick_each_machines_and_profiles_newest_commit_by_date_not_hash(table):
     latest = analysis.latest_runs(table)
     assert sorted(zip(latest.machine, latest.profile, latest.commit)) == [
         (CPU, "full", LAST), (CPU, "quick", LAST), (GPU, "quick", LAST)
@@ -71,13 +71,16 @@ def test_cell_table_ratios_statuses_and_winners(table):
     tiling = cells.loc[("vol3d-conv", "tiling")]
     assert tiling["time_forward_backward:status"] == "failed" and math.isnan(tiling["time_forward_backward"])
     strided = cells.loc[("allcnnc-conv2", "as_strided")]
-    assert strided["time_forward:x_native"] == pytest.approx(0.5)
+    assert strided["time_forward:x_native"] == pytest.approx(2 / (4 * 1.03))  # native is 3% slower from commit 3
     assert strided["time_forward:x_bound"] == pytest.approx(2.0)  # 2 ms / copy_ 1 ms
-    assert strided["track_net_peak_forward_backward:x_bound"] == pytest.approx(150 / 96)
-    best = analysis.winners(cells.reset_index()).set_index(["config", "metric"]).strategy
-    assert best[("allcnnc-conv2", "time_forward")] == "as_strided"
-    assert best[("allcnnc-conv2", "track_net_peak_forward_backward")] == "native"
-    assert best[("vol3d-conv", "time_forward_backward")] == "as_strided"  # tiling failed: it cannot win
+    assert strided["track_net_peak_forward_backward:x_bound"] == pytest.approx(170 / 96)
+    view = cells.loc[("vol3d-conv", "as_strided")]
+    assert view["track_net_peak_forward"] == 0 and view["track_net_peak_forward:status"] == "ok"
+    best = analysis.winners(cells.reset_index()).groupby(["config", "metric"]).strategy.apply(sorted)
+    assert best[("allcnnc-conv2", "time_forward")] == ["as_strided"]
+    assert best[("allcnnc-conv2", "track_net_peak_forward")] == ["as_strided", "native", "tiling"]  # a tie
+    assert best[("allcnnc-conv2", "track_net_peak_forward_backward")] == ["native"]
+    assert best[("vol3d-conv", "time_forward_backward")] == ["as_strided"]  # tiling failed: it cannot win
     assert analysis.cell_table(analysis.select_run(table, {**_run(CPU, "quick")}), "cuda").empty  # no GPU
 
 
@@ -88,7 +91,7 @@ def _run(machine: str, profile: str) -> dict:
 def test_recommendation_per_config_follows_the_rule(table):
     training = analysis.RULES[0]
     picks = analysis.recommend_per_config(_cells(table, CPU, "quick", "cpu"), training).set_index("config")
-    # conv2: lowest fwd-bwd peak 100 MiB (native); within 1.2x: native and tiling (110); as_strided (150) is
+    # conv2: lowest fwd-bwd peak 100 MiB (native); within 1.2x: native and tiling (110); as_strided (170) is
     # faster but out; tiling (8 ms) beats native (10 ms).
     assert picks.loc["allcnnc-conv2", "strategy"] == "tiling"
     assert picks.loc["allcnnc-conv2", "eligible"] == ["native", "tiling"]
@@ -98,18 +101,20 @@ def test_recommendation_per_config_follows_the_rule(table):
 def test_recommendation_per_device_follows_the_rule(table):
     training, forward = analysis.RULES
     cpu = analysis.recommend(_cells(table, CPU, "quick", "cpu"), training)
-    # tiling has a failed cell: not a candidate. as_strided: M = sqrt(150/100 * 200/200) = 1.22 > 1.2 x 1.0.
-    # native: M = 1.0, T = 10 / 6 = 1.67 on the one config it supports.
+    # tiling has a failed cell: out, and listed as such. as_strided: M = (170 + 200) / (100 + 200) = 1.23,
+    # over 1.2x native's M of 1.0. native: T = 10 / 6 on the one config it supports.
     assert cpu.strategy == "native" and cpu.not_covered == ["vol3d-conv"]
     assert cpu.score == pytest.approx(10 / 6)
     ranking = cpu.ranking.set_index("strategy")
-    assert "tiling" not in ranking.index
-    assert not ranking.loc["as_strided", "eligible"] and ranking.loc["as_strided", "memory_score"] == pytest.approx(
-        math.sqrt(1.5)
-    )
+    assert ranking.loc["tiling", "why_not"] == "failed on vol3d-conv" and not ranking.loc["tiling", "eligible"]
+    assert ranking.loc["as_strided", "memory_score"] == pytest.approx(370 / 300)
+    assert not ranking.loc["as_strided", "eligible"] and ranking.loc["as_strided", "why_not"].startswith("M over")
+    # forward only: as_strided's zero on vol3d-conv (a view) counts in its summed M = (52 + 0) / (52 + 0).
+    forward_cpu = analysis.recommend(_cells(table, CPU, "quick", "cpu"), forward)
+    assert forward_cpu.strategy == "as_strided" and forward_cpu.ranking.memory_score.iloc[0] == pytest.approx(1.0)
+    assert forward_cpu.ranking.set_index("strategy").loc["tiling", "memory_score"] == pytest.approx(152 / 52)
     gpu = analysis.recommend(_cells(table, GPU, "quick", "cuda"), training)
     assert gpu.strategy == "as_strided" and gpu.score == pytest.approx(1.0) and gpu.not_covered == []
-    assert analysis.recommend(_cells(table, CPU, "quick", "cpu"), forward).strategy == "as_strided"
 
 
 def test_pareto_front():
@@ -124,8 +129,17 @@ def test_regressions_are_found_by_asvs_step_detection_and_only_there(table):
     assert (step.machine, step.profile, step.device, step.config, step.strategy, step.metric) == (
         CPU, "quick", "cpu", "allcnnc-conv2", "tiling", "time_forward"
     )  # fmt: skip
-    assert (step.commit_before[0], step.commit_after[0]) == ("b", "c")
-    assert step.ratio == pytest.approx(1.5)
+    assert (step.commit_before[0], step.commit_after[0]) == ("a", "d")  # the 2nd and 3rd by date
+    assert step.ratio == pytest.approx(1.5)  # native's 3% step at the same commit is below the threshold
+
+
+def test_a_step_up_from_zero_is_a_regression_with_an_infinite_ratio():
+    # a view (0 bytes) turning into a copy is the regression most worth catching
+    series = {"machine": "m", "env": "e", "profile": "quick", "device": "cpu", "config": "c", "strategy": "s",
+              "metric": "track_net_peak_forward", "status": "ok"}  # fmt: skip
+    history = pd.DataFrame({**series, "order": range(5), "commit": list("vwxyz"), "value": [0, 0, 0, 100.0, 100]})
+    step = analysis.regressions(history).iloc[0]
+    assert (step.commit_before, step.commit_after, step.ratio) == ("x", "y", math.inf)
 
 
 def test_site_is_self_contained_and_says_skipped_and_failed(tmp_path):
@@ -140,7 +154,8 @@ def test_site_is_self_contained_and_says_skipped_and_failed(tmp_path):
     overview = (tmp_path / "index.html").read_text()
     assert '<td class="failed">failed</td>' in overview
     assert "every cell was skipped on this machine" in overview  # fixture-cpu's CUDA
-    assert "Recommendation for training" in overview and "native</b>" in overview
+    assert "Recommendation for training (forward and backward)</b>: <b>native</b>" in overview
+    assert "tiling out (failed on vol3d-conv)" in overview
     assert "asv's own site" not in overview  # no asv publish output in tmp_path
     (tmp_path / "asv").mkdir()
     (tmp_path / "asv" / "index.html").write_text("asv")
@@ -148,12 +163,28 @@ def test_site_is_self_contained_and_says_skipped_and_failed(tmp_path):
     assert 'href="asv/index.html"' in (tmp_path / "index.html").read_text()
 
 
+def test_hover_texts_never_show_a_missing_value_as_a_number(table):
+    colors = figures.strategy_colors(["native", "as_strided", "tiling"])
+    history = analysis.series(table)
+    cells = _cells(table, GPU, "quick", "cuda")
+    built = [
+        figures.bound_ratio_bars(cells, colors, "t"),
+        figures.strategy_history(history[history.strategy == "as_strided"], "t"),
+    ]
+    built += [figures.trend_lines(history, m, colors, analysis.regressions(history), "t") for m in analysis.FIGURES]
+    texts = [text for figure in built for trace in figure.data for text in (trace.hovertext or [])]
+    assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
+    bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 0 MiB" in t]
+    assert bars and all("0.00x the bound" in t and "native has no figure here" in t for t in bars)
+    assert not [t for t in texts if "net peak" in t and "IQR" in t]  # memory has no spread: none is shown
+
+
 def test_summary_prints_each_environment_of_a_commit_apart(tmp_path, capsys):
     results = tmp_path / "results"
     shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("*.py"))
-    second = json.loads((results / CPU / "dddddddd-fixture-env.json").read_text())
+    second = json.loads((results / CPU / "bbbbbbbb-fixture-env.json").read_text())
     second["env_name"] = "second-env"
-    (results / CPU / "dddddddd-second-env.json").write_text(json.dumps(second))
+    (results / CPU / "bbbbbbbb-second-env.json").write_text(json.dumps(second))
     print_summary(results, CPU, "quick", None)
     out = capsys.readouterr().out
     assert "environment fixture-env" in out and "environment second-env" in out
