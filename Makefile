@@ -11,7 +11,8 @@ PROFILE ?= quick
 BENCH ?=
 BENCH_FLAGS = --profile $(PROFILE) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench '$(BENCH)')
 
-.PHONY: venv test lint browser bench bench-full bench-thp bench-commits bench-pytest memprofile report asv-check clean
+.PHONY: venv test lint browser bench bench-full bench-thp bench-commits bench-pytest memprofile report regress \
+	regress-validate asv-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,17 @@ browser:
 # then the website (reports/site/index.html); exits with the benchmarks' status.
 bench: venv
 	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/report.py; exit $$status
+
+# CI regression gate: both revisions benchmarked on this machine, rounds interleaved; exit 1 on a significant
+# regression (time +10%, memory +5%), 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD]
+regress: venv
+	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
+	$(PY) scripts/regress.py '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
+		$(REGRESS_ARGS)
+
+# Measure the gate here: A/A false alarms and injected regressions (tens of minutes; see README).
+regress-validate: venv
+	$(PY) scripts/validate_gate.py $(VALIDATE_ARGS)
 
 # The static website from every result in results/ (all machines, commits, profiles): reports/site/.
 report: venv

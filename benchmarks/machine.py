@@ -83,3 +83,12 @@ def machine_info(name: str | None = None) -> dict[str, str]:
         "torch_threads": str(torch.get_num_threads()),
         "allocator": allocator_setting(),
     }
+
+
+def register_machine(name: str | None = None) -> dict[str, str]:
+    """Write this machine's entry to asv's machine file (``~/.asv-machine.json``) and return it."""
+    from asv.machine import MachineCollection
+
+    info = machine_info(name)
+    MachineCollection.save(info["machine"], info)  # asv copies every key into each result's params
+    return info

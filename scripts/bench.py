@@ -38,12 +38,9 @@ def main() -> int:
 
     if args.thp:
         os.environ[THP_VARIABLE] = "1"  # before torch is imported, here and in every asv subprocess
-    from benchmarks.machine import machine_info  # imports torch: after the allocator setting is final
+    from benchmarks.machine import register_machine  # imports torch: after the allocator setting is final
 
-    info = machine_info(args.machine)
-    from asv.machine import MachineCollection
-
-    MachineCollection.save(info["machine"], info)  # asv copies every key into each result's params
+    info = register_machine(args.machine)
 
     profile = PROFILES[args.profile]
     pattern = benchmark_regex(profile, args.bench)

@@ -1,0 +1,106 @@
+"""The CI regression gate: benchmark two revisions on this machine in one run and judge the change.
+
+    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--time-threshold 0.10] [--memory-threshold 0.05]
+
+asv builds each revision's project into its own virtualenv (``.asv/env``, shared with ``make bench-commits``)
+and runs the strategies' benchmarks of both, **interleaving the rounds** (``asv continuous
+--interleave-rounds``: BASE, HEAD, BASE, HEAD, ...), so a drift of the machine during the run hits both
+alike. Results go to ``.asv/regress/results`` (never mixed with the committed ones). Then
+``reports.compare`` judges every cell (see its docstring) and a table of what changed is printed.
+
+Exit status: 0 pass; 1 a statistically significant regression beyond a threshold; 2 a benchmark failed at
+HEAD, or asv itself failed (``asv continuous`` exits 2 and prints no comparison when a benchmark fails, and
+``asv compare`` always exits 0: neither is used to decide).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
+from reports.compare import Thresholds, compare, exit_status, format_table, load_run  # noqa: E402
+
+WORK = ROOT / ".asv" / "regress"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def gate_config(source: Path = ROOT / "asv.conf.json") -> Path:
+    """The project's asv configuration with absolute paths and its own results directory."""
+    from asv.util import load_json
+
+    config = load_json(str(source), js_comments=True)
+    config.update(
+        repo=str(ROOT),
+        benchmark_dir=str(ROOT / config["benchmark_dir"]),
+        env_dir=str(ROOT / config["env_dir"]),
+        results_dir=str(WORK / "results"),
+        html_dir=str(WORK / "html"),
+        branches=["HEAD"],
+    )
+    path = WORK / "asv.conf.json"
+    path.write_text(json.dumps(config, indent=4))
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base", help="the revision to compare against (e.g. origin/main)")
+    parser.add_argument("head", nargs="?", default="HEAD", help="the revision under test (default HEAD)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    parser.add_argument("--bench", default="", help="extra regex restricting the cells, e.g. 'conv2' or 'tiling'")
+    parser.add_argument("--time-threshold", type=float, default=0.10, help="relative slowdown that fails (0.10)")
+    parser.add_argument("--memory-threshold", type=float, default=0.05, help="relative growth that fails (0.05)")
+    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds per revision (4)")
+    parser.add_argument("--repeat", default="(5,8,1.0)", help="asv repeat per round: (min, max, seconds)")
+    parser.add_argument("--machine", help="machine name to record (default: derived, as for make bench)")
+    parser.add_argument("--all-rows", action="store_true", help="print unchanged cells too")
+    args = parser.parse_args()
+
+    base, head = _git("rev-parse", args.base), _git("rev-parse", args.head)
+    from benchmarks.machine import register_machine
+
+    info = register_machine(args.machine)
+    machine = info["machine"]
+    WORK.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(WORK / "results" / machine, ignore_errors=True)  # no stale cells from an earlier gate run
+    config = gate_config()
+    pattern = benchmark_regex(PROFILES[args.profile], args.bench).replace("(?:unfold|bounds)", "unfold")
+    command = [sys.executable, "-m", "asv", "--config", str(config), "continuous", "--interleave-rounds",
+               "-a", f"rounds={args.rounds}", "-a", f"repeat={args.repeat}", "--machine", machine,
+               "--show-stderr", "-b", pattern, base, head]  # fmt: skip
+    print(f"gate: {base[:8]} (base) vs {head[:8]} (head) on {machine}; thresholds: time +{args.time_threshold:.0%}"
+          f" (significant by asv's Mann-Whitney U test), memory +{args.memory_threshold:.0%}", flush=True)  # fmt: skip
+    print("$ " + " ".join(command), flush=True)
+    asv_status = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+
+    results_dir = str(WORK / "results")
+    try:
+        before, after = load_run(results_dir, machine, base), load_run(results_dir, machine, head)
+    except LookupError as error:
+        print(f"\nGATE ERROR: asv produced no comparable results (asv exit status {asv_status}): {error}")
+        return 2
+    thresholds = Thresholds(time=args.time_threshold, memory=args.memory_threshold)
+    table = compare(before, after, thresholds)
+    print(f"\nGate: {len(table)} cells compared, {base[:8]} -> {head[:8]}")
+    print(format_table(table, only_changed=not args.all_rows))
+    status = exit_status(table)
+    counts = table.verdict.value_counts().to_dict()
+    verdict = {0: "PASS", 1: "FAIL: regression", 2: "FAIL: a benchmark failed at head"}[status]
+    print(f"\n{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,105 @@
+"""The regression gate's judgement (``reports/compare.py``), on asv results made here, not measured.
+
+The gate itself runs benchmarks (``scripts/regress.py``); what it decides from their samples is tested here:
+thresholds, asv's significance test, memory's page floor, failures, and exit statuses. The A/A and power
+checks draw samples from a fixed noise model with a fixed seed: they test the decision rule, not a machine.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from asv.results import Results
+from asv.runner import BenchmarkResult
+
+from reports.compare import Thresholds, compare, exit_status, format_table, judge
+
+MIB = 2**20
+TIME = "unfold.Quick.time_forward"
+MEMORY = "unfold.Quick.track_net_peak_forward"
+
+
+def _samples(median: float, n: int, noise: float, rng: random.Random) -> list[float]:
+    return [median * math.exp(rng.gauss(0, noise)) for _ in range(n)]
+
+
+def _results(commit: str, time_samples: list[list[float] | None], memory: list[float | None]) -> Results:
+    """A result file with one time and one memory benchmark over strategies s0, s1, ..."""
+    result = Results({"machine": "m", "python": "3.11"}, {}, commit, 0, "3.11", "env", {})
+    params = [[repr(f"s{i}") for i in range(len(memory))]]
+    for name, values, samples, number in (
+        (TIME, [None if s is None else sorted(s)[len(s) // 2] for s in time_samples], time_samples, 1),
+        (MEMORY, memory, [None] * len(memory), None),
+    ):
+        benchmark = {"name": name, "params": params, "param_names": ["strategy"], "version": "1"}
+        outcome = BenchmarkResult(values, samples, [number] * len(values), 0, "", None)
+        result.add_result(benchmark, outcome, record_samples=True)
+    return result
+
+
+def test_time_needs_both_the_threshold_and_significance():
+    rng = random.Random(0)
+    base = _samples(1.0, 12, 0.05, rng)
+    slower = _samples(1.3, 12, 0.05, rng)
+    stats = _results("a" * 40, [base, slower], [MIB, MIB])
+    table = compare(stats, _results("b" * 40, [slower, base], [MIB, MIB])).set_index(["benchmark", "params"])
+    assert table.loc[(TIME, "s0"), "verdict"] == "regression" and table.loc[(TIME, "s0"), "significant"]
+    assert table.loc[(TIME, "s1"), "verdict"] == "improvement"
+    few = compare(_results("a" * 40, [[1.0, 1.01]], [MIB]), _results("b" * 40, [[1.3, 1.4]], [MIB]))
+    assert few.set_index("benchmark").loc[TIME, "verdict"] == "unchanged"  # 2 samples each: not significant
+    small = compare(_results("a" * 40, [base], [MIB]), _results("b" * 40, [[x * 1.05 for x in base]], [MIB]))
+    assert small.set_index("benchmark").loc[TIME, "verdict"] == "unchanged"  # significant but under 10%
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "verdict"),
+    [
+        (100 * MIB, 150 * MIB, "regression"),
+        (100 * MIB, 103 * MIB, "unchanged"),  # under the 5% threshold
+        (1 * MIB, 1.2 * MIB, "unchanged"),  # 20%, but 205 KiB: under the page floor
+        (0, 10 * MIB, "regression"),  # a view became a copy
+        (100 * MIB, 60 * MIB, "improvement"),
+    ],
+)
+def test_memory_uses_the_threshold_and_a_floor(before, after, verdict):
+    assert judge(before, after, None, None, None, None, "bytes", Thresholds())[2] == verdict
+
+
+def test_a_failure_at_head_is_a_failure_and_outranks_a_regression():
+    rng = random.Random(1)
+    base = _results("a" * 40, [_samples(1.0, 12, 0.05, rng)] * 2, [MIB, 100 * MIB])
+    head = _results("b" * 40, [None, _samples(1.0, 12, 0.05, rng)], [None, 200 * MIB])
+    table = compare(base, head)
+    assert sorted(table.verdict) == ["failed", "failed", "regression", "unchanged"]
+    assert exit_status(table) == 2
+    assert exit_status(table[table.verdict != "failed"]) == 1
+    assert exit_status(table[table.verdict == "unchanged"]) == 0
+    assert "failed" in format_table(table)
+
+
+def test_skipped_at_both_revisions_is_left_out():
+    nan = math.nan
+    table = compare(_results("a" * 40, [None], [nan]), _results("b" * 40, [None], [nan]))
+    assert list(table.verdict) == ["failed (also before)"]  # the time cell failed at both
+    assert exit_status(table) == 0
+
+
+def test_decision_rule_rarely_cries_wolf_and_catches_a_30_percent_slowdown():
+    # Noise model: log-normal samples with sigma 0.15 (interquartile range about 20% of the median, as seen
+    # on this project's 2-core machines); 20 samples per revision, as the gate's 4 rounds x 5 repeats give.
+    rng = random.Random(2024)
+    trials = 300
+
+    def flagged(factor: float) -> int:
+        count = 0
+        for _ in range(trials):
+            a, b = _samples(1.0, 20, 0.15, rng), _samples(factor, 20, 0.15, rng)
+            count += (
+                compare(_results("a" * 40, [a], [MIB]), _results("b" * 40, [b], [MIB])).verdict.eq("regression").any()
+            )
+        return count
+
+    assert flagged(1.0) <= 3  # A/A: at most 1% false alarms
+    assert flagged(1.3) >= 0.9 * trials  # a 30% slowdown: caught at least 90% of the time
