@@ -143,7 +143,7 @@ def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
             "verdict": shown.verdict,
             "benchmark": shown.benchmark,
             "params": shown.params,
-            "mode": shown.mode,
+            "mode": shown["mode"],  # not shown.mode: that is DataFrame.mode()
             "before": [value(v, u) for v, u in zip(shown.before, shown.unit)],
             "after": [value(v, u) for v, u in zip(shown.after, shown.unit)],
             "ratio": [f"{r:.2f}x" if not math.isnan(r) else "" for r in shown.ratio],

@@ -1,0 +1,34 @@
+"""The CI workflow files: valid YAML, and they call Makefile targets that exist (GitHub Actions itself cannot
+run here, so this is what can be checked locally)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def _make_targets() -> set[str]:
+    return set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+
+
+def test_workflows_parse_and_call_existing_make_targets():
+    assert {w.name for w in WORKFLOWS} == {"regress.yml", "publish.yml"}
+    targets = _make_targets()
+    for workflow in WORKFLOWS:
+        jobs = yaml.safe_load(workflow.read_text())["jobs"]
+        runs = [step["run"] for job in jobs.values() for step in job["steps"] if "run" in step]
+        called = {m for run in runs for m in re.findall(r"\bmake ([\w-]+)", run)}
+        assert called and called <= targets, (workflow.name, called - targets)
+
+
+def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_exit_status():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "regress.yml").read_text())
+    assert "pull_request" in workflow[True]  # YAML reads the key "on" as True
+    steps = workflow["jobs"]["cpu"]["steps"]
+    gate = next(step["run"] for step in steps if "run" in step and "make regress" in step["run"])
+    assert "|| true" not in gate and "BASE=" in gate and "HEAD=" in gate
