@@ -12,8 +12,11 @@ For every benchmark cell measured at both revisions on one machine:
 - **failed**: a cell that fails at the new revision (and did not at the old) is a failure, reported as such
   and never as a pass; one skipped at both is left out.
 
-Rows name the mode that judged them (``wall clock``, ``net peak``), so a reader knows how to read the
-significance column.
+- **instructions** (``callgrind``, for the cells the gate is told to count): instruction counts repeat to
+  about 0.01%, so a regression is growth by more than the instruction threshold (default 2%), no test needed.
+
+Rows name the mode that judged them (``wall clock``, ``net peak``, ``callgrind``), so a reader knows how to
+read the significance column.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ COLUMNS = ["benchmark", "params", "mode", "unit", "before", "after", "ratio", "s
 class Thresholds:
     time: float = 0.10
     memory: float = 0.05
+    instructions: float = 0.02  # callgrind counts repeat to about 0.01%: a 2% change is real
     memory_floor_bytes: int = MEMORY_FLOOR_BYTES
 
 
@@ -118,6 +122,22 @@ def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(),
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def callgrind_rows(counts: dict[str, tuple[int, int]], thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+    """Rows for instruction counts: ``counts`` maps a cell ("strategy, config, forward") to (before, after)."""
+    rows = []
+    for cell, (before, after) in counts.items():
+        ratio = after / before
+        verdict = "unchanged"
+        if ratio > 1 + thresholds.instructions:
+            verdict = "regression"
+        elif ratio < 1 / (1 + thresholds.instructions):
+            verdict = "improvement"
+        rows.append({"benchmark": "instructions (callgrind)", "params": cell, "mode": "callgrind",
+                     "unit": "instructions", "before": before, "after": after, "ratio": ratio,
+                     "significant": None, "verdict": verdict})  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
 def exit_status(table: pd.DataFrame) -> int:
     """0: pass; 1: a significant regression beyond the threshold; 2: a cell failed at the new revision."""
     if (table.verdict == "failed").any():
@@ -136,6 +156,8 @@ def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
             return "failed"
         if isinstance(v, float) and math.isnan(v):
             return "n/a"
+        if unit == "instructions":
+            return f"{v:,.0f} instr"
         return f"{v * 1e3:.4g} ms" if unit == "seconds" else f"{v / 2**20:.4g} MiB"
 
     lines = pd.DataFrame(

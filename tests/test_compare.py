@@ -14,7 +14,7 @@ import pytest
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
-from reports.compare import Thresholds, compare, exit_status, format_table, judge
+from reports.compare import Thresholds, callgrind_rows, compare, exit_status, format_table, judge
 
 MIB = 2**20
 TIME = "unfold.Quick.time_forward"
@@ -103,3 +103,12 @@ def test_decision_rule_rarely_cries_wolf_and_catches_a_30_percent_slowdown():
 
     assert flagged(1.0) <= 3  # A/A: at most 1% false alarms
     assert flagged(1.3) >= 0.9 * trials  # a 30% slowdown: caught at least 90% of the time
+
+
+def test_instruction_counts_are_judged_by_their_own_threshold_alone():
+    counts = {"native, example, forward": (1_000_000, 1_030_000), "tiling, example, forward": (100_000, 101_000)}
+    rows = callgrind_rows(counts)  # +3% and +1% against the default 2%
+    verdicts = dict(zip(rows.params, rows.verdict))
+    assert verdicts == {"native, example, forward": "regression", "tiling, example, forward": "unchanged"}
+    assert set(rows["mode"]) == {"callgrind"} and exit_status(rows) == 1
+    assert "instr" in format_table(rows)

@@ -1,0 +1,78 @@
+"""Instruction counts of one cell under callgrind: the regression gate's deterministic CPU mode.
+
+Wall-clock time on a shared 2-core machine varies by tens of percent between runs; the number of
+instructions a call executes, counted by valgrind's callgrind through ``torch.utils.benchmark.Timer.
+collect_callgrind``, varies by well under 1%. It is slow (valgrind runs the interpreter too: minutes per
+measurement), so the gate uses it only for the cells it is told to (``scripts/regress.py --callgrind``).
+
+``count_instructions`` measures in a child process whose ``impls`` comes from a given directory (a checkout
+of the revision under test) and whose harness comes from this working tree, and checks that it imported
+the ``impls`` it was asked to: counting other code than the revision's would make the verdict a lie.
+One thread, so that the count does not depend on scheduling.
+
+Run as a script it prints the count of one cell: ``python -m benchmarks.instructions IMPLS_ROOT STRATEGY
+CONFIG forward|forward_backward [PROFILE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CALLS = 5  # calls per measurement; the count is per call
+
+
+def _measure(strategy: str, config: str, which: str, profile: str) -> int:
+    import torch
+    from torch.utils.benchmark import Timer
+
+    setup = (
+        "import torch\n"
+        "torch.set_num_threads(1)\n"
+        "from benchmarks.cells import Cell, Workload\n"
+        "from benchmarks.profiles import get_profile\n"
+        f"cell = Cell.from_names({strategy!r}, {config!r}, 'cpu', get_profile({profile!r}))\n"
+        f"workload = Workload(cell, backward={which == 'forward_backward'})\n"
+        f"workload.{which}()\n"
+    )
+    torch.set_num_threads(1)
+    timer = Timer(stmt=f"workload.{which}()", setup=setup, num_threads=1)
+    stats = timer.collect_callgrind(number=CALLS, collect_baseline=False)
+    return int(stats.counts(denoise=True) / CALLS)
+
+
+def count_instructions(impls_root: Path, strategy: str, config: str, which: str, profile: str = "quick") -> int:
+    """Instructions per call of ``strategy`` on ``config`` (``which``: forward or forward_backward), with the
+    ``impls`` package found in ``impls_root``."""
+    with tempfile.TemporaryDirectory() as shadow:
+        # only impls from the revision: the harness (benchmarks/) is this working tree's
+        os.symlink(Path(impls_root).resolve() / "impls", Path(shadow) / "impls")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([shadow, str(ROOT)]),
+               # torch's callgrind wrapper runs "python" from PATH: make it this interpreter
+               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # fmt: skip
+        command = [sys.executable, "-m", "benchmarks.instructions", shadow, strategy, config, which, profile]
+        done = subprocess.run(command, cwd=shadow, env=env, capture_output=True, text=True)  # not ROOT: its impls
+    if done.returncode != 0:
+        raise RuntimeError(f"callgrind measurement failed: {done.stderr[-2000:]}")
+    return int(json.loads(done.stdout.strip().splitlines()[-1])["instructions"])
+
+
+def main() -> None:
+    impls_root, strategy, config, which, *rest = sys.argv[1:]
+    import impls
+
+    imported = Path(impls.__file__).resolve().parent
+    expected = (Path(impls_root) / "impls").resolve()
+    if imported != expected:
+        raise SystemExit(f"imported impls from {imported}, not {expected}")
+    count = _measure(strategy, config, which, rest[0] if rest else "quick")
+    print(json.dumps({"instructions": count}))
+
+
+if __name__ == "__main__":
+    main()
