@@ -76,7 +76,7 @@ bench-commits: venv
 # The same matrix with pytest-benchmark (quick profile unless UNFOLD_BENCH_PROFILE=full); pass
 # PYTEST_ARGS='--benchmark-autosave' or '--benchmark-compare' to save or compare runs.
 bench-pytest: venv
-	$(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
+	$(PY) -m benchmarks.allocator $(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
 
 # Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
 memprofile: venv

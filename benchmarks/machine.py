@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.allocator import mmap_threshold_setting
+
 THP_VARIABLE = "THP_MEM_ALLOC_ENABLE"
 
 
@@ -37,13 +39,14 @@ def gpu_model() -> str | None:
 
 
 def allocator_setting() -> str:
-    """How PyTorch allocates here: the CPU allocator's huge-page setting, preloads, and the CUDA allocator config."""
+    """How PyTorch allocates here: the CPU allocator's huge-page setting, preloads or glibc's mmap threshold
+    (``benchmarks.allocator``), and the CUDA allocator config."""
     thp = os.environ.get(THP_VARIABLE, "0") == "1"
     parts = [
         f"CPU: {'transparent huge pages (' + THP_VARIABLE + '=1)' if thp else 'default (' + THP_VARIABLE + ' unset)'}"
     ]
     preload = os.environ.get("LD_PRELOAD")
-    parts.append(f"LD_PRELOAD={preload}" if preload else "glibc malloc")
+    parts.append(f"LD_PRELOAD={preload}" if preload else f"glibc malloc, {mmap_threshold_setting()}")
     if torch.cuda.is_available():
         parts.append(f"CUDA: PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '(default)')}")
     return "; ".join(parts)

@@ -18,6 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.allocator import pin_mmap_threshold  # noqa: E402
+
+pin_mmap_threshold()  # before torch allocates: memory and time must not depend on the process's history
+
 from benchmarks.machine import THP_VARIABLE  # noqa: E402
 from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
 

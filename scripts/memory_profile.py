@@ -12,6 +12,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.allocator import pin_mmap_threshold  # noqa: E402
+
+pin_mmap_threshold()  # before torch allocates: memory and time must not depend on the process's history
+
 from benchmarks.cells import Cell  # noqa: E402
 from benchmarks.configs import CONFIGS_BY_NAME  # noqa: E402
 from benchmarks.memory_timeline import profile_cell  # noqa: E402
