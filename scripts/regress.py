@@ -5,8 +5,10 @@
 asv builds each revision's project into its own virtualenv (``.asv/env``, shared with ``make bench-commits``)
 and runs the strategies' benchmarks of both, **interleaving the rounds** (``asv continuous
 --interleave-rounds``: BASE, HEAD, BASE, HEAD, ...), so a drift of the machine during the run hits both
-alike. Results go to ``.asv/regress/results`` (never mixed with the committed ones). Then
-``reports.compare`` judges every cell (see its docstring) and a table of what changed is printed.
+alike. Each round is one process per cell and revision with a fixed number of samples, so that
+``reports.compare`` can test per-round medians (8 rounds a side by default). Results go to
+``.asv/regress/results`` (never mixed with the committed ones). Then ``reports.compare`` judges every cell
+(see its docstring) and a table of what changed is printed.
 
 Exit status: 0 pass; 1 a statistically significant regression beyond a threshold; 2 a benchmark failed at
 HEAD, or asv itself failed (``asv continuous`` exits 2 and prints no comparison when a benchmark fails, and
@@ -25,6 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.allocator import pin_mmap_threshold  # noqa: E402
+
+pin_mmap_threshold()  # before torch allocates: memory and time must not depend on the process's history
 
 import pandas as pd  # noqa: E402
 
@@ -92,8 +98,12 @@ def main() -> int:
     parser.add_argument("--time-threshold", type=float, default=0.10, help="relative slowdown that fails (0.10)")
     parser.add_argument("--memory-threshold", type=float, default=0.05, help="relative growth that fails (0.05)")
     parser.add_argument("--instruction-threshold", type=float, default=0.02, help="callgrind growth that fails")
-    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds (processes) per revision (6)")
-    parser.add_argument("--repeat", default="(3,4,1.0)", help="asv repeat per round: (min, max, seconds)")
+    parser.add_argument(
+        "--rounds", type=int, default=8, help="interleaved rounds (processes) per revision; 8 can reach p < 0.002"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="samples per round (fixed, so that each round's median is known)"
+    )
     parser.add_argument("--machine", help="machine name to record (default: derived, as for make bench)")
     parser.add_argument("--all-rows", action="store_true", help="print unchanged cells too")
     parser.add_argument(
@@ -104,6 +114,8 @@ def main() -> int:
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
     args = parser.parse_args()
+    if args.rounds < 2 or args.repeat < 1:
+        parser.error(f"--rounds {args.rounds} --repeat {args.repeat}: need at least 2 rounds and 1 sample each")
 
     base, head = _git("rev-parse", args.base), _git("rev-parse", args.head)
     from benchmarks.machine import register_machine
@@ -118,7 +130,8 @@ def main() -> int:
                "-a", f"rounds={args.rounds}", "-a", f"repeat={args.repeat}", "--machine", machine,
                "--show-stderr", "-b", pattern, base, head]  # fmt: skip
     print(f"gate: {base[:8]} (base) vs {head[:8]} (head) on {machine}; thresholds: time +{args.time_threshold:.0%}"
-          f" (significant by asv's Mann-Whitney U test), memory +{args.memory_threshold:.0%}", flush=True)  # fmt: skip
+          f" (significant by asv's Mann-Whitney U test on {args.rounds} round medians a side), memory"
+          f" +{args.memory_threshold:.0%}; {info['allocator']}", flush=True)  # fmt: skip
     print("$ " + " ".join(command), flush=True)
     asv_status = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
 
@@ -129,7 +142,7 @@ def main() -> int:
         print(f"\nGATE ERROR: asv produced no comparable results (asv exit status {asv_status}): {error}")
         return 2
     thresholds = Thresholds(args.time_threshold, args.memory_threshold, instructions=args.instruction_threshold)
-    table = compare(before, after, thresholds)
+    table = compare(before, after, thresholds, rounds=args.rounds)
     if args.callgrind:
         counts = count_with_callgrind(args.callgrind, [base, head])
         counted = callgrind_rows({c.replace(":", ", "): tuple(v) for c, v in counts.items()}, thresholds)

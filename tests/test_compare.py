@@ -105,6 +105,50 @@ def test_decision_rule_rarely_cries_wolf_and_catches_a_30_percent_slowdown():
     assert flagged(1.3) >= 0.9 * trials  # a 30% slowdown: caught at least 90% of the time
 
 
+def _rounds(median: float, rounds: int, per_round: int, between: float, within: float,
+            rng: random.Random) -> list[float]:  # fmt: skip
+    """Samples of ``rounds`` processes: each process has its own level (log-sd ``between``), as measured here."""
+    samples = []
+    for _ in range(rounds):
+        level = median * math.exp(rng.gauss(0, between))
+        samples += _samples(level, per_round, within, rng)
+    return samples
+
+
+def test_round_medians_keep_correlated_samples_from_crying_wolf():
+    # Noise model: every process has its own speed (log-sd 0.10 between rounds) and its samples vary little
+    # around it (0.03), as on this project's machines, where 24 pooled samples passed a 1.24x A/A difference
+    # as significant. 8 rounds x 3 samples a side, as the gate runs.
+    rng = random.Random(7)
+    trials = 300
+
+    def count(factor: float, rounds: int | None, column: str) -> int:
+        total = 0
+        for _ in range(trials):
+            a, b = _rounds(1.0, 8, 3, 0.10, 0.03, rng), _rounds(factor, 8, 3, 0.10, 0.03, rng)
+            table = compare(_results("a" * 40, [a], [MIB]), _results("b" * 40, [b], [MIB]), rounds=rounds)
+            row = table.set_index("benchmark").loc[TIME]
+            total += bool(row["significant"]) if column == "significant" else row["verdict"] == "regression"
+        return total
+
+    # Identical revisions: pooled samples are "significant" (p < 0.002) far more often than 0.2% of the time.
+    assert count(1.0, None, "significant") >= 10
+    assert count(1.0, 8, "significant") <= 3  # one observation per round: at most 1%, near the nominal rate
+    # The price: with rounds this noisy, a 30% slowdown is caught most of the time, a 40% one nearly always.
+    assert count(1.3, 8, "regression") >= 0.75 * trials
+    assert count(1.4, 8, "regression") >= 0.9 * trials
+
+
+def test_samples_that_do_not_split_into_rounds_fall_back_to_pooled_and_say_so():
+    rng = random.Random(3)
+    before, after = _samples(1.0, 24, 0.05, rng), _samples(1.5, 23, 0.05, rng)
+    table = compare(_results("a" * 40, [before], [MIB]), _results("b" * 40, [after], [MIB]), rounds=8)
+    row = table.set_index("benchmark").loc[TIME]
+    assert row["mode"] == "wall clock (pooled samples)" and row["verdict"] == "regression"
+    split = compare(_results("a" * 40, [before], [MIB]), _results("b" * 40, [before[::-1]], [MIB]), rounds=8)
+    assert split.set_index("benchmark").loc[TIME, "mode"] == "wall clock (8 rounds)"
+
+
 def test_instruction_counts_are_judged_by_their_own_threshold_alone():
     counts = {"native, example, forward": (1_000_000, 1_030_000), "tiling, example, forward": (100_000, 101_000)}
     rows = callgrind_rows(counts)  # +3% and +1% against the default 2%
