@@ -5,7 +5,7 @@ Adding a strategy is one module exposing ``unfold = Strategy(...)`` plus one lin
 
 from __future__ import annotations
 
-from impls import as_strided, native, onehot, tiling
+from impls import as_strided, gather, gather_reuse, native, onehot, tiling
 from impls.strategy import Strategy
 
 _REGISTERED: tuple[Strategy, ...] = (
@@ -13,6 +13,8 @@ _REGISTERED: tuple[Strategy, ...] = (
     onehot.unfold,
     as_strided.unfold,
     tiling.unfold,
+    gather.unfold,
+    gather_reuse.unfold,
 )
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in _REGISTERED}

@@ -55,6 +55,8 @@ class Strategy:
         exact_under_tf32: False when float32 on CUDA may be rounded to TF32 if PyTorch allows it
             (convolution- or matmul-based strategies); tests check it on a GPU.
         known_defects: device/dtype combinations refused because the strategy is wrong there.
+        reuses_output: True when the strategy returns the same buffer again for a later call of the same shape
+            (so the later call overwrites the earlier result); the memory benchmarks charge it the buffer.
     """
 
     name: str
@@ -65,6 +67,7 @@ class Strategy:
     exact_with_nonfinite: bool = True
     exact_under_tf32: bool = True
     known_defects: tuple[KnownDefect, ...] = ()
+    reuses_output: bool = False
 
     def unsupported_reason(
         self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None

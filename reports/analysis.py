@@ -17,7 +17,9 @@ Pure pandas, no plotting, so the tests can check every claim the site makes:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
@@ -160,18 +162,23 @@ RULES = (
 )
 
 
-def _eligible(rows: pd.DataFrame, rule: Rule) -> pd.DataFrame:
+def _eligible(rows: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str]) -> pd.DataFrame:
     ok = rows[(rows[f"{rule.time_metric}:status"] == "ok") & (rows[f"{rule.memory_metric}:status"] == "ok")]
+    ok = ok[~ok.strategy.isin(list(set_aside))]
     if ok.empty:
         return ok
     return ok[ok[rule.memory_metric] <= rule.tolerance * ok[rule.memory_metric].min()]
 
 
-def recommend_per_config(cells: pd.DataFrame, rule: Rule) -> pd.DataFrame:
-    """Per config: the pick under ``rule`` (None when no strategy qualifies) and the eligible strategies."""
+def recommend_per_config(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = MappingProxyType({})
+                         ) -> pd.DataFrame:  # fmt: skip
+    """Per config: the pick under ``rule`` (None when no strategy qualifies) and the eligible strategies.
+
+    ``set_aside``: strategies never picked (name -> why), e.g. those that overwrite their previous result.
+    """
     out = []
     for config, rows in cells.groupby("config", sort=False):
-        eligible = _eligible(rows, rule)
+        eligible = _eligible(rows, rule, set_aside)
         pick = None if eligible.empty else eligible.loc[eligible[rule.time_metric].idxmin()]
         out.append(
             {
@@ -198,14 +205,16 @@ def _geometric_mean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
-def recommend(cells: pd.DataFrame, rule: Rule) -> Recommendation:
-    """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``)."""
+def recommend(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = MappingProxyType({})) -> Recommendation:
+    """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``); ``set_aside`` strategies
+    (name -> why) are scored and listed but never recommended."""
     columns = ["strategy", "time_score", "memory_score", "eligible", "why_not", "configs", "not_covered"]
     all_configs = list(dict.fromkeys(cells.config))
     time_status, memory_status = f"{rule.time_metric}:status", f"{rule.memory_metric}:status"
     ok = cells[(cells[time_status] == "ok") & (cells[memory_status] == "ok")]
-    fastest = ok.groupby("config")[rule.time_metric].min()
-    lowest = ok.groupby("config")[rule.memory_metric].min()
+    shippable = ok[~ok.strategy.isin(list(set_aside))]  # scores are relative to what could be recommended
+    fastest = shippable.groupby("config")[rule.time_metric].min()
+    lowest = shippable.groupby("config")[rule.memory_metric].min()
     scores = []
     for strategy, rows in cells.groupby("strategy", sort=False):
         failed = sorted(rows[(rows[[time_status, memory_status]] == "failed").any(axis=1)].config)
@@ -216,10 +225,12 @@ def recommend(cells: pd.DataFrame, rule: Rule) -> Recommendation:
             why = f"failed on {', '.join(failed)}" if failed else "no figure"
             scores.append([strategy, math.nan, math.nan, False, why, covered, not_covered])
             continue
+        ran = ran[ran.config.isin(fastest.index)]  # a config only set-aside strategies ran has no yardstick
         times = [t / fastest[c] for t, c in zip(ran[rule.time_metric], ran.config)]
         floor = lowest[ran.config].sum()
         memory = ran[rule.memory_metric].sum() / floor if floor > 0 else 1.0
-        scores.append([strategy, _geometric_mean(times), memory, True, "", covered, not_covered])
+        why_not = set_aside.get(strategy, "")
+        scores.append([strategy, _geometric_mean(times), memory, not why_not, why_not, covered, not_covered])
     ranking = pd.DataFrame(scores, columns=columns)
     if not ranking.eligible.any():
         return Recommendation(rule, None, math.nan, [], all_configs, ranking)

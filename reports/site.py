@@ -23,8 +23,17 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 
+from impls import STRATEGIES
 from reports import analysis, figures
 from reports.results import load_results
+
+# Strategies shown everywhere but never recommended: a library cannot ship an unfold that overwrites its
+# previous result (the registry's ``reuses_output``).
+SET_ASIDE = {
+    s.name: "reuses its output buffer: a call overwrites the previous result"
+    for s in STRATEGIES.values()
+    if s.reuses_output
+}
 
 PAGES = {
     "index.html": "Which to ship",
@@ -151,7 +160,7 @@ def _cell_table_html(cells: pd.DataFrame) -> str:
 def _recommendation_html(cells: pd.DataFrame) -> str:
     parts = []
     for rule in analysis.RULES:
-        advice = analysis.recommend(cells, rule)
+        advice = analysis.recommend(cells, rule, SET_ASIDE)
         if advice.strategy is None:
             verdict = "<b>Every strategy failed somewhere on this device</b>: see the picks per config below."
             css = "box none"
@@ -172,7 +181,7 @@ def _recommendation_html(cells: pd.DataFrame) -> str:
             else f"{r.strategy} out ({r.why_not})"
             for r in advice.ranking.itertuples()
         )
-        picks = analysis.recommend_per_config(cells, rule)
+        picks = analysis.recommend_per_config(cells, rule, SET_ASIDE)
         unit = analysis.FIGURES[rule.time_metric][1]
         scale = analysis.FIGURES[rule.time_metric][2]
         pick_rows = [

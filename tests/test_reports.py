@@ -117,6 +117,20 @@ def test_recommendation_per_device_follows_the_rule(table):
     assert gpu.strategy == "as_strided" and gpu.score == pytest.approx(1.0) and gpu.not_covered == []
 
 
+def test_a_set_aside_strategy_is_scored_and_listed_but_never_recommended(table):
+    training = analysis.RULES[0]
+    cells = _cells(table, CPU, "quick", "cpu")
+    set_aside = {"native": "reuses its output buffer"}
+    advice = analysis.recommend(cells, training, set_aside)
+    ranking = advice.ranking.set_index("strategy")
+    assert ranking.loc["native", "why_not"] == "reuses its output buffer" and not ranking.loc["native", "eligible"]
+    # without native the yardsticks are as_strided's and tiling's: as_strided (M = 1) now qualifies and wins;
+    # native still gets a score, against what could be recommended: 10 ms / as_strided's 6 ms on conv2.
+    assert advice.strategy == "as_strided" and ranking.loc["native", "time_score"] == pytest.approx(10 / 6)
+    picks = analysis.recommend_per_config(cells, training, set_aside).set_index("config")
+    assert "native" not in picks.loc["allcnnc-conv2", "eligible"]
+
+
 def test_pareto_front():
     points = pd.DataFrame({"t": [1.0, 2.0, 3.0, 2.5, math.nan], "m": [3.0, 2.0, 1.0, 2.5, 0.5]})
     assert analysis.pareto_front(points, "t", "m").tolist() == [True, True, True, False, False]

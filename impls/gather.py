@@ -1,0 +1,101 @@
+"""``gather``: K slot copies forward, and a backward of its own that sums K slices instead of col2im.
+
+Viewed as ``(N, C, *k, *O)``, the output's slot for kernel offset ``j`` is one strided slice of the
+unpadded input with zero borders (``impls.windows``), so the forward writes the output once, slot by slot,
+with no padded copy of the input (``tiling`` and ``as_strided`` pad first).
+
+The backward is the transpose of that: the input gradient at ``x`` is the sum, over the kernel offsets
+``j`` whose windows touch ``x``, of ``grad_output[j, o]`` at the one window ``o = (x + p - j d) / s`` (when
+it is an integer in ``[0, O)``). For each offset that is one strided slice of ``grad_output`` added into
+one strided slice of a zeroed input gradient: ``grad_input[..., x_lo::s] += grad_output[:, :, j, o_lo:o_hi]``.
+So every input entry gathers exactly the values of the windows that touch it, K vectorised passes over
+the input gradient, with no atomics, no index tensor (``as_strided``'s generic backward builds an int64
+index of the whole storage), no ``CopySlices`` copies of the whole gradient (``tiling``: K output-sized
+copies) and no col2im. Memory: the output forward; ``grad_input`` backward, nothing output-sized.
+
+The work happens inside a ``torch.autograd.Function``; the forward can also write into a caller's buffer
+(``unfold_into``), which the ``gather_reuse`` strategy uses.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from impls.geometry import Geometry
+from impls.strategy import Strategy
+from impls.windows import slots
+
+
+def slotted_shape(geometry: Geometry) -> tuple[int, ...]:
+    """The output's shape with the kernel and window dims apart: ``(N, C, *k, *O)`` (a view of the output)."""
+    g = geometry
+    return (g.batch_size, g.channels, *g.kernel_size, *g.output_size)
+
+
+def copy_slots(input: torch.Tensor, geometry: Geometry, out: torch.Tensor) -> torch.Tensor:
+    """Write the unfold of ``input`` into ``out`` (a contiguous tensor of ``geometry.output_shape``); return it."""
+    every = (slice(None), slice(None))
+    slotted = out.view(slotted_shape(geometry))
+    for slot in slots(geometry):
+        target = slotted[(*every, *slot.offset)]
+        if slot.empty:
+            target.zero_()
+            continue
+        target[(*every, *slot.inner)].copy_(input[(*every, *slot.source)])
+        for border in slot.borders:
+            target[(*every, *border)].zero_()
+    return out
+
+
+def sum_slots(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    """The input gradient: for each kernel offset, its slice of ``grad_output`` added where its windows read."""
+    every = (slice(None), slice(None))
+    slotted = grad_output.reshape(slotted_shape(geometry))
+    grad_input = grad_output.new_zeros(geometry.input_shape)
+    for slot in slots(geometry):
+        if not slot.empty:
+            grad_input[(*every, *slot.source)].add_(slotted[(*every, *slot.offset, *slot.inner)])
+    return grad_input
+
+
+class _GatherUnfold(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
+        ctx.geometry = geometry
+        if out is None:
+            out = input.new_empty(geometry.output_shape)
+        return copy_slots(input, geometry, out)
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
+        if not ctx.needs_input_grad[0]:
+            return None, None, None
+        return sum_slots(grad_output, ctx.geometry), None, None
+
+
+def unfold_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The unfold (differentiable), written into ``out`` when given: contiguous, ``geometry.output_shape``,
+    input's dtype and device, and not needed by anything else (it is overwritten)."""
+    if out is not None:
+        expected = (tuple(geometry.output_shape), input.dtype, input.device)
+        if (tuple(out.shape), out.dtype, out.device) != expected or not out.is_contiguous():
+            raise ValueError(
+                f"out (shape {tuple(out.shape)}, {out.dtype}, {out.device}, contiguous={out.is_contiguous()}) "
+                f"must be a contiguous {expected[1]} tensor of shape {expected[0]} on {expected[2]}"
+            )
+        if out.requires_grad:
+            raise ValueError("out must not require grad: it is overwritten")
+    return _GatherUnfold.apply(input, geometry, out)
+
+
+def _gather_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    return unfold_into(input, geometry)
+
+
+unfold = Strategy(
+    name="gather",
+    description="K strided slot copies forward (no padded copy); own backward adds K slices into grad_input",
+    spatial_dims=(1, 2, 3),
+    devices=("cpu", "cuda"),
+    implementation=_gather_unfold,
+)
