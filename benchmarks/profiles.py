@@ -58,4 +58,4 @@ def benchmark_regex(profile: Profile, narrow: str = "") -> str:
     asv ORs several ``-b`` options and matches each against ``name(param, ...)``, so the profile and the
     narrowing must be one expression: ``narrow`` may name a config, strategy or device.
     """
-    return rf"^(?:unfold|bounds)\.{profile.class_name}\..*(?:{narrow})"
+    return rf"^(?:unfold|bounds|compile_time)\.{profile.class_name}\..*(?:{narrow})"

@@ -57,6 +57,8 @@ class Strategy:
         known_defects: device/dtype combinations refused because the strategy is wrong there.
         reuses_output: True when the strategy returns the same buffer again for a later call of the same shape
             (so the later call overwrites the earlier result); the memory benchmarks charge it the buffer.
+        compiles: True when the first call with a new shape compiles code (``torch.compile``): the benchmarks
+            make an untimed call first and report the compile time as its own figure.
     """
 
     name: str
@@ -68,6 +70,7 @@ class Strategy:
     exact_under_tf32: bool = True
     known_defects: tuple[KnownDefect, ...] = ()
     reuses_output: bool = False
+    compiles: bool = False
 
     def unsupported_reason(
         self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None

@@ -6,7 +6,7 @@ forward-backward), each followed by its ratio to ``native`` on the same config a
 showing a number. Below the table, physics checks: a forward faster than the write-only ``fill_`` floor, or a
 net peak below the analytic minimum, means the measurement is wrong and is listed. (Where the analytic
 minimum is 0, as for a 1x1 stride-1 kernel, the output can be a view of the input and writes nothing, so
-the ``fill_`` floor does not apply.)
+the ``fill_`` floor does not apply.) Then the compile times of the strategies that compile.
 """
 
 from __future__ import annotations
@@ -143,6 +143,11 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
         print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's output above says why):")
         for r in failed.itertuples():
             print(f"  - {r.metric} {r.strategy} {r.config} {r.device}")
+    compiling = table[(table.suite == "compile_time") & (table.status == "ok")]
+    if not compiling.empty:
+        print("\nCompile time (cold: the first forward-backward call with Inductor's caches off), seconds:")
+        for (strategy, device), rows in compiling.groupby(["strategy", "device"], sort=False):
+            print(f"  {strategy} ({device}): " + ", ".join(f"{r.config} {r.value:.1f}" for r in rows.itertuples()))
     problems = physics_problems(table)
     print("\nPhysics checks: " + ("all figures respect the measured bounds." if not problems else ""))
     for problem in problems:

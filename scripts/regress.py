@@ -125,7 +125,7 @@ def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WORK / "results" / machine, ignore_errors=True)  # no stale cells from an earlier gate run
     config = gate_config()
-    pattern = benchmark_regex(PROFILES[args.profile], args.bench).replace("(?:unfold|bounds)", "unfold")
+    pattern = benchmark_regex(PROFILES[args.profile], args.bench).replace("(?:unfold|bounds|compile_time)", "unfold")
     command = [sys.executable, "-m", "asv", "--config", str(config), "continuous", "--interleave-rounds",
                "-a", f"rounds={args.rounds}", "-a", f"repeat={args.repeat}", "--machine", machine,
                "--show-stderr", "-b", pattern, base, head]  # fmt: skip

@@ -19,8 +19,8 @@ import pytest
 import torch
 from asv_runner.discovery import disc_benchmarks
 
-from benchmarks import bounds, unfold
-from benchmarks.cells import DEVICES, Cell, analytic_minimum_bytes, gate, profile_config
+from benchmarks import bounds, compile_time, unfold
+from benchmarks.cells import DEVICES, Cell, Verdict, analytic_minimum_bytes, gate, profile_config
 from benchmarks.configs import CONFIGS, get_config
 from benchmarks.memory import cpu_peak_supported, net_peak_bytes
 from benchmarks.profiles import FULL, PROFILES, QUICK, benchmark_regex
@@ -45,6 +45,12 @@ def test_asv_discovers_every_strategy_config_and_device_for_each_profile():
             benchmark = names[f"bounds.{cls}.{metric}"]
             assert [list(p) for p in benchmark.params] == [[repr(v) for v in values] for values in expected_cells[1:]]
     assert names["unfold.Full.track_net_peak_forward"].unit == "bytes"
+    compiling = [name for name, strategy in STRATEGIES.items() if strategy.compiles]
+    assert compiling  # the suite has a compiled strategy, so the compile-time suite is not empty
+    for cls in ("Quick", "Full"):
+        benchmark = names[f"compile_time.{cls}.track_compile_seconds"]
+        assert [list(p) for p in benchmark.params][0] == [repr(v) for v in compiling]
+        assert benchmark.unit == "seconds"
 
 
 def test_asv_check_passes():
@@ -60,11 +66,32 @@ def test_profile_regex_selects_one_profile_and_narrows_by_cell():
 
     assert re.search(quick, "unfold.Quick.time_forward('native', 'allcnnc-conv2', 'cpu')")
     assert re.search(quick, "bounds.Quick.time_copy('allcnnc-conv2', 'cpu')")
+    assert re.search(quick, "compile_time.Quick.track_compile_seconds('compiled', 'example', 'cpu')")
     assert not re.search(quick, "unfold.Full.time_forward('native', 'allcnnc-conv2', 'cpu')")
     narrow = benchmark_regex(FULL, "conv2")
     assert re.search(narrow, "unfold.Full.time_forward('native', 'allcnnc-conv2', 'cpu')")
     assert not re.search(narrow, "unfold.Full.time_forward('native', 'allcnnc-conv3', 'cpu')")
     assert not re.search(narrow, "unfold.Quick.time_forward('native', 'allcnnc-conv2', 'cpu')")
+
+
+def test_compile_time_is_measured_cold_and_the_timed_suite_compiles_in_setup():
+    suite = compile_time.Quick()
+    suite.setup("compiled", "example", "cpu")
+    seconds = suite.track_compile_seconds("compiled", "example", "cpu")
+    assert seconds > 0
+    if not HAS_CUDA:  # skipped, not failed, where there is no GPU
+        with pytest.raises(NotImplementedError, match="CUDA"):
+            suite.setup("compiled", "example", "cuda")
+    # the timed suite compiles in setup: its timed calls compile nothing
+    from torch._dynamo.utils import counters
+
+    cell = ("compiled", "example", "cpu")
+    timed, verdicts = unfold.Quick(), {cell: Verdict()}
+    timed.setup(verdicts, *cell)
+    graphs = counters["stats"]["unique_graphs"]
+    timed.time_forward(verdicts, *cell)
+    timed.time_forward_backward(verdicts, *cell)
+    assert counters["stats"]["unique_graphs"] == graphs
 
 
 def _call_every_benchmark(suite: object, setup_args: tuple, params: tuple) -> dict[str, object]:
