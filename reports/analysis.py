@@ -11,6 +11,8 @@ Pure pandas, no plotting, so the tests can check every claim the site makes:
   never become numbers.
 - ``recommend``: the stated rule (``Rule``) applied per config and per device.
 - ``pareto_front``: the strategies no other beats on both time and memory.
+- ``fastest_against_bounds``: per config, the fastest strategy's time over the roofline and its net peak
+  over the analytic minimum.
 - ``regressions``: asv's own step detection (``asv.step_detect``) on each series across commits.
 """
 
@@ -103,6 +105,28 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, bound_metric)))
         out.append(line)
     return pd.DataFrame(out)
+
+
+ROOFLINE_PAIRS = {"time_forward": "track_net_peak_forward", "time_forward_backward": "track_net_peak_forward_backward"}
+
+
+def fastest_against_bounds(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per config and time metric of ``cell_table``: the fastest ``ok`` strategy, its time over the ``copy_``
+    roofline and its net peak over the analytic minimum (how close the suite's best comes to the hardware)."""
+    columns = ["config", "metric", "strategy", "time", "x_copy", "peak_x_minimum"]
+    if cells.empty:
+        return pd.DataFrame(columns=columns)
+    out = []
+    for config, rows in cells.groupby("config", sort=False):
+        for time_metric, memory_metric in ROOFLINE_PAIRS.items():
+            ok = rows[rows[f"{time_metric}:status"] == "ok"]
+            if ok.empty:
+                continue
+            best = ok.loc[ok[time_metric].idxmin()]
+            out.append({"config": config, "metric": time_metric, "strategy": best.strategy,
+                        "time": best[time_metric], "x_copy": best[f"{time_metric}:x_bound"],
+                        "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan)})  # fmt: skip
+    return pd.DataFrame(out, columns=columns)
 
 
 def _ratio(value: float, reference: float | None) -> float:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.analysis import cell_table, fastest_against_bounds
 from reports.results import load_results
 
 MIB = 2**20
@@ -143,6 +144,15 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
         print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's output above says why):")
         for r in failed.itertuples():
             print(f"  - {r.metric} {r.strategy} {r.config} {r.device}")
+    for device in table[table.suite == "unfold"].device.unique():
+        best = fastest_against_bounds(cell_table(table, device))
+        if best.empty:
+            continue
+        shown = pd.DataFrame({"config": best.config, "metric": best.metric, "fastest": best.strategy,
+                              "xcopy": best.x_copy.map("{:.2f}".format),
+                              "its net peak xmin": best.peak_x_minimum.map("{:.2f}".format)})  # fmt: skip
+        print(f"\nFastest per config against the bounds [{device}]:")
+        print(shown.to_string(index=False))
     compiling = table[(table.suite == "compile_time") & (table.status == "ok")]
     if not compiling.empty:
         print("\nCompile time (cold: the first forward-backward call with Inductor's caches off), seconds:")

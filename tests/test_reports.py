@@ -131,6 +131,18 @@ def test_a_set_aside_strategy_is_scored_and_listed_but_never_recommended(table):
     assert "native" not in picks.loc["allcnnc-conv2", "eligible"]
 
 
+def test_fastest_against_bounds_names_the_fastest_and_its_ratios(table):
+    cells = _cells(table, CPU, "quick", "cpu")
+    best = analysis.fastest_against_bounds(cells).set_index(["config", "metric"])
+    row = best.loc[("allcnnc-conv2", "time_forward_backward")]
+    conv2 = cells[cells.config == "allcnnc-conv2"].set_index("strategy")
+    fastest = conv2.time_forward_backward.idxmin()
+    assert row.strategy == fastest
+    assert row.x_copy == conv2.loc[fastest, "time_forward_backward:x_bound"]
+    assert row.peak_x_minimum == conv2.loc[fastest, "track_net_peak_forward_backward:x_bound"]
+    assert set(best.index.get_level_values("metric")) == {"time_forward", "time_forward_backward"}
+
+
 def test_pareto_front():
     points = pd.DataFrame({"t": [1.0, 2.0, 3.0, 2.5, math.nan], "m": [3.0, 2.0, 1.0, 2.5, 0.5]})
     assert analysis.pareto_front(points, "t", "m").tolist() == [True, True, True, False, False]
