@@ -71,11 +71,20 @@ def _gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tu
         high = [padded[i] - low[i] - slot.shape[2 + i] for i in range(n)]
         placed = F.pad(slot, _spatial_pads(low, high))
         total = placed if total is None else total + placed
-    return total[(slice(None), slice(None), *(slice(p, p + size) for p, size in zip(padding, spatial)))]
+    interior = total[(slice(None), slice(None), *(slice(p, p + size) for p, size in zip(padding, spatial)))]
+    return interior.contiguous()  # computed at the input's size directly, not as a view of a padded buffer
 
+
+# Inductor stores a pointwise result with many reads or ops in a buffer of its own; the backward's sum of K
+# placed slots is such a result, and storing it (at the padded size) would cost a write and a read more.
+_INLINE_THE_SUM = {
+    "realize_opcount_threshold": 4096,
+    "realize_reads_threshold": 4096,
+    "realize_acc_reads_threshold": 4096,
+}
 
 _compiled_forward = torch.compile(_unfold_expression, fullgraph=True, dynamic=False)
-_compiled_backward = torch.compile(_gradient_expression, fullgraph=True, dynamic=False)
+_compiled_backward = torch.compile(_gradient_expression, fullgraph=True, dynamic=False, options=_INLINE_THE_SUM)
 
 
 class _CompiledUnfold(torch.autograd.Function):
