@@ -26,6 +26,10 @@ class KnownDefect:
     ``reproducer`` is ``(input_shape, unfold_kwargs, seed)``: a standard-normal input (``torch.Generator``
     seeded with ``seed``, cast to ``dtype``) on which the raw implementation shows the effect. The tests run
     it (a crash in a subprocess) and fail once it is gone, so the refusal is lifted when upstream is fixed.
+
+    A CPU backend's defect can depend on the CPU: oneDNN dispatches by instruction set (``impls.cpu_isa``).
+    ``not_seen_on`` lists the oneDNN ISAs on which the reproducer ran exact on torch ``observed_on``; there the
+    tests check that it still does, and the input stays refused anyway, since users' CPUs differ.
     """
 
     device: str
@@ -34,6 +38,7 @@ class KnownDefect:
     description: str
     reproducer: tuple[tuple[int, ...], dict, int]
     observed_on: str = "2.13.0"  # torch version the reproducer was verified on; refused on every version
+    not_seen_on: tuple[str, ...] = ()  # oneDNN ISAs (``impls.cpu_isa.onednn_isa``) where it ran exact
 
     def __post_init__(self) -> None:
         if self.effect not in ("wrong values", "crash"):

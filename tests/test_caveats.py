@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from impls import STRATEGIES
+from impls.cpu_isa import onednn_isa
 from impls.reference import reference_unfold
 from tests.conftest import CUDA
 
@@ -80,6 +81,8 @@ def test_known_defect_is_refused_and_still_real(name, defect):
     """The strategy refuses the defective input, and its raw implementation still shows the defect.
 
     The reproducer runs in a subprocess, so a defect that crashes the process is observed, not suffered.
+    On a CPU whose oneDNN ISA the defect lists in ``not_seen_on``, the reproducer must run exact instead;
+    on a CPU the record does not know, a reproducer that runs exact skips with the ISA to record.
     """
     strategy = STRATEGIES[name]
     if defect.device == "cuda" and not torch.cuda.is_available():
@@ -95,13 +98,31 @@ def test_known_defect_is_refused_and_still_real(name, defect):
         )
     code = _run_reproducer(name, defect)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    if defect.effect == "crash":
-        assert result.returncode < 0, (
-            f"{name} no longer crashes on its declared defect ({defect.description}): exit code "
-            f"{result.returncode}, output {result.stdout.strip()!r}; remove or reclassify the KnownDefect"
-        )
-    else:
+    shows = result.returncode < 0 if defect.effect == "crash" else result.stdout.strip() == "wrong"
+    if defect.effect == "wrong values" or result.returncode >= 0:
         assert result.returncode == 0, result.stderr[-2000:]
-        assert result.stdout.strip() == "wrong", (
-            f"{name} is now exact on its declared defect ({defect.description}); remove the KnownDefect"
+    isa = onednn_isa() if defect.device == "cpu" else None
+    if isa is not None and isa in defect.not_seen_on:
+        assert not shows and result.stdout.strip() == "exact", (
+            f"{name}'s defect ({defect.description}) is recorded as not seen on oneDNN ISA {isa!r}, but it shows "
+            f"here (exit code {result.returncode}, output {result.stdout.strip()!r}); remove {isa!r} from not_seen_on"
         )
+        return
+    if not shows and defect.device == "cpu":
+        pytest.skip(
+            f"{name}'s defect ({defect.description}) does not show on this CPU (oneDNN ISA {isa!r}): "
+            f"exit code {result.returncode}, output {result.stdout.strip()!r}. The input stays refused; "
+            "add the ISA to not_seen_on, or remove the KnownDefect if no CPU shows it any more"
+        )
+    assert shows, (
+        f"{name} no longer shows its declared defect ({defect.description}): exit code {result.returncode}, "
+        f"output {result.stdout.strip()!r}; remove or reclassify the KnownDefect"
+    )
+
+
+def test_onednn_isa_names_an_instruction_set_where_onednn_is_present():
+    isa = onednn_isa()
+    if not torch.backends.mkldnn.is_available():
+        assert isa is None
+        return
+    assert isinstance(isa, str) and isa, f"oneDNN is available but its verbose log named no ISA: {isa!r}"
