@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import statistics
 from dataclasses import dataclass
 
@@ -156,6 +157,78 @@ def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(),
                 )
                 rows.append({**row, "mode": mode, "ratio": ratio, "significant": significant, "verdict": verdict})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+DETECTION_POWER = 0.95
+SLOWDOWN_GRID = (1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5, 1.6, 1.75, 2.0, 2.5, 3.0, 4.0)
+
+
+def round_spread(medians_before: list[float], medians_after: list[float]) -> float:
+    """The noise between rounds: the standard deviation of log(round median), pooled over both revisions."""
+    variances = [statistics.variance([math.log(m) for m in medians]) for medians in (medians_before, medians_after)]
+    return math.sqrt(sum(variances) / 2)
+
+
+def detectable_slowdown(spread: float, rounds: int, thresholds: Thresholds = Thresholds(),
+                        power: float = DETECTION_POWER, trials: int = 400, seed: int = 0) -> float:  # fmt: skip
+    """The smallest slowdown in ``SLOWDOWN_GRID`` the wall-clock rule flags with probability >= ``power``.
+
+    Simulated: ``rounds`` round medians a side, log-normal with standard deviation ``spread`` (a cell's
+    ``round_spread``), the later side slower by the factor; flagged when ``rounds_differ`` and the ratio of
+    medians passes the time threshold, as in ``judge``. ``math.inf`` when even the grid's largest is missed.
+    Power grows with the factor, so the grid is bisected.
+    """
+
+    def caught(factor: float) -> bool:
+        rng = random.Random(seed)
+        hits = 0
+        for _ in range(trials):
+            a = [math.exp(rng.gauss(0, spread)) for _ in range(rounds)]
+            b = [factor * math.exp(rng.gauss(0, spread)) for _ in range(rounds)]
+            hits += rounds_differ(a, b) and statistics.median(b) / statistics.median(a) > 1 + thresholds.time
+        return hits >= power * trials
+
+    low, high = 0, len(SLOWDOWN_GRID) - 1
+    if not caught(SLOWDOWN_GRID[high]):
+        return math.inf
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if caught(SLOWDOWN_GRID[middle]) else (middle + 1, high)
+    return SLOWDOWN_GRID[low]
+
+
+def resolution(base: Results, head: Results, rounds: int, thresholds: Thresholds = Thresholds(),
+               include: str = "") -> pd.DataFrame:  # fmt: skip
+    """Per wall-clock cell of a gate run: its round spread and the slowdown the gate catches 95% of the time.
+
+    A gate run measures its own noise: this is what a regression had to be for this run to catch it reliably
+    (``detectable_slowdown`` at that cell's ``round_spread``), so a pass says how much it rules out.
+    """
+    rows = []
+    for name in sorted(set(base.get_all_result_keys()) & set(head.get_all_result_keys())):
+        if include not in name or not name.rsplit(".", 1)[-1].startswith("time_"):
+            continue
+        after = {c[0]: c[3] for c in _cells(head, name)}
+        for params, _, _, samples in _cells(base, name):
+            medians_before, medians_after = round_medians(samples, rounds), round_medians(after.get(params), rounds)
+            if medians_before is None or medians_after is None:
+                continue
+            spread = round_spread(medians_before, medians_after)
+            rows.append({"benchmark": name, "params": ", ".join(p.strip("'") for p in params), "spread": spread,
+                         "detectable": detectable_slowdown(spread, rounds, thresholds)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["benchmark", "params", "spread", "detectable"])
+
+
+def format_resolution(table: pd.DataFrame) -> str:
+    """One line for the gate's output: the range of slowdowns this run caught reliably, and its worst cell."""
+    if table.empty:
+        return "wall-clock resolution: no cell has equal rounds at both revisions"
+    worst = table.loc[table.detectable.idxmax()]
+    return (
+        f"wall-clock resolution of this run (slowdown caught {DETECTION_POWER:.0%} of the time, from each cell's "
+        f"spread of round medians): median {table.detectable.median():.2f}x, best {table.detectable.min():.2f}x, "
+        f"worst {worst.detectable:.2f}x ({worst.benchmark.rsplit('.', 1)[-1]} {worst.params})"
+    )
 
 
 def callgrind_rows(counts: dict[str, tuple[int, int]], thresholds: Thresholds = Thresholds()) -> pd.DataFrame:

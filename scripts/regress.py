@@ -40,8 +40,10 @@ from reports.compare import (  # noqa: E402
     callgrind_rows,
     compare,
     exit_status,
+    format_resolution,
     format_table,
     load_run,
+    resolution,
 )
 
 WORK = ROOT / ".asv" / "regress"
@@ -149,6 +151,10 @@ def main() -> int:
         table = pd.concat([table, counted], ignore_index=True)
     print(f"\nGate: {len(table)} cells compared, {base[:8]} -> {head[:8]}")
     print(format_table(table, only_changed=not args.all_rows))
+    power = resolution(before, after, args.rounds, thresholds)
+    print(format_resolution(power))
+    if args.all_rows and not power.empty:
+        print(power.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     status = exit_status(table)
     counts = table.verdict.value_counts().to_dict()
     verdict = {0: "PASS", 1: "FAIL: regression", 2: "FAIL: a benchmark failed at head"}[status]

@@ -14,7 +14,18 @@ import pytest
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
-from reports.compare import Thresholds, callgrind_rows, compare, exit_status, format_table, judge
+from reports.compare import (
+    SLOWDOWN_GRID,
+    Thresholds,
+    callgrind_rows,
+    compare,
+    detectable_slowdown,
+    exit_status,
+    format_resolution,
+    format_table,
+    judge,
+    resolution,
+)
 
 MIB = 2**20
 TIME = "unfold.Quick.time_forward"
@@ -88,7 +99,7 @@ def test_skipped_at_both_revisions_is_left_out():
 
 def test_decision_rule_rarely_cries_wolf_and_catches_a_30_percent_slowdown():
     # Noise model: log-normal samples with sigma 0.15 (interquartile range about 20% of the median, as seen
-    # on this project's 2-core machines); 20 samples per revision, as the gate's 6 rounds x 3-4 repeats give.
+    # on this project's 2-core machines); 20 independent samples per revision, judged as pooled samples.
     rng = random.Random(2024)
     trials = 300
 
@@ -147,6 +158,30 @@ def test_samples_that_do_not_split_into_rounds_fall_back_to_pooled_and_say_so():
     assert row["mode"] == "wall clock (pooled samples)" and row["verdict"] == "regression"
     split = compare(_results("a" * 40, [before], [MIB]), _results("b" * 40, [before[::-1]], [MIB]), rounds=8)
     assert split.set_index("benchmark").loc[TIME, "mode"] == "wall clock (8 rounds)"
+
+
+def test_detectable_slowdown_grows_with_the_noise_between_rounds():
+    quiet = detectable_slowdown(1e-4, 8)
+    assert quiet == 1.15  # no noise: the first step of the grid past the 10% threshold
+    assert detectable_slowdown(1e-4, 8, Thresholds(time=0.3)) == 1.4  # the threshold binds, not the noise
+    found = [detectable_slowdown(spread, 8) for spread in (0.05, 0.10, 0.15, 0.20)]
+    assert found == sorted(found) and found[0] < found[-1], found
+    assert detectable_slowdown(1.0, 8) == math.inf and max(SLOWDOWN_GRID) < math.inf
+    assert detectable_slowdown(0.10, 4) == math.inf  # 4 rounds a side cannot reach p < 0.002
+
+
+def test_resolution_reads_each_cells_round_spread_from_the_run():
+    rng = random.Random(5)
+    steady, noisy = _rounds(1.0, 8, 3, 0.02, 0.01, rng), _rounds(1.0, 8, 3, 0.25, 0.01, rng)
+    base = _results("a" * 40, [steady, noisy, None], [MIB, MIB, MIB])
+    head = _results("b" * 40, [steady[::-1], noisy[::-1], None], [MIB, MIB, MIB])
+    table = resolution(base, head, rounds=8).set_index("params")
+    assert list(table.index) == ["s0", "s1"]  # a cell without samples has no resolution
+    assert table.loc["s0", "spread"] < 0.05 < 0.15 < table.loc["s1", "spread"]
+    assert table.loc["s0", "detectable"] < table.loc["s1", "detectable"]
+    line = format_resolution(resolution(base, head, rounds=8))
+    assert "worst" in line and "s1" in line
+    assert resolution(base, head, rounds=5).empty  # 24 samples do not split into 5 rounds
 
 
 def test_instruction_counts_are_judged_by_their_own_threshold_alone():
