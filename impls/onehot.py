@@ -29,6 +29,8 @@ from impls.geometry import Geometry
 from impls.strategy import KnownDefect, Strategy
 
 # Both defects were seen on an Intel Xeon VM and not on an AMD EPYC VM whose oneDNN ISA is this one (torch 2.13.0).
+# The Intel VM's ISA was not recorded (impls.cpu_isa came later), so seen_on stays empty until a machine that
+# shows the defect reports its ISA (the caveat test's skip message names it).
 _AVX512_BF16 = "Intel AVX-512 with Intel DL Boost and bfloat16 support"
 
 

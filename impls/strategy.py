@@ -25,11 +25,14 @@ class KnownDefect:
     ``effect`` is ``"wrong values"`` or ``"crash"`` (the process dies, e.g. a segfault in a backend).
     ``reproducer`` is ``(input_shape, unfold_kwargs, seed)``: a standard-normal input (``torch.Generator``
     seeded with ``seed``, cast to ``dtype``) on which the raw implementation shows the effect. The tests run
-    it (a crash in a subprocess) and fail once it is gone, so the refusal is lifted when upstream is fixed.
+    it (a crash in a subprocess) and fail once it is gone where it was seen, so the refusal is reconsidered
+    when upstream fixes it.
 
     A CPU backend's defect can depend on the CPU: oneDNN dispatches by instruction set (``impls.cpu_isa``).
-    ``not_seen_on`` lists the oneDNN ISAs on which the reproducer ran exact on torch ``observed_on``; there the
-    tests check that it still does, and the input stays refused anyway, since users' CPUs differ.
+    ``seen_on`` lists the oneDNN ISAs on which the reproducer showed the effect on torch ``observed_on``, and
+    ``not_seen_on`` those on which it ran exact; on either kind of CPU the tests check that this still holds
+    (so a fix upstream fails the test there), and the input stays refused everywhere, since users' CPUs differ.
+    On an ISA in neither list the test passes if the effect shows and skips, naming the ISA to record, if not.
     """
 
     device: str
@@ -38,11 +41,15 @@ class KnownDefect:
     description: str
     reproducer: tuple[tuple[int, ...], dict, int]
     observed_on: str = "2.13.0"  # torch version the reproducer was verified on; refused on every version
-    not_seen_on: tuple[str, ...] = ()  # oneDNN ISAs (``impls.cpu_isa.onednn_isa``) where it ran exact
+    seen_on: tuple[str, ...] = ()  # oneDNN ISAs (``impls.cpu_isa.onednn_isa``) where the effect showed
+    not_seen_on: tuple[str, ...] = ()  # oneDNN ISAs where the reproducer ran exact
 
     def __post_init__(self) -> None:
         if self.effect not in ("wrong values", "crash"):
             raise ValueError(f"effect={self.effect!r} must be 'wrong values' or 'crash'")
+        both = set(self.seen_on) & set(self.not_seen_on)
+        if both:
+            raise ValueError(f"ISAs {sorted(both)} are in both seen_on and not_seen_on")
 
 
 @dataclass(frozen=True)

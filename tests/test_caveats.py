@@ -16,6 +16,7 @@ import torch
 from impls import STRATEGIES
 from impls.cpu_isa import onednn_isa
 from impls.reference import reference_unfold
+from impls.strategy import KnownDefect
 from tests.conftest import CUDA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +82,8 @@ def test_known_defect_is_refused_and_still_real(name, defect):
     """The strategy refuses the defective input, and its raw implementation still shows the defect.
 
     The reproducer runs in a subprocess, so a defect that crashes the process is observed, not suffered.
-    On a CPU whose oneDNN ISA the defect lists in ``not_seen_on``, the reproducer must run exact instead;
-    on a CPU the record does not know, a reproducer that runs exact skips with the ISA to record.
+    On a CPU whose oneDNN ISA the defect lists in ``seen_on`` it must show, in ``not_seen_on`` it must run
+    exact; on a CPU the record does not know, a reproducer that runs exact skips with the ISA to record.
     """
     strategy = STRATEGIES[name]
     if defect.device == "cuda" and not torch.cuda.is_available():
@@ -102,21 +103,22 @@ def test_known_defect_is_refused_and_still_real(name, defect):
     if defect.effect == "wrong values" or result.returncode >= 0:
         assert result.returncode == 0, result.stderr[-2000:]
     isa = onednn_isa() if defect.device == "cpu" else None
+    observed = f"exit code {result.returncode}, output {result.stdout.strip()!r}"
     if isa is not None and isa in defect.not_seen_on:
         assert not shows and result.stdout.strip() == "exact", (
             f"{name}'s defect ({defect.description}) is recorded as not seen on oneDNN ISA {isa!r}, but it shows "
-            f"here (exit code {result.returncode}, output {result.stdout.strip()!r}); remove {isa!r} from not_seen_on"
+            f"here ({observed}); move {isa!r} from not_seen_on to seen_on"
         )
         return
-    if not shows and defect.device == "cpu":
+    if defect.device == "cpu" and isa not in defect.seen_on and not shows:
         pytest.skip(
-            f"{name}'s defect ({defect.description}) does not show on this CPU (oneDNN ISA {isa!r}): "
-            f"exit code {result.returncode}, output {result.stdout.strip()!r}. The input stays refused; "
-            "add the ISA to not_seen_on, or remove the KnownDefect if no CPU shows it any more"
+            f"{name}'s defect ({defect.description}) does not show on this CPU (oneDNN ISA {isa!r}), which the "
+            f"record does not know: {observed}. The input stays refused; add the ISA to not_seen_on"
         )
     assert shows, (
-        f"{name} no longer shows its declared defect ({defect.description}): exit code {result.returncode}, "
-        f"output {result.stdout.strip()!r}; remove or reclassify the KnownDefect"
+        f"{name} no longer shows its declared defect ({defect.description}) "
+        f"{f'on oneDNN ISA {isa!r}, where it was seen' if isa else ''}: {observed}; "
+        "remove or reclassify the KnownDefect"
     )
 
 
@@ -126,3 +128,9 @@ def test_onednn_isa_names_an_instruction_set_where_onednn_is_present():
         assert isa is None
         return
     assert isinstance(isa, str) and isa, f"oneDNN is available but its verbose log named no ISA: {isa!r}"
+
+
+def test_an_isa_cannot_be_both_seen_and_not_seen():
+    with pytest.raises(ValueError, match="both seen_on and not_seen_on"):
+        KnownDefect("cpu", torch.float16, "crash", "x", ((1, 1, 3), {"kernel_size": 2}, 0), seen_on=("A",),
+                    not_seen_on=("A",))  # fmt: skip
