@@ -52,10 +52,16 @@ def get_profile(name: str) -> Profile:
         raise KeyError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)}") from None
 
 
-def benchmark_regex(profile: Profile, narrow: str = "") -> str:
-    """One asv ``-b`` regex for ``profile``'s benchmarks, narrowed by ``narrow`` (a regex) if given.
+SUITES = ("unfold", "bounds", "compile_time")  # the asv modules in benchmarks/ that hold profile classes
+
+
+def benchmark_regex(profile: Profile, narrow: str = "", suites: tuple[str, ...] = SUITES) -> str:
+    """One asv ``-b`` regex for ``profile``'s benchmarks in ``suites``, narrowed by ``narrow`` (a regex) if given.
 
     asv ORs several ``-b`` options and matches each against ``name(param, ...)``, so the profile and the
     narrowing must be one expression: ``narrow`` may name a config, strategy or device.
     """
-    return rf"^(?:unfold|bounds|compile_time)\.{profile.class_name}\..*(?:{narrow})"
+    unknown = set(suites) - set(SUITES)
+    if not suites or unknown:
+        raise ValueError(f"suites={suites!r}: each must be one of {SUITES}")
+    return rf"^(?:{'|'.join(suites)})\.{profile.class_name}\..*(?:{narrow})"

@@ -9,7 +9,8 @@ For every benchmark cell measured at both revisions on one machine:
   difference as significant. When the run's rounds are known (``rounds``: each round is one process per
   revision, the same number of samples each), the gate takes **each round's median as one observation** and
   applies asv's Mann-Whitney U test to those (``asv._stats.mann_whitney_u``, two-sided p < 0.002, asv's own
-  threshold; 8 rounds a side can reach it, 6 cannot). Without rounds it falls back to ``asv._stats.
+  threshold; the smallest two-sided p of 6 rounds a side is 0.0022, so at least 7 are needed and the gate
+  runs 8). Without rounds it falls back to ``asv._stats.
   is_different`` on the pooled samples, and the row says so.
 - **memory** (``track_net_peak_*``, bytes): a net peak is deterministic up to the allocator's page
   granularity, so there are no samples to test; a regression is growth by more than the memory threshold
@@ -84,9 +85,26 @@ def round_medians(samples: list | None, rounds: int | None) -> list[float] | Non
     return [statistics.median(samples[i * size : (i + 1) * size]) for i in range(rounds)]
 
 
+def smallest_p(before: int, after: int) -> float:
+    """The smallest two-sided p-value of an exact Mann-Whitney U test with these sample sizes.
+
+    It is reached when the two sides do not overlap: 2 of the C(before + after, before) equally likely
+    orderings are that extreme (all lower, all higher).
+    """
+    return 2 / binom(before + after, min(before, after))
+
+
+def min_rounds(p_threshold: float = P_THRESHOLD) -> int:
+    """The fewest rounds a side (equal sides) whose round medians can reach ``p < p_threshold``: 7 for 0.002."""
+    rounds = 2
+    while smallest_p(rounds, rounds) >= p_threshold:
+        rounds += 1
+    return rounds
+
+
 def rounds_differ(before: list[float], after: list[float], p_threshold: float = P_THRESHOLD) -> bool:
     """asv's Mann-Whitney U test on per-round medians; False when so few rounds cannot reach ``p_threshold``."""
-    if 1 / binom(len(before) + len(after), min(len(before), len(after))) >= p_threshold:
+    if smallest_p(len(before), len(after)) >= p_threshold:
         return False
     return mann_whitney_u(before, after)[1] < p_threshold
 
@@ -174,9 +192,11 @@ def detectable_slowdown(spread: float, rounds: int, thresholds: Thresholds = Thr
     """The smallest slowdown in ``SLOWDOWN_GRID`` the wall-clock rule flags with probability >= ``power``.
 
     Simulated: ``rounds`` round medians a side, log-normal with standard deviation ``spread`` (a cell's
-    ``round_spread``), the later side slower by the factor; flagged when ``rounds_differ`` and the ratio of
-    medians passes the time threshold, as in ``judge``. ``math.inf`` when even the grid's largest is missed.
-    Power grows with the factor, so the grid is bisected.
+    ``round_spread``), the later side slower by the factor; flagged when ``rounds_differ`` and the ratio passes
+    the time threshold. The simulation has no samples within a round, so its ratio is that of the medians of
+    round medians, where ``judge`` uses asv's median of all samples; with equal rounds both estimate the same
+    factor, and the test, which decides here, is the same. ``math.inf`` when even the grid's largest is
+    missed. Power grows with the factor, so the grid is bisected.
     """
 
     def caught(factor: float) -> bool:
@@ -220,14 +240,17 @@ def resolution(base: Results, head: Results, rounds: int, thresholds: Thresholds
 
 
 def format_resolution(table: pd.DataFrame) -> str:
-    """One line for the gate's output: the range of slowdowns this run caught reliably, and its worst cell."""
+    """One line for the gate's output: the range of slowdowns this run caught reliably, its best and worst cell."""
     if table.empty:
         return "wall-clock resolution: no cell has equal rounds at both revisions"
-    worst = table.loc[table.detectable.idxmax()]
+    best, worst = table.loc[table.detectable.idxmin()], table.loc[table.detectable.idxmax()]
+
+    def cell(row: pd.Series) -> str:
+        return f"{row.detectable:.2f}x ({row.benchmark.rsplit('.', 1)[-1]} {row.params})"
+
     return (
         f"wall-clock resolution of this run (slowdown caught {DETECTION_POWER:.0%} of the time, from each cell's "
-        f"spread of round medians): median {table.detectable.median():.2f}x, best {table.detectable.min():.2f}x, "
-        f"worst {worst.detectable:.2f}x ({worst.benchmark.rsplit('.', 1)[-1]} {worst.params})"
+        f"spread of round medians): median {table.detectable.median():.2f}x, best {cell(best)}, worst {cell(worst)}"
     )
 
 

@@ -36,6 +36,7 @@ import pandas as pd  # noqa: E402
 
 from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
 from reports.compare import (  # noqa: E402
+    P_THRESHOLD,
     Thresholds,
     callgrind_rows,
     compare,
@@ -43,7 +44,9 @@ from reports.compare import (  # noqa: E402
     format_resolution,
     format_table,
     load_run,
+    min_rounds,
     resolution,
+    smallest_p,
 )
 
 WORK = ROOT / ".asv" / "regress"
@@ -101,7 +104,10 @@ def main() -> int:
     parser.add_argument("--memory-threshold", type=float, default=0.05, help="relative growth that fails (0.05)")
     parser.add_argument("--instruction-threshold", type=float, default=0.02, help="callgrind growth that fails")
     parser.add_argument(
-        "--rounds", type=int, default=8, help="interleaved rounds (processes) per revision; 8 can reach p < 0.002"
+        "--rounds",
+        type=int,
+        default=8,
+        help="interleaved rounds (processes) a side; 7+ reach p < 0.002",
     )
     parser.add_argument(
         "--repeat", type=int, default=3, help="samples per round (fixed, so that each round's median is known)"
@@ -116,8 +122,13 @@ def main() -> int:
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
     args = parser.parse_args()
-    if args.rounds < 2 or args.repeat < 1:
-        parser.error(f"--rounds {args.rounds} --repeat {args.repeat}: need at least 2 rounds and 1 sample each")
+    if args.rounds < min_rounds():
+        parser.error(
+            f"--rounds {args.rounds}: the Mann-Whitney U test on {args.rounds} round medians a side cannot reach "
+            f"p < {P_THRESHOLD} (smallest p {smallest_p(args.rounds, args.rounds):.3g}); use at least {min_rounds()}"
+        )
+    if args.repeat < 1:
+        parser.error(f"--repeat {args.repeat}: need at least 1 sample per round")
 
     base, head = _git("rev-parse", args.base), _git("rev-parse", args.head)
     from benchmarks.machine import register_machine
@@ -127,7 +138,7 @@ def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WORK / "results" / machine, ignore_errors=True)  # no stale cells from an earlier gate run
     config = gate_config()
-    pattern = benchmark_regex(PROFILES[args.profile], args.bench).replace("(?:unfold|bounds|compile_time)", "unfold")
+    pattern = benchmark_regex(PROFILES[args.profile], args.bench, suites=("unfold",))  # the strategies' cells
     command = [sys.executable, "-m", "asv", "--config", str(config), "continuous", "--interleave-rounds",
                "-a", f"rounds={args.rounds}", "-a", f"repeat={args.repeat}", "--machine", machine,
                "--show-stderr", "-b", pattern, base, head]  # fmt: skip

@@ -40,6 +40,28 @@ def test_pytest_benchmark_runs_a_config_and_skips_with_reasons():
     assert "strategy 'native' supports spatial dims (1, 2), not 3" in run.stdout
 
 
+def test_regress_refuses_too_few_rounds_before_any_work():
+    run = subprocess.run(
+        [sys.executable, "scripts/regress.py", "HEAD", "--rounds", "6"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert run.returncode == 2 and "--rounds 6" in run.stderr and "at least 7" in run.stderr, run.stderr
+
+
+def test_benchmark_regex_selects_suites_by_name_and_rejects_unknown_ones():
+    import re
+
+    import pytest
+
+    from benchmarks.profiles import QUICK, benchmark_regex
+
+    strategies_only = re.compile(benchmark_regex(QUICK, "conv2", suites=("unfold",)))
+    assert strategies_only.search("unfold.Quick.time_forward('native', 'allcnnc-conv2', 'cpu')")
+    assert not strategies_only.search("bounds.Quick.time_copy('allcnnc-conv2', 'cpu')")
+    assert re.search(benchmark_regex(QUICK), "compile_time.Quick.track_compile_seconds('compiled', 'example', 'cpu')")
+    with pytest.raises(ValueError, match="suites=\\('unfolds',\\)"):
+        benchmark_regex(QUICK, suites=("unfolds",))
+
+
 def test_memory_profile_script_shows_lines_and_timeline():
     run = subprocess.run(
         [sys.executable, "scripts/memory_profile.py", "as_strided", "example"], cwd=ROOT, capture_output=True, text=True

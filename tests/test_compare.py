@@ -11,6 +11,7 @@ import math
 import random
 
 import pytest
+from asv._stats import mann_whitney_u
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
@@ -24,7 +25,10 @@ from reports.compare import (
     format_resolution,
     format_table,
     judge,
+    min_rounds,
     resolution,
+    rounds_differ,
+    smallest_p,
 )
 
 MIB = 2**20
@@ -180,7 +184,7 @@ def test_resolution_reads_each_cells_round_spread_from_the_run():
     assert table.loc["s0", "spread"] < 0.05 < 0.15 < table.loc["s1", "spread"]
     assert table.loc["s0", "detectable"] < table.loc["s1", "detectable"]
     line = format_resolution(resolution(base, head, rounds=8))
-    assert "worst" in line and "s1" in line
+    assert "best" in line and "worst" in line and line.index("s0") < line.index("worst") < line.index("s1"), line
     assert resolution(base, head, rounds=5).empty  # 24 samples do not split into 5 rounds
 
 
@@ -191,3 +195,12 @@ def test_instruction_counts_are_judged_by_their_own_threshold_alone():
     assert verdicts == {"native, example, forward": "regression", "tiling, example, forward": "unchanged"}
     assert set(rows["mode"]) == {"callgrind"} and exit_status(rows) == 1
     assert "instr" in format_table(rows)
+
+
+def test_rounds_needed_for_significance_match_the_exact_two_sided_test():
+    # Fully separated round medians give the test's smallest p; 6 a side cannot reach 0.002, 7 can.
+    for rounds in (4, 6, 7, 8):
+        low, high = [float(i) for i in range(rounds)], [100.0 + i for i in range(rounds)]
+        assert rounds_differ(low, high) == (rounds >= 7), rounds
+        assert smallest_p(rounds, rounds) == pytest.approx(mann_whitney_u(low, high)[1])
+    assert min_rounds() == 7 and min_rounds(0.05) == 4
