@@ -110,16 +110,17 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
 ROOFLINE_PAIRS = {"time_forward": "track_net_peak_forward", "time_forward_backward": "track_net_peak_forward_backward"}
 
 
-def fastest_against_bounds(cells: pd.DataFrame) -> pd.DataFrame:
+def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType({})) -> pd.DataFrame:
     """Per config and time metric of ``cell_table``: the fastest ``ok`` strategy, its time over the ``copy_``
-    roofline and its net peak over the analytic minimum (how close the suite's best comes to the hardware)."""
+    roofline and its net peak over the analytic minimum (how close the suite's best comes to the hardware).
+    ``set_aside`` strategies (name -> why) are never the fastest, as in ``recommend``."""
     columns = ["config", "metric", "strategy", "time", "x_copy", "peak_x_minimum"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
     out = []
     for config, rows in cells.groupby("config", sort=False):
         for time_metric, memory_metric in ROOFLINE_PAIRS.items():
-            ok = rows[rows[f"{time_metric}:status"] == "ok"]
+            ok = rows[(rows[f"{time_metric}:status"] == "ok") & ~rows.strategy.isin(list(set_aside))]
             if ok.empty:
                 continue
             best = ok.loc[ok[time_metric].idxmin()]
@@ -294,11 +295,13 @@ def regressions(history: pd.DataFrame, threshold: float = REGRESSION_THRESHOLD) 
 
     A step is reported where asv's ``detect_regressions`` finds one: the last commit at the good level
     (``before``), the first at the worse level (``after``), and the two levels. Failed and skipped points
-    are left out of the series (they are not measurements).
+    are left out of the series (they are not measurements). A change of the machine's allocator variant
+    (e.g. glibc's mmap threshold pinned or dynamic) starts a new series: it moves time and memory without a
+    code change, so a step across it is not a regression of the code.
     """
-    keys = ["machine", "env", "profile", "device", "config", "strategy", "metric"]
+    keys = ["machine", "env", "profile", "allocator", "device", "config", "strategy", "metric"]
     out = []
-    for key, rows in history[history.status == "ok"].groupby(keys, sort=True):
+    for key, rows in history[history.status == "ok"].groupby(keys, sort=True, dropna=False):
         rows = rows.sort_values("order")
         if len(rows) < 2:
             continue

@@ -26,14 +26,7 @@ import plotly.offline
 from impls import STRATEGIES
 from reports import analysis, figures
 from reports.results import load_results
-
-# Strategies shown everywhere but never recommended: a library cannot ship an unfold that overwrites its
-# previous result (the registry's ``reuses_output``).
-SET_ASIDE = {
-    s.name: "reuses its output buffer: a call overwrites the previous result"
-    for s in STRATEGIES.values()
-    if s.reuses_output
-}
+from reports.set_aside import SET_ASIDE
 
 PAGES = {
     "index.html": "Which to ship",
@@ -397,7 +390,6 @@ def machines_page(table: pd.DataFrame) -> Page:
 
 
 def _registry() -> dict[str, dict]:
-    from impls import STRATEGIES
 
     return {
         s.name: {"description": s.description, "spatial_dims": s.spatial_dims, "devices": s.devices}

@@ -19,6 +19,7 @@ import pandas as pd
 
 from reports.analysis import cell_table, fastest_against_bounds
 from reports.results import load_results
+from reports.set_aside import SET_ASIDE
 
 MIB = 2**20
 # metric -> (column label, scale to the shown unit, bound metric, bound's ratio label)
@@ -145,7 +146,7 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
         for r in failed.itertuples():
             print(f"  - {r.metric} {r.strategy} {r.config} {r.device}")
     for device in table[table.suite == "unfold"].device.unique():
-        best = fastest_against_bounds(cell_table(table, device))
+        best = fastest_against_bounds(cell_table(table, device), SET_ASIDE)
         if best.empty:
             continue
         shown = pd.DataFrame({"config": best.config, "metric": best.metric, "fastest": best.strategy,
@@ -153,6 +154,9 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
                               "its net peak xmin": best.peak_x_minimum.map("{:.2f}".format)})  # fmt: skip
         print(f"\nFastest per config against the bounds [{device}]:")
         print(shown.to_string(index=False))
+        for name, why in SET_ASIDE.items():
+            if name in set(table.strategy):
+                print(f"  (not counted: {name}, which {why}; its rows above show what reuse buys)")
     compiling = table[(table.suite == "compile_time") & (table.status == "ok")]
     if not compiling.empty:
         print("\nCompile time (cold: the first forward-backward call with Inductor's caches off), seconds:")

@@ -143,6 +143,24 @@ def test_fastest_against_bounds_names_the_fastest_and_its_ratios(table):
     assert set(best.index.get_level_values("metric")) == {"time_forward", "time_forward_backward"}
 
 
+def test_fastest_against_bounds_passes_over_set_aside_strategies(table):
+    cells = _cells(table, CPU, "quick", "cpu")
+    fastest = analysis.fastest_against_bounds(cells).set_index(["config", "metric"])
+    winner = fastest.loc[("allcnnc-conv2", "time_forward"), "strategy"]
+    without = analysis.fastest_against_bounds(cells, {winner: "reuses its output buffer"})
+    without = without.set_index(["config", "metric"])
+    assert winner not in set(without.strategy)
+    conv2 = cells[(cells.config == "allcnnc-conv2") & (cells.strategy != winner)].set_index("strategy")
+    assert without.loc[("allcnnc-conv2", "time_forward"), "strategy"] == conv2.time_forward.idxmin()
+
+
+def test_set_aside_is_the_registrys_output_reusing_strategies():
+    from impls import STRATEGIES
+    from reports.set_aside import SET_ASIDE
+
+    assert set(SET_ASIDE) == {name for name, s in STRATEGIES.items() if s.reuses_output} and "gather_reuse" in SET_ASIDE
+
+
 def test_pareto_front():
     points = pd.DataFrame({"t": [1.0, 2.0, 3.0, 2.5, math.nan], "m": [3.0, 2.0, 1.0, 2.5, 0.5]})
     assert analysis.pareto_front(points, "t", "m").tolist() == [True, True, True, False, False]
@@ -159,10 +177,20 @@ def test_regressions_are_found_by_asvs_step_detection_and_only_there(table):
     assert step.ratio == pytest.approx(1.5)  # native's 3% step at the same commit is below the threshold
 
 
+def test_a_step_across_an_allocator_change_is_not_a_regression_of_the_code():
+    series = {"machine": "m", "env": "e", "profile": "quick", "device": "cpu", "config": "c", "strategy": "s",
+              "metric": "track_net_peak_forward", "status": "ok"}  # fmt: skip
+    values = [100.0, 100, 100, 150, 150, 150]
+    same = pd.DataFrame({**series, "order": range(6), "commit": list("uvwxyz"), "value": values, "allocator": None})
+    assert len(analysis.regressions(same)) == 1  # one allocator throughout (None: not recorded): a step
+    changed = same.assign(allocator=["dynamic"] * 3 + ["pinned"] * 3)
+    assert analysis.regressions(changed).empty  # two series of three, each flat
+
+
 def test_a_step_up_from_zero_is_a_regression_with_an_infinite_ratio():
     # a view (0 bytes) turning into a copy is the regression most worth catching
     series = {"machine": "m", "env": "e", "profile": "quick", "device": "cpu", "config": "c", "strategy": "s",
-              "metric": "track_net_peak_forward", "status": "ok"}  # fmt: skip
+              "metric": "track_net_peak_forward", "status": "ok", "allocator": "a"}  # fmt: skip
     history = pd.DataFrame({**series, "order": range(5), "commit": list("vwxyz"), "value": [0, 0, 0, 100.0, 100]})
     step = analysis.regressions(history).iloc[0]
     assert (step.commit_before, step.commit_after, step.ratio) == ("x", "y", math.inf)
