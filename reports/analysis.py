@@ -12,7 +12,7 @@ Pure pandas, no plotting, so the tests can check every claim the site makes:
 - ``recommend``: the stated rule (``Rule``) applied per config and per device.
 - ``pareto_front``: the strategies no other beats on both time and memory.
 - ``fastest_against_bounds``: per config, the fastest strategy's time over the roofline and its net peak
-  over the analytic minimum.
+  over the analytic minimum; ``floors_against_copy``: the fill and fresh-output floors over the roofline.
 - ``regressions``: asv's own step detection (``asv.step_detect``) on each series across commits.
 """
 
@@ -128,6 +128,20 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
                         "time": best[time_metric], "x_copy": best[f"{time_metric}:x_bound"],
                         "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan)})  # fmt: skip
     return pd.DataFrame(out, columns=columns)
+
+
+def floors_against_copy(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
+    """Per config of one run on ``device``: the write-only floor (``time_fill``) and the fresh-output floor
+    (``time_fresh_output``: allocate and write, page faults included) as multiples of the ``copy_`` roofline.
+    No strategy that returns a new tensor can beat the second, so it says how far a target in ``x copy_``
+    is reachable without reusing the output."""
+    floors = ["time_fill", "time_fresh_output"]
+    bounds = run_table[(run_table.device == device) & (run_table.suite == "bounds") & (run_table.status == "ok")]
+    wide = bounds.pivot_table(index="config", columns="metric", values="value", aggfunc="first", sort=False)
+    wide = wide.reindex(columns=["time_copy", *floors]).astype(float)
+    copy = wide.time_copy.where(wide.time_copy > 0)
+    out = pd.DataFrame({f"{floor}:x_copy": wide[floor] / copy for floor in floors})
+    return out.rename_axis("config").reset_index()
 
 
 def _ratio(value: float, reference: float | None) -> float:

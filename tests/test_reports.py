@@ -154,6 +154,20 @@ def test_fastest_against_bounds_passes_over_set_aside_strategies(table):
     assert without.loc[("allcnnc-conv2", "time_forward"), "strategy"] == conv2.time_forward.idxmin()
 
 
+def test_floors_against_copy_are_the_bounds_over_copy_in_the_same_run(table):
+    run = analysis.select_run(table, _run(CPU, "quick"))
+    floors = analysis.floors_against_copy(run, "cpu").set_index("config")
+    bounds = run[(run.suite == "bounds") & (run.device == "cpu")].set_index(["config", "metric"]).value
+    for config in floors.index:
+        copy = bounds[(config, "time_copy")]
+        assert floors.loc[config, "time_fill:x_copy"] == pytest.approx(bounds[(config, "time_fill")] / copy)
+        assert floors.loc[config, "time_fresh_output:x_copy"] == pytest.approx(
+            bounds[(config, "time_fresh_output")] / copy
+        )
+    assert len(floors) >= 1
+    assert analysis.floors_against_copy(run, "no-such-device").empty
+
+
 def test_set_aside_is_the_registrys_output_reusing_strategies():
     from impls import STRATEGIES
     from reports.set_aside import SET_ASIDE
