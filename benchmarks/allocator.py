@@ -48,14 +48,16 @@ def pinned_environment(environ: MutableMapping[str, str] = os.environ) -> dict[s
 def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:
     """Re-execute this Python process with the threshold pinned, unless it already started with it set.
 
-    Call it first thing in an entry point, before torch is imported. ``argv`` defaults to ``sys.argv``.
+    Call it first thing in an entry point, before torch is imported. ``argv``, the arguments after the
+    interpreter, defaults to the ones this process was started with (``sys.orig_argv``, so interpreter
+    options and ``-m``/``-c`` survive; ``sys.argv`` has lost them).
     """
     if MMAP_THRESHOLD_VARIABLE in os.environ:
         return
     if os.environ.get(_REEXECUTED):  # the variable was dropped on the way: do not loop
         raise RuntimeError(f"{MMAP_THRESHOLD_VARIABLE} did not survive re-execution")
     environment = {**pinned_environment(), _REEXECUTED: "1"}
-    arguments = list(sys.argv if argv is None else argv)
+    arguments = list(sys.orig_argv[1:] if argv is None else argv)
     os.execve(sys.executable, [sys.executable, *arguments], environment)
 
 

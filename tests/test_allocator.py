@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.allocator import MMAP_THRESHOLD_VARIABLE, PINNED_MMAP_THRESHOLD, pinned_environment
+from benchmarks.allocator import _REEXECUTED, MMAP_THRESHOLD_VARIABLE, PINNED_MMAP_THRESHOLD, pinned_environment
 
 ROOT = Path(__file__).resolve().parent.parent
-UNPINNED = {k: v for k, v in os.environ.items() if k != MMAP_THRESHOLD_VARIABLE}
+# neither the threshold nor the re-execution marker: a caller's pinned process must not leak either into these
+UNPINNED = {k: v for k, v in os.environ.items() if k not in (MMAP_THRESHOLD_VARIABLE, _REEXECUTED)}
 
 
 def test_pinned_environment_adds_the_threshold_and_keeps_a_value_the_user_set():
@@ -35,6 +36,19 @@ def test_an_entry_point_re_executes_itself_with_the_threshold_and_records_it(tmp
     arguments, value, setting = json.loads(run.stdout)
     assert arguments == ["a b", "--x"] and value == str(PINNED_MMAP_THRESHOLD)
     assert f"pinned at {PINNED_MMAP_THRESHOLD} bytes" in setting
+
+
+def test_re_execution_keeps_interpreter_options_and_a_command_string():
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from benchmarks.allocator import pin_mmap_threshold\n"
+        "pin_mmap_threshold()\n"
+        "import os\n"
+        f"print(sys.flags.utf8_mode, os.environ.get({MMAP_THRESHOLD_VARIABLE!r}), sys.argv[1:])\n"
+    )
+    run = subprocess.run([sys.executable, "-X", "utf8", "-c", code, "a"], env=UNPINNED, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == f"1 {PINNED_MMAP_THRESHOLD} ['a']\n", run.stdout
 
 
 def test_the_module_runs_a_command_under_the_threshold():
