@@ -19,6 +19,9 @@ compile fewer kernels over many geometries, but Inductor's symbolic path failed 
 in torch 2.13 (``InductorError: Exponent must be non-negative``); a benchmark process sees one geometry
 anyway. ``compiles=True`` in the registry makes the benchmarks call it once in setup and report the compile
 time on its own (``benchmarks.compile_time``).
+
+``unfold_into(..., out=buffer)`` compiles a second forward that stores into ``buffer`` (an input mutation,
+which Inductor writes in place: no temporary), for the ``compiled_reuse`` strategy.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from impls.geometry import Geometry
+from impls.output_reuse import check_out
 from impls.strategy import Strategy
 
 # Enough graphs for every geometry, dtype and layout a test run produces; past it, fail instead of silently
@@ -83,30 +87,48 @@ _INLINE_THE_SUM = {
     "realize_acc_reads_threshold": 4096,
 }
 
+
+def _unfold_into_expression(x: torch.Tensor, out: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple,
+                            stride: tuple) -> None:  # fmt: skip
+    out.copy_(_unfold_expression(x, kernel, dilation, padding, stride))  # Inductor stores straight into out
+
+
 _compiled_forward = torch.compile(_unfold_expression, fullgraph=True, dynamic=False)
+_compiled_forward_into = torch.compile(_unfold_into_expression, fullgraph=True, dynamic=False)
 _compiled_backward = torch.compile(_gradient_expression, fullgraph=True, dynamic=False, options=_INLINE_THE_SUM)
 
 
 class _CompiledUnfold(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    def forward(ctx, input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
         ctx.geometry = g = geometry
         with torch._dynamo.config.patch(_DYNAMO_CONFIG):
-            return _compiled_forward(input, g.kernel_size, g.dilation, g.padding, g.stride)
+            if out is None:
+                return _compiled_forward(input, g.kernel_size, g.dilation, g.padding, g.stride)
+            _compiled_forward_into(input, out, g.kernel_size, g.dilation, g.padding, g.stride)
+            return out
 
     @staticmethod
-    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
         if not ctx.needs_input_grad[0]:
-            return None, None
+            return None, None, None
         g = ctx.geometry
         slotted = grad_output.reshape(g.batch_size, g.channels, *g.kernel_size, *g.output_size)
         with torch._dynamo.config.patch(_DYNAMO_CONFIG):
             gradient = _compiled_backward(slotted, g.kernel_size, g.dilation, g.padding, g.stride, g.spatial_size)
-        return gradient, None
+        return gradient, None, None
+
+
+def unfold_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The compiled unfold (differentiable), written into ``out`` when given (``impls.output_reuse.check_out``
+    says what it must be; it is overwritten)."""
+    if out is not None:
+        check_out(out, input, geometry)
+    return _CompiledUnfold.apply(input, geometry, out)
 
 
 def _compiled_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return _CompiledUnfold.apply(input, geometry)
+    return unfold_into(input, geometry)
 
 
 unfold = Strategy(

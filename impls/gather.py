@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from impls.geometry import Geometry
+from impls.output_reuse import check_out
 from impls.strategy import Strategy
 from impls.windows import slots
 
@@ -77,14 +78,7 @@ def unfold_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | Non
     """The unfold (differentiable), written into ``out`` when given: contiguous, ``geometry.output_shape``,
     input's dtype and device, and not needed by anything else (it is overwritten)."""
     if out is not None:
-        expected = (tuple(geometry.output_shape), input.dtype, input.device)
-        if (tuple(out.shape), out.dtype, out.device) != expected or not out.is_contiguous():
-            raise ValueError(
-                f"out (shape {tuple(out.shape)}, {out.dtype}, {out.device}, contiguous={out.is_contiguous()}) "
-                f"must be a contiguous {expected[1]} tensor of shape {expected[0]} on {expected[2]}"
-            )
-        if out.requires_grad:
-            raise ValueError("out must not require grad: it is overwritten")
+        check_out(out, input, geometry)
     return _GatherUnfold.apply(input, geometry, out)
 
 

@@ -1,18 +1,9 @@
 """``gather_reuse``: ``gather`` writing into one output buffer kept between calls (``out=`` reuse).
 
-**A call overwrites the previous call's result when both have the same shape, dtype and device**: the
-strategy keeps the last output buffer and hands it out again. That is what a caller who unfolds the same
-layer every step can do with ``impls.gather.unfold_into(input, geometry, out=buffer)``, and it is labelled
-so because it breaks the contract's implicit promise of a fresh tensor. Autograd guards the rest: a
-backward through a result that a later call has overwritten raises (``modified inplace``) instead of
-computing a gradient from changed values; a backward before the next call is exact.
-
-Why it is in the suite: a fresh output costs more than the unfold on CPU. A large block comes from the
-kernel (glibc ``mmap``) and every page faults on first touch, which on the benchmark machines took longer
-than copying the data (``bounds.time_fresh_output`` against ``time_fill``). Reuse removes that, and the
-benchmarks show ``gather`` and ``gather_reuse`` side by side so a user sees what it buys. Memory: the
-benchmarks charge the buffer to the strategy (``Strategy.reuses_output``), so its net peak reads like the
-others'. One buffer is kept at a time (a call with another shape replaces it), so memory stays bounded.
+**A call overwrites the previous call's result when both have the same shape, dtype and device** (see
+``impls.output_reuse`` for why the suite carries reusing variants and how autograd guards them). A caller
+who unfolds the same layer every step can do the same with ``impls.gather.unfold_into(input, geometry,
+out=buffer)``. The benchmarks show ``gather`` and ``gather_reuse`` side by side so a user sees what reuse buys.
 """
 
 from __future__ import annotations
@@ -21,21 +12,14 @@ import torch
 
 from impls.gather import unfold_into
 from impls.geometry import Geometry
+from impls.output_reuse import OutputCache
 from impls.strategy import Strategy
 
-_buffer: dict[tuple, torch.Tensor] = {}  # at most one entry: the last output buffer
-
-
-def _reused_output(like: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    key = (geometry.output_shape, like.dtype, like.device)
-    if key not in _buffer:
-        _buffer.clear()  # drop the old buffer before allocating the new one
-        _buffer[key] = like.new_empty(geometry.output_shape)
-    return _buffer[key]
+_outputs = OutputCache()
 
 
 def _gather_reuse_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return unfold_into(input, geometry, out=_reused_output(input, geometry))
+    return unfold_into(input, geometry, out=_outputs.get(input, geometry))
 
 
 unfold = Strategy(

@@ -5,7 +5,7 @@ Adding a strategy is one module exposing ``unfold = Strategy(...)`` plus one lin
 
 from __future__ import annotations
 
-from impls import as_strided, compiled, gather, gather_reuse, native, onehot, tiling
+from impls import as_strided, compiled, compiled_reuse, gather, gather_reuse, native, onehot, tiling
 from impls.strategy import Strategy
 
 _REGISTERED: tuple[Strategy, ...] = (
@@ -16,6 +16,7 @@ _REGISTERED: tuple[Strategy, ...] = (
     gather.unfold,
     gather_reuse.unfold,
     compiled.unfold,
+    compiled_reuse.unfold,
 )
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in _REGISTERED}

@@ -1,0 +1,51 @@
+"""Writing an unfold into a buffer the caller keeps: the ``out=`` check and the one-buffer cache that the
+``*_reuse`` strategies share.
+
+Why reuse at all: on CPU a fresh output costs more than the unfold. A large block comes from the kernel
+(glibc ``mmap``) and every page faults on first touch, which on the benchmark machines took about four
+times as long as writing the same bytes into resident memory (``bounds.time_fresh_output`` against
+``time_fill``). A caller who unfolds the same layer every step can keep the output and overwrite it.
+
+What it costs: **a call overwrites the previous call's result of the same shape, dtype and device**, so a
+reusing strategy is a labelled variant (``Strategy.reuses_output``), never a drop-in: the reports never
+recommend it, and the memory benchmarks charge it the buffer it keeps. Autograd guards the rest: the
+forward writes into the buffer as an in-place operation autograd sees, so a backward through a result a
+later call has overwritten raises (``modified inplace``) instead of using changed values.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from impls.geometry import Geometry
+
+
+def check_out(out: torch.Tensor, input: torch.Tensor, geometry: Geometry) -> None:
+    """Raise ``ValueError`` naming ``out``'s shape, dtype, device and layout unless it can hold the unfold of
+    ``input``: contiguous, ``geometry.output_shape``, the input's dtype and device, not requiring grad."""
+    expected = (tuple(geometry.output_shape), input.dtype, input.device)
+    if (tuple(out.shape), out.dtype, out.device) != expected or not out.is_contiguous():
+        raise ValueError(
+            f"out (shape {tuple(out.shape)}, {out.dtype}, {out.device}, contiguous={out.is_contiguous()}) "
+            f"must be a contiguous {expected[1]} tensor of shape {expected[0]} on {expected[2]}"
+        )
+    if out.requires_grad:
+        raise ValueError("out must not require grad: it is overwritten")
+
+
+class OutputCache:
+    """At most one output buffer, handed out again for every call of the same shape, dtype and device.
+
+    A call with another key drops the old buffer before allocating the new one, so memory stays bounded by
+    one output.
+    """
+
+    def __init__(self) -> None:
+        self._buffer: dict[tuple, torch.Tensor] = {}
+
+    def get(self, like: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        key = (tuple(geometry.output_shape), like.dtype, like.device)
+        if key not in self._buffer:
+            self._buffer.clear()
+            self._buffer[key] = like.new_empty(geometry.output_shape)
+        return self._buffer[key]
