@@ -116,3 +116,11 @@ def test_summary_ratios_skips_and_physics_checks():
     assert len(problems) == 2
     assert "impossible forward" in problems[0] and "below the write-only fill_ floor" in problems[0]
     assert "below the analytic minimum" in problems[1]
+    # Beyond the noise only: a forward whose quartiles overlap the fill_ floor's is not a contradiction.
+    noisy = pd.DataFrame([
+        {**_row("bounds", "time_fill", 0.018), "q_25": 0.012, "q_75": 0.030},
+        {**_row("unfold", "time_forward", 0.0179, "as_fast"), "q_25": 0.014, "q_75": 0.019},
+        {**_row("unfold", "time_forward", 0.008, "faster"), "q_25": 0.007, "q_75": 0.011},
+    ])  # fmt: skip
+    found = physics_problems(noisy)
+    assert len(found) == 1 and "faster forward" in found[0] and "upper quartile 11.000" in found[0], found
