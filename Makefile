@@ -60,7 +60,7 @@ regress-validate: venv
 report: venv
 	$(PY) scripts/report.py
 
-# The configs' real batch size (256 for All-CNN-C): ~20-30 min on a 2-core CPU.
+# The configs' real batch size (256 for All-CNN-C): about 40 min on a 2-core CPU (eight strategies).
 bench-full:
 	$(MAKE) bench PROFILE=full
 

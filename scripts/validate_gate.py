@@ -4,8 +4,9 @@ regressions. The numbers in the README's "Regression gate" section come from her
 In a temporary clone of this repository it makes two commits on top of HEAD:
 
 - ``A/A``: a commit that changes no code under test (a comment in the README), so HEAD vs it must pass;
-- ``injected``: ``tiling`` does an extra in-place pass over its output (clearly slower, same memory) and
-  ``as_strided`` allocates and fills a scratch buffer half its output's size (+50% net peak memory).
+- ``injected``: ``tiling`` does an extra in-place pass over its output (clearly slower; the same forward
+  memory, but the backward of the in-place multiply makes a new output-sized gradient) and
+  ``as_strided`` allocates and fills a scratch buffer half its output's size (net peak +50% of the output).
 
 Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected
 pair, and prints, per run, the exit status and which cells were flagged; then the false-alarm rate (flagged
