@@ -44,7 +44,7 @@ browser:
 			chromium chromium-driver >/dev/null; \
 	else echo "note: chromium/chromedriver missing and not installable here (not root): browser test skipped"; fi
 
-# The asv suite on this machine in the current environment, then a summary table (quick profile: ~2 min),
+# The asv suite on this machine in the current environment, then a summary table (quick profile: ~12 min),
 # then the website (reports/site/index.html); exits with the benchmarks' status.
 bench: venv
 	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/report.py; exit $$status
