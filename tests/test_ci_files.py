@@ -32,3 +32,17 @@ def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_
     steps = workflow["jobs"]["cpu"]["steps"]
     gate = next(step["run"] for step in steps if "run" in step and "make regress" in step["run"])
     assert "|| true" not in gate and "BASE=" in gate and "HEAD=" in gate
+
+
+def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():
+    """A renamed config must not leave the pull-request gate judging nothing: each alternative of GATE_BENCH
+    matches a config of ``benchmarks/configs.py``, and every job's gate passes it to ``make regress``."""
+    from benchmarks.configs import configs
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "regress.yml").read_text())
+    names = [config.name for config in configs()]
+    for alternative in workflow["env"]["GATE_BENCH"].split("|"):
+        assert any(re.search(alternative, name) for name in names), (alternative, names)
+    for job, spec in workflow["jobs"].items():
+        gate = next(step["run"] for step in spec["steps"] if "run" in step and "make regress" in step["run"])
+        assert 'BENCH="$GATE_BENCH"' in gate, job
