@@ -46,3 +46,11 @@ def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():
     for job, spec in workflow["jobs"].items():
         gate = next(step["run"] for step in spec["steps"] if "run" in step and "make regress" in step["run"])
         assert 'BENCH="$GATE_BENCH"' in gate, job
+
+
+def test_the_job_that_deploys_pages_declares_the_pages_environment():
+    """actions/deploy-pages fails a job that does not target the ``github-pages`` environment."""
+    for workflow in WORKFLOWS:
+        for name, job in yaml.safe_load(workflow.read_text())["jobs"].items():
+            if any("deploy-pages" in step.get("uses", "") for step in job["steps"]):
+                assert job.get("environment", {}).get("name") == "github-pages", (workflow.name, name)
