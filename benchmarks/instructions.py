@@ -27,6 +27,27 @@ ROOT = Path(__file__).resolve().parent.parent
 CALLS = 5  # calls per measurement; the count is per call
 
 
+WHICH = ("forward", "forward_backward")
+
+
+def parse_cell(spec: str) -> tuple[str, str, str]:
+    """``STRATEGY:CONFIG:forward|forward_backward`` as (strategy, config, which), checked against the registry
+    and the config table so that a misspelt cell fails before minutes of counting; a ``ValueError`` naming
+    the spec otherwise."""
+    from benchmarks.configs import CONFIGS_BY_NAME
+    from impls.registry import STRATEGIES
+
+    parts = spec.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"callgrind cell {spec!r}: expected STRATEGY:CONFIG:{'|'.join(WHICH)}")
+    strategy, config, which = parts
+    for value, known, what in ((strategy, STRATEGIES, "strategy"), (config, CONFIGS_BY_NAME, "config"),
+                               (which, WHICH, "call")):  # fmt: skip
+        if value not in known:
+            raise ValueError(f"callgrind cell {spec!r}: unknown {what} {value!r}; known: {', '.join(known)}")
+    return strategy, config, which
+
+
 def _measure(strategy: str, config: str, which: str, profile: str) -> int:
     import torch
     from torch.utils.benchmark import Timer

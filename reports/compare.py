@@ -15,8 +15,13 @@ For every benchmark cell measured at both revisions on one machine:
 - **memory** (``track_net_peak_*``, bytes): a net peak is deterministic up to the allocator's page
   granularity, so there are no samples to test; a regression is growth by more than the memory threshold
   (default 5%) **and** by more than ``MEMORY_FLOOR_BYTES``, so that a few pages on a tiny cell do not count.
-- **failed**: a cell that fails at the new revision (and did not at the old) is a failure, reported as such
-  and never as a pass; one skipped at both is left out.
+- **failed**: a cell that fails at the new revision is a failure, reported as such and never as a pass,
+  whether or not it failed at the old one too (the gate cannot vouch for a cell it could not measure); one
+  that failed only at the old revision is reported as ``fixed``; one skipped at both is left out. asv keeps
+  only the rounds after a failed one (``Results.add_result`` restarts a cell's samples after a failure), so
+  a time cell whose samples no longer split into the run's rounds lost a round: ``failed (a round)``. The
+  ``failed_at`` column says which revision failed (``base``, ``head``, ``both``), and ``gate_decision`` also
+  takes asv's own exit status, since a lost round of a memory cell leaves no trace in the results.
 
 - **instructions** (``callgrind``, for the cells the gate is told to count): instruction counts repeat to
   about 0.01%, so a regression is growth by more than the instruction threshold (default 2%), no test needed.
@@ -39,7 +44,7 @@ from asv.results import Results, iter_results_for_machine_and_hash
 
 MEMORY_FLOOR_BYTES = 256 * 1024
 P_THRESHOLD = 0.002  # asv's own (asv._stats.is_different)
-COLUMNS = ["benchmark", "params", "mode", "unit", "before", "after", "ratio", "significant", "verdict"]
+COLUMNS = ["benchmark", "params", "mode", "unit", "before", "after", "ratio", "significant", "verdict", "failed_at"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,13 @@ def _cells(result: Results, name: str) -> list[tuple[tuple, float | None, dict |
 
 def _missing(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _lost_a_round(samples: list | None, rounds: int | None, repeat: int | None) -> bool:
+    """Whether a time cell has other than ``rounds`` x ``repeat`` samples: asv dropped a failed round's samples
+    and the ones before it. Unknowable without a fixed ``repeat`` (then unequal rounds fall back to pooled
+    samples, see ``judge``)."""
+    return bool(rounds and repeat and samples) and len(samples) != rounds * repeat
 
 
 def round_medians(samples: list | None, rounds: int | None) -> list[float] | None:
@@ -139,10 +151,11 @@ def judge(before: float, after: float, stats_before: dict | None, stats_after: d
 
 
 def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(), include: str = "",
-            rounds: int | None = None) -> pd.DataFrame:  # fmt: skip
+            rounds: int | None = None, repeat: int | None = None) -> pd.DataFrame:  # fmt: skip
     """One row per benchmark cell present in either run (see the module docstring for the verdicts).
 
-    ``rounds``: how many rounds (processes) per revision produced the samples, if each gave the same number.
+    ``rounds``: how many rounds (processes) per revision produced the samples, if each gave the same number;
+    ``repeat``: that number, if known (then a time cell with fewer samples lost a round).
     """
     rows = []
     names = sorted(set(base.get_all_result_keys()) | set(head.get_all_result_keys()))
@@ -153,27 +166,34 @@ def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(),
         if not metric.startswith(("time_", "track_net_peak")):
             continue  # the analytic minima do not depend on the code
         unit = "seconds" if metric.startswith("time_") else "bytes"
-        mode = "wall clock" if unit == "seconds" else "net peak"
+        metric_mode = "wall clock" if unit == "seconds" else "net peak"
         old = {c[0]: c[1:] for c in _cells(base, name)} if name in base.get_all_result_keys() else {}
         new = {c[0]: c[1:] for c in _cells(head, name)} if name in head.get_all_result_keys() else {}
         for params in sorted(set(old) | set(new)):
             before, stats_before, samples_before = old.get(params, (math.nan, None, None))
             after, stats_after, samples_after = new.get(params, (math.nan, None, None))
-            row = {"benchmark": name, "params": ", ".join(p.strip("'") for p in params), "mode": mode,
-                   "unit": unit, "before": before, "after": after, "ratio": math.nan, "significant": None}  # fmt: skip
-            if after is None and before is not None:
-                rows.append({**row, "before": before, "after": None, "verdict": "failed"})
-            elif after is None:
-                rows.append({**row, "verdict": "failed (also before)"})
+            row = {"benchmark": name, "params": ", ".join(p.strip("'") for p in params), "mode": metric_mode,
+                   "unit": unit, "before": before, "after": after, "ratio": math.nan, "significant": None,
+                   "failed_at": ""}  # fmt: skip
+            if after is None:
+                both = before is None
+                rows.append({**row, "verdict": "failed (also before)" if both else "failed",
+                             "failed_at": "both" if both else "head"})  # fmt: skip
             elif _missing(after) and _missing(before):
                 continue  # skipped at both (no GPU, unsupported dims, or not selected)
+            elif before is None:
+                rows.append({**row, "verdict": "fixed", "failed_at": "base"})
             elif _missing(before) or _missing(after):
                 rows.append({**row, "verdict": "new" if _missing(before) else "not measured"})
+            elif unit == "seconds" and _lost_a_round(samples_after, rounds, repeat):
+                rows.append({**row, "verdict": "failed (a round)", "failed_at": "head"})
             else:
                 ratio, significant, verdict, mode = judge(
                     before, after, stats_before, stats_after, samples_before, samples_after, unit, thresholds, rounds
                 )
-                rows.append({**row, "mode": mode, "ratio": ratio, "significant": significant, "verdict": verdict})
+                lost = "base" if unit == "seconds" and _lost_a_round(samples_before, rounds, repeat) else ""
+                rows.append({**row, "mode": mode, "ratio": ratio, "significant": significant, "verdict": verdict,
+                             "failed_at": lost})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -254,37 +274,56 @@ def format_resolution(table: pd.DataFrame) -> str:
     )
 
 
-def callgrind_rows(counts: dict[str, tuple[int, int]], thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
-    """Rows for instruction counts: ``counts`` maps a cell ("strategy, config, forward") to (before, after)."""
+def callgrind_rows(counts: dict[str, tuple[int | None, int | None]], thresholds: Thresholds = Thresholds()
+                   ) -> pd.DataFrame:  # fmt: skip
+    """Rows for instruction counts: ``counts`` maps a cell ("strategy, config, forward") to (before, after),
+    ``None`` for a count that failed."""
     rows = []
     for cell, (before, after) in counts.items():
-        ratio = after / before
-        verdict = "unchanged"
-        if ratio > 1 + thresholds.instructions:
+        failed_at = {(True, True): "both", (False, True): "head", (True, False): "base"}.get(
+            (before is None, after is None), ""
+        )
+        ratio = math.nan if failed_at else after / before
+        if failed_at:
+            verdict = {"both": "failed (also before)", "head": "failed", "base": "fixed"}[failed_at]
+        elif ratio > 1 + thresholds.instructions:
             verdict = "regression"
         elif ratio < 1 / (1 + thresholds.instructions):
             verdict = "improvement"
+        else:
+            verdict = "unchanged"
         rows.append({"benchmark": "instructions (callgrind)", "params": cell, "mode": "callgrind",
                      "unit": "instructions", "before": before, "after": after, "ratio": ratio,
-                     "significant": None, "verdict": verdict})  # fmt: skip
+                     "significant": None, "verdict": verdict, "failed_at": failed_at})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def exit_status(table: pd.DataFrame) -> int:
-    """0: pass; 1: a significant regression beyond the threshold; 2: a cell failed at the new revision."""
-    if (table.verdict == "failed").any():
-        return 2
-    return 1 if (table.verdict == "regression").any() else 0
+def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
+    """(exit status, why): 2 when a cell failed at the new revision, when asv reported a failure that no row
+    shows (``asv continuous`` exits 2; a lost round of a memory cell leaves no trace in the results), or when
+    nothing was compared; else 1 for a significant regression beyond a threshold; else 0."""
+    failed_at = table.failed_at.fillna("") if "failed_at" in table else pd.Series("", index=table.index)
+    if table.empty:
+        return 2, "FAIL: no cell was compared (all skipped or none selected)"
+    if failed_at.isin(["head", "both"]).any():
+        return 2, "FAIL: a benchmark failed at head"
+    if asv_status == 2 and not failed_at.astype(bool).any():
+        return 2, "FAIL: asv reported a failed benchmark that the saved results do not show (see its log above)"
+    if (table.verdict == "regression").any():
+        return 1, "FAIL: regression"
+    return 0, "PASS"
 
 
 def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
     """The rows a reviewer needs (changes and failures), with units."""
-    shown = table[table.verdict != "unchanged"] if only_changed else table
+    failed_at = table.failed_at.fillna("") if "failed_at" in table else pd.Series("", index=table.index)
+    shown = table[(table.verdict != "unchanged") | failed_at.astype(bool)] if only_changed else table
     if shown.empty:
         return "no benchmark changed beyond its threshold; none failed"
+    failed_at = failed_at[shown.index]
 
-    def value(v: float | None, unit: str) -> str:
-        if v is None:
+    def value(v: float | None, unit: str, failed: bool) -> str:
+        if v is None or (failed and isinstance(v, float) and math.isnan(v)):
             return "failed"
         if isinstance(v, float) and math.isnan(v):
             return "n/a"
@@ -298,10 +337,11 @@ def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
             "benchmark": shown.benchmark,
             "params": shown.params,
             "mode": shown["mode"],  # not shown.mode: that is DataFrame.mode()
-            "before": [value(v, u) for v, u in zip(shown.before, shown.unit)],
-            "after": [value(v, u) for v, u in zip(shown.after, shown.unit)],
+            "before": [value(v, u, f in ("base", "both")) for v, u, f in zip(shown.before, shown.unit, failed_at)],
+            "after": [value(v, u, f in ("head", "both")) for v, u, f in zip(shown.after, shown.unit, failed_at)],
             "ratio": [f"{r:.2f}x" if not math.isnan(r) else "" for r in shown.ratio],
             "significant": ["" if s is None else ("yes" if s else "no") for s in shown.significant],
+            "failed at": list(failed_at),
         }
     )
     return lines.to_string(index=False)

@@ -10,9 +10,11 @@ alike. Each round is one process per cell and revision with a fixed number of sa
 ``.asv/regress/results`` (never mixed with the committed ones). Then ``reports.compare`` judges every cell
 (see its docstring) and a table of what changed is printed.
 
-Exit status: 0 pass; 1 a statistically significant regression beyond a threshold; 2 a benchmark failed at
-HEAD, or asv itself failed (``asv continuous`` exits 2 and prints no comparison when a benchmark fails, and
-``asv compare`` always exits 0: neither is used to decide).
+Exit status: 0 pass; 1 a statistically significant regression beyond a threshold; 2 a benchmark (or an
+instruction count) failed at HEAD, asv reported a failure the saved results do not show, or nothing was
+compared (``reports.compare.gate_decision``). ``asv continuous`` exits 2 and prints no comparison when a
+benchmark fails, and ``asv compare`` always exits 0, so neither decides alone; asv's status is used only to
+catch a failed round that left no trace in the results.
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ from reports.compare import (  # noqa: E402
     Thresholds,
     callgrind_rows,
     compare,
-    exit_status,
     format_resolution,
     format_table,
+    gate_decision,
     load_run,
     min_rounds,
     resolution,
@@ -74,12 +76,24 @@ def gate_config(source: Path = ROOT / "asv.conf.json") -> Path:
     return path
 
 
-def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, list[int]]:
+def _callgrind_cell(spec: str) -> str:
+    """argparse type of ``--callgrind``: the spec, checked before any work (``benchmarks.instructions.parse_cell``)."""
+    from benchmarks.instructions import parse_cell
+
+    try:
+        parse_cell(spec)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return spec
+
+
+def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, list[int | None]]:
     """Instruction counts of each cell ("strategy:config:forward|forward_backward") at each revision, each
-    revision's impls checked out in a temporary git worktree."""
+    revision's impls checked out in a temporary git worktree; ``None`` where a count failed (its error is
+    printed and the gate reports the cell as failed, it does not stop)."""
     from benchmarks.instructions import count_instructions
 
-    counts: dict[str, list[int]] = {cell: [] for cell in cells}
+    counts: dict[str, list[int | None]] = {cell: [] for cell in cells}
     for revision in revisions:
         tree = WORK / f"worktree-{revision[:12]}"
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
@@ -88,7 +102,11 @@ def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, li
             for cell in cells:
                 strategy, config, which = cell.split(":")
                 print(f"callgrind: {cell} at {revision[:8]} ...", flush=True)
-                counts[cell].append(count_instructions(tree, strategy, config, which))
+                try:
+                    counts[cell].append(count_instructions(tree, strategy, config, which))
+                except RuntimeError as error:
+                    print(f"callgrind: {cell} at {revision[:8]} FAILED: {error}", flush=True)
+                    counts[cell].append(None)
         finally:
             _git("worktree", "remove", "--force", str(tree))
     return counts
@@ -118,6 +136,7 @@ def main() -> int:
         "--callgrind",
         action="append",
         default=[],
+        type=_callgrind_cell,
         metavar="STRATEGY:CONFIG:forward|forward_backward",
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
@@ -155,7 +174,7 @@ def main() -> int:
         print(f"\nGATE ERROR: asv produced no comparable results (asv exit status {asv_status}): {error}")
         return 2
     thresholds = Thresholds(args.time_threshold, args.memory_threshold, instructions=args.instruction_threshold)
-    table = compare(before, after, thresholds, rounds=args.rounds)
+    table = compare(before, after, thresholds, rounds=args.rounds, repeat=args.repeat)
     if args.callgrind:
         counts = count_with_callgrind(args.callgrind, [base, head])
         counted = callgrind_rows({c.replace(":", ", "): tuple(v) for c, v in counts.items()}, thresholds)
@@ -166,10 +185,10 @@ def main() -> int:
     print(format_resolution(power))
     if args.all_rows and not power.empty:
         print(power.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    status = exit_status(table)
+    status, verdict = gate_decision(table, asv_status)
     counts = table.verdict.value_counts().to_dict()
-    verdict = {0: "PASS", 1: "FAIL: regression", 2: "FAIL: a benchmark failed at head"}[status]
-    print(f"\n{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})")
+    print(f"\nasv continuous exit status: {asv_status}")
+    print(f"{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})")
     return status
 
 

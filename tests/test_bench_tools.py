@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from benchmarks.cells import DEVICES
 from benchmarks.configs import CONFIGS
@@ -45,6 +46,17 @@ def test_regress_refuses_too_few_rounds_before_any_work():
         [sys.executable, "scripts/regress.py", "HEAD", "--rounds", "6"], cwd=ROOT, capture_output=True, text=True
     )
     assert run.returncode == 2 and "--rounds 6" in run.stderr and "at least 7" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize(
+    "spec, named",
+    [("tilling:example:forward", "unknown strategy 'tilling'"), ("tiling:conv2:forward", "unknown config 'conv2'"),
+     ("tiling:example:backward", "unknown call 'backward'"), ("tiling:example", "expected STRATEGY:CONFIG")],
+)  # fmt: skip
+def test_regress_refuses_a_misspelt_callgrind_cell_before_any_work(spec, named):
+    run = subprocess.run([sys.executable, "scripts/regress.py", "HEAD", "--callgrind", spec], cwd=ROOT,
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 2 and named in run.stderr and repr(spec) in run.stderr, run.stderr
 
 
 def test_benchmark_regex_selects_suites_by_name_and_rejects_unknown_ones():

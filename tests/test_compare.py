@@ -21,9 +21,9 @@ from reports.compare import (
     callgrind_rows,
     compare,
     detectable_slowdown,
-    exit_status,
     format_resolution,
     format_table,
+    gate_decision,
     judge,
     min_rounds,
     resolution,
@@ -34,6 +34,10 @@ from reports.compare import (
 MIB = 2**20
 TIME = "unfold.Quick.time_forward"
 MEMORY = "unfold.Quick.track_net_peak_forward"
+
+
+def _status(table, asv_status: int = 0) -> int:
+    return gate_decision(table, asv_status)[0]
 
 
 def _samples(median: float, n: int, noise: float, rng: random.Random) -> list[float]:
@@ -88,17 +92,21 @@ def test_a_failure_at_head_is_a_failure_and_outranks_a_regression():
     head = _results("b" * 40, [None, _samples(1.0, 12, 0.05, rng)], [None, 200 * MIB])
     table = compare(base, head)
     assert sorted(table.verdict) == ["failed", "failed", "regression", "unchanged"]
-    assert exit_status(table) == 2
-    assert exit_status(table[table.verdict != "failed"]) == 1
-    assert exit_status(table[table.verdict == "unchanged"]) == 0
+    assert _status(table) == 2
+    assert _status(table[table.verdict != "failed"]) == 1
+    assert _status(table[table.verdict == "unchanged"]) == 0
     assert "failed" in format_table(table) and "wall clock" in format_table(table)
+    failed = table[table.verdict == "failed"]
+    assert set(failed["mode"]) == {"wall clock", "net peak"}  # not the mode of the row judged before it
+    shown = format_table(failed).splitlines()[1:]
+    assert all(line.split()[0] == "failed" and " failed " in line[10:] and "n/a" not in line for line in shown)
 
 
 def test_skipped_at_both_revisions_is_left_out():
     nan = math.nan
     table = compare(_results("a" * 40, [None], [nan]), _results("b" * 40, [None], [nan]))
     assert list(table.verdict) == ["failed (also before)"]  # the time cell failed at both
-    assert exit_status(table) == 0
+    assert _status(table) == 2  # head has a cell the gate could not measure, broken before or not
 
 
 def test_decision_rule_rarely_cries_wolf_and_catches_a_30_percent_slowdown():
@@ -193,7 +201,7 @@ def test_instruction_counts_are_judged_by_their_own_threshold_alone():
     rows = callgrind_rows(counts)  # +3% and +1% against the default 2%
     verdicts = dict(zip(rows.params, rows.verdict))
     assert verdicts == {"native, example, forward": "regression", "tiling, example, forward": "unchanged"}
-    assert set(rows["mode"]) == {"callgrind"} and exit_status(rows) == 1
+    assert set(rows["mode"]) == {"callgrind"} and _status(rows) == 1
     assert "instr" in format_table(rows)
 
 
@@ -204,3 +212,47 @@ def test_rounds_needed_for_significance_match_the_exact_two_sided_test():
         assert rounds_differ(low, high) == (rounds >= 7), rounds
         assert smallest_p(rounds, rounds) == pytest.approx(mann_whitney_u(low, high)[1])
     assert min_rounds() == 7 and min_rounds(0.05) == 4
+
+
+def test_a_time_cell_that_lost_a_round_at_head_fails_and_at_base_is_flagged():
+    """asv restarts a cell's samples after a failed round, so a crash in round 4 of 8 leaves 4 rounds' samples
+    and an ordinary-looking value: the gate must not judge that as a pass."""
+    rng = random.Random(3)
+    full, lost = _samples(1.0, 24, 0.05, rng), _samples(1.0, 12, 0.05, rng)  # 8 rounds of 3; 4 rounds of 3
+    table = compare(_results("a" * 40, [full], [MIB]), _results("b" * 40, [lost], [MIB]), rounds=8, repeat=3)
+    row = table.set_index("benchmark").loc[TIME]
+    assert (row.verdict, row.failed_at) == ("failed (a round)", "head") and _status(table) == 2
+    table = compare(_results("a" * 40, [lost], [MIB]), _results("b" * 40, [full], [MIB]), rounds=8, repeat=3)
+    row = table.set_index("benchmark").loc[TIME]
+    assert row.failed_at == "base" and row.verdict == "unchanged" and _status(table) == 0
+    assert "base" in format_table(table)  # shown although unchanged: a reader must know base lost a round
+
+
+def test_a_cell_fixed_at_head_passes_and_explains_asv_status():
+    rng = random.Random(4)
+    table = compare(_results("a" * 40, [None], [MIB]), _results("b" * 40, [_samples(1.0, 12, 0.05, rng)], [MIB]))
+    assert dict(zip(table.benchmark, table.verdict))[TIME] == "fixed"
+    assert _status(table, asv_status=2) == 0  # asv's failure is the base's, shown in the table
+
+
+def test_asv_failure_without_a_trace_in_the_results_fails_the_gate():
+    rng = random.Random(5)
+    same = [_samples(1.0, 24, 0.05, rng)]
+    table = compare(_results("a" * 40, same, [MIB]), _results("b" * 40, same, [MIB]), rounds=8, repeat=3)
+    assert set(table.verdict) == {"unchanged"} and _status(table) == 0
+    status, why = gate_decision(table, asv_status=2)  # e.g. a memory cell's lost round
+    assert status == 2 and "asv reported" in why
+    assert _status(table, asv_status=1) == 0  # asv's own regression verdict is not the gate's
+
+
+def test_nothing_compared_is_not_a_pass():
+    nan = math.nan
+    table = compare(_results("a" * 40, [[1.0]], [nan]), _results("b" * 40, [[1.0]], [nan]))
+    assert _status(table[table.verdict == "x"]) == 2  # every cell skipped or none selected
+
+
+def test_a_failed_instruction_count_is_a_failure_at_the_revision_that_failed():
+    rows = callgrind_rows({"tiling, example, forward": (1000, None), "gather, example, forward": (None, 1000)})
+    verdicts = dict(zip(rows.params, zip(rows.verdict, rows.failed_at)))
+    assert verdicts == {"tiling, example, forward": ("failed", "head"), "gather, example, forward": ("fixed", "base")}
+    assert _status(rows) == 2 and "failed" in format_table(rows)
