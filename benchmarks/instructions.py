@@ -80,7 +80,10 @@ def count_instructions(impls_root: Path, strategy: str, config: str, which: str,
         done = subprocess.run(command, cwd=shadow, env=env, capture_output=True, text=True)  # not ROOT: its impls
     if done.returncode != 0:
         raise RuntimeError(f"callgrind measurement failed: {done.stderr[-2000:]}")
-    return int(json.loads(done.stdout.strip().splitlines()[-1])["instructions"])
+    try:
+        return int(json.loads(done.stdout.strip().splitlines()[-1])["instructions"])
+    except (IndexError, KeyError, TypeError, ValueError) as error:  # ValueError includes JSONDecodeError
+        raise RuntimeError(f"callgrind measurement printed no count ({error!r}): {done.stdout[-2000:]}") from None
 
 
 def main() -> None:

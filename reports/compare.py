@@ -19,7 +19,7 @@ For every benchmark cell measured at both revisions on one machine:
   whether or not it failed at the old one too (the gate cannot vouch for a cell it could not measure); one
   that failed only at the old revision is reported as ``fixed``; one skipped at both is left out. asv keeps
   only the rounds after a failed one (``Results.add_result`` restarts a cell's samples after a failure), so
-  a time cell whose samples no longer split into the run's rounds lost a round: ``failed (a round)``. The
+  a time cell with fewer than rounds x repeat samples lost a round: ``failed (a round)``. The
   ``failed_at`` column says which revision failed (``base``, ``head``, ``both``), and ``gate_decision`` also
   takes asv's own exit status, since a lost round of a memory cell leaves no trace in the results.
 
@@ -181,12 +181,12 @@ def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(),
                              "failed_at": "both" if both else "head"})  # fmt: skip
             elif _missing(after) and _missing(before):
                 continue  # skipped at both (no GPU, unsupported dims, or not selected)
+            elif unit == "seconds" and _lost_a_round(samples_after, rounds, repeat):
+                rows.append({**row, "verdict": "failed (a round)", "failed_at": "both" if before is None else "head"})
             elif before is None:
                 rows.append({**row, "verdict": "fixed", "failed_at": "base"})
             elif _missing(before) or _missing(after):
                 rows.append({**row, "verdict": "new" if _missing(before) else "not measured"})
-            elif unit == "seconds" and _lost_a_round(samples_after, rounds, repeat):
-                rows.append({**row, "verdict": "failed (a round)", "failed_at": "head"})
             else:
                 ratio, significant, verdict, mode = judge(
                     before, after, stats_before, stats_after, samples_before, samples_after, unit, thresholds, rounds
@@ -299,15 +299,23 @@ def callgrind_rows(counts: dict[str, tuple[int | None, int | None]], thresholds:
 
 
 def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
-    """(exit status, why): 2 when a cell failed at the new revision, when asv reported a failure that no row
-    shows (``asv continuous`` exits 2; a lost round of a memory cell leaves no trace in the results), or when
-    nothing was compared; else 1 for a significant regression beyond a threshold; else 0."""
+    """(exit status, why): 2 when a cell failed at the new revision, when asv reported a failed benchmark
+    (``asv continuous`` exits 2), or when no asv cell was compared; else 1 for a significant regression beyond
+    a threshold; else 0.
+
+    asv's status counts whatever it saw fail: asv restarts a cell's samples after a failed round, and a memory
+    cell keeps no samples, so a round lost at HEAD can leave no trace in the results. asv's status does not say
+    which revision failed, so a failure at BASE (rows ``fixed``) cannot rule one out at HEAD: the gate fails
+    closed, and says so."""
     failed_at = table.failed_at.fillna("") if "failed_at" in table else pd.Series("", index=table.index)
-    if table.empty:
-        return 2, "FAIL: no cell was compared (all skipped or none selected)"
+    if (table["mode"] != "callgrind").sum() == 0:
+        return 2, "FAIL: no benchmark cell was compared (all skipped or none selected)"
     if failed_at.isin(["head", "both"]).any():
         return 2, "FAIL: a benchmark failed at head"
-    if asv_status == 2 and not failed_at.astype(bool).any():
+    if asv_status == 2:
+        if failed_at.astype(bool).any():
+            return 2, ("FAIL: asv reported a failed benchmark; rows marked base failed at BASE, and asv does not "
+                       "say whether a round also failed at HEAD (see its log above)")  # fmt: skip
         return 2, "FAIL: asv reported a failed benchmark that the saved results do not show (see its log above)"
     if (table.verdict == "regression").any():
         return 1, "FAIL: regression"

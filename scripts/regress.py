@@ -11,10 +11,10 @@ alike. Each round is one process per cell and revision with a fixed number of sa
 (see its docstring) and a table of what changed is printed.
 
 Exit status: 0 pass; 1 a statistically significant regression beyond a threshold; 2 a benchmark (or an
-instruction count) failed at HEAD, asv reported a failure the saved results do not show, or nothing was
-compared (``reports.compare.gate_decision``). ``asv continuous`` exits 2 and prints no comparison when a
-benchmark fails, and ``asv compare`` always exits 0, so neither decides alone; asv's status is used only to
-catch a failed round that left no trace in the results.
+instruction count) failed at HEAD, asv reported a failed benchmark, or no benchmark cell was compared
+(``reports.compare.gate_decision``). ``asv continuous`` exits 2 and prints no comparison when a benchmark
+fails, and ``asv compare`` always exits 0, so neither judges a change; asv's status is used only to fail
+closed on a failure, which may be a round lost at HEAD that left no trace in the results.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 
+import pandas as pd
 import pytest
 from asv._stats import mann_whitney_u
 from asv.results import Results
@@ -38,6 +39,12 @@ MEMORY = "unfold.Quick.track_net_peak_forward"
 
 def _status(table, asv_status: int = 0) -> int:
     return gate_decision(table, asv_status)[0]
+
+
+def _unchanged_cells() -> pd.DataFrame:
+    """A gate table of two cells that did not change: what the asv part of a clean run looks like."""
+    same = [_samples(1.0, 24, 0.05, random.Random(9))]
+    return compare(_results("a" * 40, same, [MIB]), _results("b" * 40, same, [MIB]), rounds=8, repeat=3)
 
 
 def _samples(median: float, n: int, noise: float, rng: random.Random) -> list[float]:
@@ -201,7 +208,7 @@ def test_instruction_counts_are_judged_by_their_own_threshold_alone():
     rows = callgrind_rows(counts)  # +3% and +1% against the default 2%
     verdicts = dict(zip(rows.params, rows.verdict))
     assert verdicts == {"native, example, forward": "regression", "tiling, example, forward": "unchanged"}
-    assert set(rows["mode"]) == {"callgrind"} and _status(rows) == 1
+    assert set(rows["mode"]) == {"callgrind"} and _status(pd.concat([_unchanged_cells(), rows])) == 1
     assert "instr" in format_table(rows)
 
 
@@ -228,11 +235,17 @@ def test_a_time_cell_that_lost_a_round_at_head_fails_and_at_base_is_flagged():
     assert "base" in format_table(table)  # shown although unchanged: a reader must know base lost a round
 
 
-def test_a_cell_fixed_at_head_passes_and_explains_asv_status():
+def test_a_cell_fixed_at_head_is_reported_and_asv_failure_still_fails_closed():
     rng = random.Random(4)
-    table = compare(_results("a" * 40, [None], [MIB]), _results("b" * 40, [_samples(1.0, 12, 0.05, rng)], [MIB]))
+    full = _samples(1.0, 24, 0.05, rng)
+    table = compare(_results("a" * 40, [None], [MIB]), _results("b" * 40, [full], [MIB]), rounds=8, repeat=3)
     assert dict(zip(table.benchmark, table.verdict))[TIME] == "fixed"
-    assert _status(table, asv_status=2) == 0  # asv's failure is the base's, shown in the table
+    assert _status(table) == 0
+    status, why = gate_decision(table, asv_status=2)  # asv cannot say whether a HEAD round failed too
+    assert status == 2 and "BASE" in why
+    lost = compare(_results("a" * 40, [None], [MIB]), _results("b" * 40, [full[:12]], [MIB]), rounds=8, repeat=3)
+    row = lost.set_index("benchmark").loc[TIME]
+    assert (row.verdict, row.failed_at) == ("failed (a round)", "both") and _status(lost) == 2
 
 
 def test_asv_failure_without_a_trace_in_the_results_fails_the_gate():
@@ -247,12 +260,18 @@ def test_asv_failure_without_a_trace_in_the_results_fails_the_gate():
 
 def test_nothing_compared_is_not_a_pass():
     nan = math.nan
-    table = compare(_results("a" * 40, [[1.0]], [nan]), _results("b" * 40, [[1.0]], [nan]))
-    assert _status(table[table.verdict == "x"]) == 2  # every cell skipped or none selected
+    skipped = _results("a" * 40, [[1.0]], [nan]), _results("b" * 40, [[1.0]], [nan])
+    assert list(compare(*skipped).benchmark) == [TIME]  # the memory cell, skipped at both, is left out
+    nothing = compare(*skipped, include="no such benchmark")
+    assert nothing.empty and _status(nothing) == 2
+    counted = callgrind_rows({"tiling, example, forward": (1000, 1000)})
+    assert _status(pd.concat([nothing, counted])) == 2  # instruction counts alone are not the gate
 
 
 def test_a_failed_instruction_count_is_a_failure_at_the_revision_that_failed():
     rows = callgrind_rows({"tiling, example, forward": (1000, None), "gather, example, forward": (None, 1000)})
     verdicts = dict(zip(rows.params, zip(rows.verdict, rows.failed_at)))
     assert verdicts == {"tiling, example, forward": ("failed", "head"), "gather, example, forward": ("fixed", "base")}
-    assert _status(rows) == 2 and "failed" in format_table(rows)
+    assert _status(pd.concat([_unchanged_cells(), rows])) == 2
+    line = next(line for line in format_table(rows).splitlines() if "tiling" in line)
+    assert "1,000 instr" in line and line.count("failed") == 2 and line.rstrip().endswith("head"), line
