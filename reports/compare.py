@@ -307,7 +307,7 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
     cell keeps no samples, so a round lost at HEAD can leave no trace in the results. asv's status does not say
     which revision failed, so a failure at BASE (rows ``fixed``) cannot rule one out at HEAD: the gate fails
     closed, and says so."""
-    failed_at = table.failed_at.fillna("") if "failed_at" in table else pd.Series("", index=table.index)
+    failed_at = table.failed_at.fillna("")
     if (table["mode"] != "callgrind").sum() == 0:
         return 2, "FAIL: no benchmark cell was compared (all skipped or none selected)"
     if failed_at.isin(["head", "both"]).any():
@@ -324,7 +324,7 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
 
 def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
     """The rows a reviewer needs (changes and failures), with units."""
-    failed_at = table.failed_at.fillna("") if "failed_at" in table else pd.Series("", index=table.index)
+    failed_at = table.failed_at.fillna("")
     shown = table[(table.verdict != "unchanged") | failed_at.astype(bool)] if only_changed else table
     if shown.empty:
         return "no benchmark changed beyond its threshold; none failed"
