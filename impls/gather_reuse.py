@@ -8,15 +8,25 @@ out=buffer)``. The benchmarks show ``gather`` and ``gather_reuse`` side by side 
 
 from __future__ import annotations
 
+import torch
+
 from impls.gather import unfold_into
-from impls.output_reuse import reusing
+from impls.geometry import Geometry
+from impls.output_reuse import OutputCache
 from impls.strategy import Strategy
+
+_outputs = OutputCache()
+
+
+def _gather_reuse_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    return unfold_into(input, geometry, out=_outputs.get(input, geometry))
+
 
 unfold = Strategy(
     name="gather_reuse",
     description="gather into one cached output buffer: a call OVERWRITES the previous same-shape result",
     spatial_dims=(1, 2, 3),
     devices=("cpu", "cuda"),
-    implementation=reusing(unfold_into),
+    implementation=_gather_reuse_unfold,
     reuses_output=True,
 )

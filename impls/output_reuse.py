@@ -15,8 +15,6 @@ later call has overwritten raises (``modified inplace``) instead of using change
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from impls.geometry import Geometry
@@ -51,14 +49,3 @@ class OutputCache:
             self._buffer.clear()
             self._buffer[key] = like.new_empty(geometry.output_shape)
         return self._buffer[key]
-
-
-def reusing(unfold_into: Callable[..., torch.Tensor]) -> Callable[[torch.Tensor, Geometry], torch.Tensor]:
-    """A strategy implementation that calls ``unfold_into(input, geometry, out=buffer)`` with a buffer from
-    its own ``OutputCache``: what a ``*_reuse`` strategy is, given its writer."""
-    outputs = OutputCache()
-
-    def implementation(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        return unfold_into(input, geometry, out=outputs.get(input, geometry))
-
-    return implementation
