@@ -69,8 +69,10 @@ class Strategy:
         known_defects: device/dtype combinations refused because the strategy is wrong there.
         reuses_output: True when the strategy returns the same buffer again for a later call of the same shape
             (so the later call overwrites the earlier result); the memory benchmarks charge it the buffer.
-        compiles: True when the first call with a new shape compiles code (``torch.compile``): the benchmarks
-            make an untimed call first and report the compile time as its own figure.
+        compiles: True when the first call with a new shape compiles code (``torch.compile``, a Triton kernel):
+            the benchmarks make an untimed call first and report the compile time as its own figure.
+        missing_requirement: what this environment lacks for the strategy to run at all (an optional package),
+            or None; such a strategy refuses every input, saying what to install.
     """
 
     name: str
@@ -83,12 +85,15 @@ class Strategy:
     known_defects: tuple[KnownDefect, ...] = ()
     reuses_output: bool = False
     compiles: bool = False
+    missing_requirement: str | None = None
 
     def unsupported_reason(
         self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None
     ) -> str | None:
         """Why this strategy cannot run ``spatial_dims``-d input on ``device`` (in ``dtype``), or None."""
         device_type = torch.device(device).type
+        if self.missing_requirement is not None:
+            return f"strategy {self.name!r} needs {self.missing_requirement}"
         if spatial_dims not in self.spatial_dims:
             return f"strategy {self.name!r} supports spatial dims {self.spatial_dims}, not {spatial_dims}"
         if device_type not in self.devices:

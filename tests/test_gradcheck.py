@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from impls import STRATEGIES
+from impls import TESTED_STRATEGIES
+from tests.helpers import skip_unless_supported
 
 GEOMETRIES = {
     1: [
@@ -21,7 +22,7 @@ GEOMETRIES = {
 }
 CASES = [
     (name, shape, kwargs)
-    for name, strategy in STRATEGIES.items()
+    for name, strategy in TESTED_STRATEGIES.items()
     for dims in strategy.spatial_dims
     for shape, kwargs in GEOMETRIES[dims]
 ]
@@ -29,9 +30,18 @@ CASES = [
 
 @pytest.mark.parametrize("name,shape,kwargs", CASES)
 def test_gradcheck_float64(name, shape, kwargs, device):
+    strategy = TESTED_STRATEGIES[name]
+    skip_unless_supported(strategy, len(shape) - 2, device)
     x = torch.randn(shape, dtype=torch.float64, device=device, requires_grad=True)
-    strategy = STRATEGIES[name]
     if strategy.reuses_output:  # gradcheck keeps earlier outputs, which the next call overwrites: copy them
         assert torch.autograd.gradcheck(lambda t: strategy(t, **kwargs).clone(), (x,))
     else:
         assert torch.autograd.gradcheck(lambda t: strategy(t, **kwargs), (x,))
+
+
+def test_triton_gather_double_backward_is_its_unfold(device):
+    """``triton_gather``'s backward is a function of its own (the fold), whose backward is the unfold again."""
+    strategy = TESTED_STRATEGIES["triton_gather"]
+    skip_unless_supported(strategy, 2, device)
+    x = torch.randn(1, 2, 5, 4, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda t: strategy(t, (3, 2), padding=1, stride=(2, 1)), (x,), fast_mode=True)

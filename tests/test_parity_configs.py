@@ -3,11 +3,11 @@
 import pytest
 
 from benchmarks.configs import configs
-from impls import STRATEGIES
+from impls import TESTED_STRATEGIES
 from tests.helpers import assert_matches_reference
 
 TEST_BATCH_SIZE = 2
-CASES = [(s, c) for s in STRATEGIES.values() for c in configs(batch_size=TEST_BATCH_SIZE)]
+CASES = [(s, c) for s in TESTED_STRATEGIES.values() for c in configs(batch_size=TEST_BATCH_SIZE)]
 
 
 @pytest.mark.parametrize("strategy,config", CASES, ids=[f"{s.name}-{c.name}" for s, c in CASES])

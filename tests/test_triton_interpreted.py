@@ -1,0 +1,48 @@
+"""The Triton kernels checked without a GPU: the suite's own parity tests, run under Triton's interpreter.
+
+With ``TRITON_INTERPRET=1`` Triton runs each program instance of a kernel on CPU tensors through NumPy, and
+``impls.triton_gather`` then declares "cpu", so the parity tests (every config, random problems in every
+dtype and layout), the validation and non-finite tests and a double-backward check run it there. Triton
+reads the variable when the kernels are decorated (import time), hence a pytest process of its own.
+
+Left out: ``test_gradcheck_float64`` (one interpreted launch per output entry: over 2 min here), which the
+configs' gradient check against the float64 reference covers for a linear map; it runs in full on a GPU.
+Not checked here at all: the compiled GPU code itself (code generation, the GPU's integer arithmetic,
+timing), which only a run on a GPU machine checks (``pytest -m cuda``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from benchmarks.configs import configs
+from impls.triton_gather import TRITON_INSTALLED
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ["test_parity_configs", "test_parity_random", "test_validation", "test_caveats", "test_gradcheck"]
+SELECTION = "triton_gather and cpu and not gradcheck_float64"
+
+
+@pytest.mark.skipif(not TRITON_INSTALLED, reason="triton is not installed (the test extra installs it on Linux)")
+def test_triton_gather_passes_the_parity_tests_under_the_interpreter(tmp_path):
+    report = tmp_path / "interpreted.xml"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", SELECTION,
+               f"--junitxml={report}", *(f"tests/{m}.py" for m in MODULES)]  # fmt: skip
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+    cases = ET.parse(report).getroot().iter("testcase")
+    outcomes = {f"{c.get('classname')}::{c.get('name')}": [e.tag for e in c] for c in cases}
+    not_passed = {name: tags for name, tags in outcomes.items() if tags}
+    assert not not_passed, f"skipped or failed under the interpreter: {not_passed}"
+    for module in MODULES:
+        assert any(f".{module}::" in name for name in outcomes), f"no test of {module} ran under the interpreter"
+    for config in configs(batch_size=2):
+        assert any(name.endswith(f"[cpu-triton_gather-{config.name}]") for name in outcomes), config.name
