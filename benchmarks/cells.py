@@ -30,7 +30,7 @@ import torch
 
 from benchmarks.configs import LayerConfig
 from benchmarks.profiles import Profile
-from impls import STRATEGIES, Strategy
+from impls import STRATEGIES, Geometry, Strategy
 from impls.parity import problems, random_grad_output
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
@@ -297,6 +297,28 @@ class Workload:
         synchronize(self.cell.device)
 
 
+def is_pure_reshape(geometry: Geometry) -> bool:
+    """A one-element kernel with stride 1 and no padding: the unfold is the input reshaped (a view can do it)."""
+    return geometry.kernel_numel == 1 and set(geometry.stride) == {1} and set(geometry.padding) == {0}
+
+
+def minimum_bytes_moved(config: LayerConfig, backward: bool) -> int:
+    """The bytes an ideal unfold moves through memory: it reads the input once and writes the output once;
+    with the backward it also reads ``grad_output`` once and writes ``grad_input`` once. Divided by a time it
+    is the achieved bandwidth, to set beside ``copy_``'s (two output sizes, read and written, over its time).
+    0 where the unfold is a pure reshape: a view moves nothing (see ``analytic_minimum_bytes``)."""
+    geometry = config.geometry
+    if is_pure_reshape(geometry):
+        return 0
+    once = (geometry.input_numel + geometry.output_numel) * config.torch_dtype.itemsize
+    return 2 * once if backward else once
+
+
+def copy_bytes_moved(config: LayerConfig) -> int:
+    """The bytes the ``copy_`` roofline moves: an output-sized tensor read and another written."""
+    return 2 * config.geometry.output_numel * config.torch_dtype.itemsize
+
+
 def analytic_minimum_bytes(config: LayerConfig, backward: bool) -> int:
     """The least memory a call can need: its output; with the backward also grad_output and grad_input.
 
@@ -307,8 +329,7 @@ def analytic_minimum_bytes(config: LayerConfig, backward: bool) -> int:
     geometry = config.geometry
     itemsize = config.torch_dtype.itemsize
     output, grad_output, grad_input = geometry.output_numel, geometry.output_numel, geometry.input_numel
-    reshape = geometry.kernel_numel == 1 and set(geometry.stride) == {1} and set(geometry.padding) == {0}
-    if reshape:
+    if is_pure_reshape(geometry):
         output = grad_input = 0
     if not backward:
         return output * itemsize

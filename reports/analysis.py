@@ -12,7 +12,8 @@ Pure pandas, no plotting, so the tests can check every claim the site makes:
 - ``recommend``: the stated rule (``Rule``) applied per config and per device.
 - ``pareto_front``: the strategies no other beats on both time and memory.
 - ``fastest_against_bounds``: per config, the fastest strategy's time over the roofline and its net peak
-  over the analytic minimum; ``floors_against_copy``: the fill and fresh-output floors over the roofline.
+  over the analytic minimum; ``floors_against_copy``: the fill and fresh-output floors over the roofline;
+  ``with_bandwidth``: the fastest's achieved bandwidth beside ``copy_``'s measured one.
 - ``regressions``: asv's own step detection (``asv.step_detect``) on each series across commits.
 """
 
@@ -25,6 +26,9 @@ from types import MappingProxyType
 
 import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
+
+from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved, profile_config
+from benchmarks.profiles import get_profile
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
 # the four figures of a cell: metric -> (short label, unit shown, scale from seconds/bytes, bound metric)
@@ -128,6 +132,28 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
                         "time": best[time_metric], "x_copy": best[f"{time_metric}:x_bound"],
                         "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan)})  # fmt: skip
     return pd.DataFrame(out, columns=columns)
+
+
+def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """``fastest_against_bounds``'s rows (of a ``profile`` run) with the achieved bandwidth: ``gb_per_s``, the
+    least bytes the unfold must move (``benchmarks.cells.minimum_bytes_moved``) over its time; ``copy_gb_per_s``,
+    the bytes ``copy_`` moves over its time in the same run (the machine's measured copy bandwidth); and
+    ``of_copy``, their ratio. NaN where the least is no bytes (a pure reshape, which a view does) and for a
+    config the config table no longer has."""
+    shape = get_profile(profile)
+    gb_per_s, copy_gb_per_s = [], []
+    for row in best.itertuples():
+        try:
+            config = profile_config(shape, row.config)
+        except KeyError:
+            gb_per_s.append(math.nan)
+            copy_gb_per_s.append(math.nan)
+            continue
+        moved = minimum_bytes_moved(config, backward=row.metric == "time_forward_backward")
+        gb_per_s.append(_ratio(moved / 1e9, row.time) if moved else math.nan)  # a view moves nothing
+        copy_gb_per_s.append(_ratio(copy_bytes_moved(config) / 1e9, _ratio(row.time, row.x_copy)))
+    out = best.assign(gb_per_s=gb_per_s, copy_gb_per_s=copy_gb_per_s)
+    return out.assign(of_copy=[_ratio(a, b) for a, b in zip(out.gb_per_s, out.copy_gb_per_s)])
 
 
 def floors_against_copy(run_table: pd.DataFrame, device: str) -> pd.DataFrame:

@@ -15,6 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved
+from benchmarks.configs import configs
+from benchmarks.profiles import get_profile
 from reports import analysis, figures
 from reports.results import COLUMNS, load_results
 from reports.site import PAGES, PLOTLY_JS, build_site
@@ -257,3 +260,36 @@ def test_summary_prints_each_environment_of_a_commit_apart(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "environment fixture-env" in out and "environment second-env" in out
     assert out.count("Physics checks") == 2
+
+
+def test_bytes_moved_are_input_read_and_output_written_worked_by_hand():
+    conv2 = next(c for c in configs(batch_size=1) if c.name == "allcnnc-conv2")  # 96 x 32 x 32, 3x3, pad 1
+    input_bytes, output_bytes = 96 * 32 * 32 * 4, 96 * 9 * 32 * 32 * 4  # float32
+    assert minimum_bytes_moved(conv2, backward=False) == input_bytes + output_bytes
+    assert minimum_bytes_moved(conv2, backward=True) == 2 * (input_bytes + output_bytes)
+    assert copy_bytes_moved(conv2) == 2 * output_bytes
+
+
+def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
+    best = pd.DataFrame({"config": ["allcnnc-conv2", "allcnnc-conv2", "gone-config"],
+                         "metric": ["time_forward", "time_forward_backward", "time_forward"],
+                         "strategy": ["a", "b", "c"], "time": [0.010, 0.040, 0.010], "x_copy": [2.0, 8.0, 1.0],
+                         "peak_x_minimum": [1.0, 1.0, 1.0]})  # fmt: skip
+    rows = analysis.with_bandwidth(best, "quick")
+    batch = get_profile("quick").batch_cap  # conv2 runs at 256, capped
+    output_bytes, input_bytes = batch * 96 * 9 * 1024 * 4, batch * 96 * 1024 * 4
+    copy_gb_per_s = 2 * output_bytes / 0.005 / 1e9  # copy_ took 0.010 s / 2.0 (and 0.040 s / 8.0)
+    assert rows.gb_per_s[0] == pytest.approx((input_bytes + output_bytes) / 0.010 / 1e9)
+    assert rows.gb_per_s[1] == pytest.approx(2 * (input_bytes + output_bytes) / 0.040 / 1e9)
+    assert list(rows.copy_gb_per_s[:2]) == pytest.approx([copy_gb_per_s, copy_gb_per_s])
+    assert rows.of_copy[0] == pytest.approx(rows.gb_per_s[0] / copy_gb_per_s)
+    assert rows[rows.config == "gone-config"][["gb_per_s", "copy_gb_per_s", "of_copy"]].isna().all(axis=None)
+
+
+def test_a_pure_reshape_moves_no_bytes_so_has_no_bandwidth():
+    conv8 = next(c for c in configs(batch_size=1) if c.name == "allcnnc-conv8")  # 1x1 kernel, stride 1, no pad
+    assert minimum_bytes_moved(conv8, backward=False) == 0 == minimum_bytes_moved(conv8, backward=True)
+    best = pd.DataFrame({"config": ["allcnnc-conv8"], "metric": ["time_forward"], "strategy": ["as_strided"],
+                         "time": [1e-5], "x_copy": [0.1], "peak_x_minimum": [math.nan]})  # fmt: skip
+    row = analysis.with_bandwidth(best, "quick").iloc[0]
+    assert math.isnan(row.gb_per_s) and math.isnan(row.of_copy) and row.copy_gb_per_s > 0
