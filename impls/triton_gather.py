@@ -27,11 +27,12 @@ pass on a GPU machine first, so the registry keeps the strategy in ``UNVERIFIED`
 until a session with a GPU runs the suite there. The block size and warp count are first guesses, untuned.
 
 Layout: the kernels index a contiguous input (and output gradient); another layout is copied first.
+Kernel size: the loop over offsets is unrolled, so a very large kernel (hundreds of offsets) compiles slowly.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import os
 
 import torch
@@ -39,13 +40,16 @@ import torch
 from impls.geometry import Geometry
 from impls.strategy import Strategy
 
-TRITON_INSTALLED = importlib.util.find_spec("triton") is not None
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # optional: Linux wheels only
+    triton = None
+TRITON_INSTALLED = triton is not None
 # Triton reads the variable when a kernel is decorated (import time); so does this module.
 INTERPRETED = TRITON_INSTALLED and os.environ.get("TRITON_INTERPRET") == "1"
 
 if TRITON_INSTALLED:
-    import triton
-    import triton.language as tl
 
     @triton.jit
     def _unfold_kernel(
@@ -56,10 +60,10 @@ if TRITON_INSTALLED:
         P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr,  # padding
         T0: tl.constexpr, T1: tl.constexpr, T2: tl.constexpr,  # stride
         O0: tl.constexpr, O1: tl.constexpr, O2: tl.constexpr,  # windows per dim
-        BLOCK: tl.constexpr,
+        INDEX: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
     ):  # fmt: skip
-        nc = tl.program_id(0)
-        o = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        nc = tl.program_id(0) // BLOCKS  # program ids: (n, c) times BLOCKS blocks of windows
+        o = (tl.program_id(0) % BLOCKS) * BLOCK + tl.arange(0, BLOCK).to(INDEX)
         in_row = o < O0 * O1 * O2
         corner0 = (o // (O1 * O2)) * T0 - P0  # the window's first input position per dim (may be padding)
         corner1 = ((o // O2) % O1) * T1 - P1
@@ -88,10 +92,10 @@ if TRITON_INSTALLED:
         P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr,
         T0: tl.constexpr, T1: tl.constexpr, T2: tl.constexpr,
         O0: tl.constexpr, O1: tl.constexpr, O2: tl.constexpr,
-        ACCUMULATOR: tl.constexpr, BLOCK: tl.constexpr,
+        ACCUMULATOR: tl.constexpr, INDEX: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
     ):  # fmt: skip
-        nc = tl.program_id(0)
-        x = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        nc = tl.program_id(0) // BLOCKS  # program ids: (n, c) times BLOCKS blocks of input positions
+        x = (tl.program_id(0) % BLOCKS) * BLOCK + tl.arange(0, BLOCK).to(INDEX)
         in_row = x < S0 * S1 * S2
         x0 = x // (S1 * S2)
         x1 = (x // S2) % S1
@@ -131,19 +135,36 @@ def _geometry_args(g: Geometry) -> tuple[int, ...]:
     )
 
 
-def _block_and_warps(length: int) -> tuple[int, int]:
-    """A power-of-two block covering ``length`` up to 1024 elements, and 1 to 8 warps for it (untuned)."""
+def _launch(kernel, length: int, g: Geometry, *tensors: torch.Tensor, **constants) -> None:
+    """Run ``kernel`` over ``(n, c)`` x blocks of ``length`` positions, all on axis 0 of the grid (up to 2**31 - 1
+    programs; axis 1 would stop at 65535 blocks), on the tensors' GPU (Triton launches on the current one).
+
+    Block: a power of two covering ``length``, 16 to 1024 elements, with 1 to 8 warps (untuned first guesses).
+    Index arithmetic is int32 unless a position, offset or bound of the geometry can reach 2**31 (huge
+    padding, stride or dilation, or a huge row), where it is int64 (slower on a GPU, so not the default).
+    """
     block = min(1024, max(16, triton.next_power_of_2(length)))
-    return block, max(1, min(8, block // 128))
+    blocks = triton.cdiv(length, block)
+    extents = [
+        size + stride * windows + pad + kernel * dilation
+        for size, stride, windows, pad, kernel, dilation in zip(
+            g.spatial_size, g.stride, g.output_size, g.padding, g.kernel_size, g.dilation
+        )
+    ]
+    wide = max(*extents, g.input_numel // (g.batch_size * g.channels), g.num_patches, blocks * block) >= 2**31 - 1
+    device = torch.cuda.device(tensors[0].device) if tensors[0].is_cuda else contextlib.nullcontext()
+    with device:
+        kernel[(g.batch_size * g.channels * blocks,)](
+            *tensors, *_geometry_args(g), **constants, INDEX=tl.int64 if wide else tl.int32, BLOCKS=blocks,
+            BLOCK=block, num_warps=max(1, min(8, block // 128)),
+        )  # fmt: skip
 
 
 def _unfold(input: torch.Tensor, g: Geometry) -> torch.Tensor:
     out = input.new_empty(g.output_shape)
     if out.numel() == 0:
         return out
-    block, warps = _block_and_warps(g.num_patches)
-    grid = (g.batch_size * g.channels, triton.cdiv(g.num_patches, block))
-    _unfold_kernel[grid](input.contiguous(), out, *_geometry_args(g), BLOCK=block, num_warps=warps)
+    _launch(_unfold_kernel, g.num_patches, g, input.contiguous(), out)
     return out
 
 
@@ -153,14 +174,9 @@ def _fold(grad_output: torch.Tensor, g: Geometry) -> torch.Tensor:
         return grad_input
     if grad_output.numel() == 0:  # no windows (cannot happen for a valid geometry, kept for safety)
         return grad_input.zero_()
-    positions = grad_input[0, 0].numel()
-    block, warps = _block_and_warps(positions)
-    grid = (g.batch_size * g.channels, triton.cdiv(positions, block))
     accumulator = tl.float64 if grad_output.dtype == torch.float64 else tl.float32
-    _fold_kernel[grid](
-        grad_output.contiguous(), grad_input, *_geometry_args(g), ACCUMULATOR=accumulator, BLOCK=block,
-        num_warps=warps,
-    )  # fmt: skip
+    positions = g.input_numel // (g.batch_size * g.channels)
+    _launch(_fold_kernel, positions, g, grad_output.contiguous(), grad_input, ACCUMULATOR=accumulator)
     return grad_input
 
 

@@ -1,8 +1,9 @@
 """The Triton kernels checked without a GPU: the suite's own parity tests, run under Triton's interpreter.
 
 With ``TRITON_INTERPRET=1`` Triton runs each program instance of a kernel on CPU tensors through NumPy, and
-``impls.triton_gather`` then declares "cpu", so the parity tests (every config, random problems in every
-dtype and layout), the validation and non-finite tests and a double-backward check run it there. Triton
+``impls.triton_gather`` then declares "cpu", so the parity tests (every config; random problems drawn across
+dims, dtypes and layouts), the validation, int64-indexing and non-finite tests and a double-backward check
+run it there. Triton
 reads the variable when the kernels are decorated (import time), hence a pytest process of its own.
 
 Left out: ``test_gradcheck_float64`` (one interpreted launch per output entry: over 2 min here), which the

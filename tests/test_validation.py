@@ -84,6 +84,8 @@ def test_unsupported_spatial_dims_are_refused_by_name(name, dims):
 
 @pytest.mark.parametrize("name", list(TESTED_STRATEGIES))
 def test_unsupported_device_is_refused_by_name(name):
+    if TESTED_STRATEGIES[name].missing_requirement:
+        pytest.skip(f"{name} refuses every input here: it needs {TESTED_STRATEGIES[name].missing_requirement}")
     cuda_only = dataclasses.replace(TESTED_STRATEGIES[name], devices=("cuda",))
     with pytest.raises(ValueError, match=r"devices \('cuda',\), not 'cpu'"):
         cuda_only(torch.zeros(2, 3, 5, 5), 3)
@@ -109,3 +111,22 @@ def test_large_valid_stride_gives_one_window(name, device):
     x = torch.randn(2, 3, 5, 5, device=device)
     expected = reference_unfold(x, 3, stride=2**31 - 1)
     assert TESTED_STRATEGIES[name](x, 3, stride=2**31 - 1).equal(expected)
+
+
+def test_triton_gather_index_arithmetic_past_int32(device):
+    """Positions and bounds of 2**31 and more (huge padding, stride, dilation) switch the Triton kernels to
+    int64 indexing; worked by hand, since the reference would materialise the padding."""
+    strategy = TESTED_STRATEGIES["triton_gather"]
+    skip_unless_supported(strategy, 1, device)
+    # 1x1 kernel, 2**31 - 4 zeros each side, stride 2**30: windows start at 0, 2**30, 2**31 (input 4), 3 * 2**30
+    x = torch.arange(8.0, device=device).reshape(1, 1, 8).requires_grad_()
+    out = strategy(x, 1, padding=2**31 - 4, stride=2**30)
+    assert out.tolist() == [[[0.0, 0.0, 4.0, 0.0]]]
+    (grad,) = torch.autograd.grad(out, x, torch.ones_like(out))
+    assert grad.tolist() == [[[0.0] * 4 + [1.0] + [0.0] * 3]]
+    # kernel 3 dilated by 2**30 with padding 2**30: only the middle offset reads the input, window o reads x[o]
+    x = torch.tensor([[[1.0, 2.0, 3.0]]], device=device, requires_grad=True)
+    out = strategy(x, 3, dilation=2**30, padding=2**30)
+    assert out.tolist() == [[[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]]
+    (grad,) = torch.autograd.grad(out, x, torch.ones_like(out))
+    assert grad.tolist() == [[[1.0, 1.0, 1.0]]]
