@@ -2,9 +2,10 @@
 
 ``track_compile_seconds`` is the wall time of the first forward-backward call of a fresh process with
 Dynamo's state reset and Inductor's caches off (``force_disable_caches``): what a user pays once per
-shape, dtype and layout on a machine that never compiled it (it includes one call, which is milliseconds
-against seconds). The timed benchmarks (``benchmarks.unfold``) make their compiling calls in setup, so
-their figures are the compiled code alone. Params are the compiling strategies x configs x devices,
+shape, dtype and layout on a machine that never compiled it (Triton's on-disk kernel cache, from which a
+Triton strategy's kernels would otherwise be loaded, points at an empty directory). It includes one call,
+which is milliseconds against seconds. The timed benchmarks (``benchmarks.unfold``) make their compiling
+calls in setup, so their figures are the compiled code alone. Params are the compiling strategies x configs x devices,
 identical on every machine; a CUDA cell without a GPU is skipped in setup. The correctness gate is not run
 here: a compile time is a cost, not a figure that a wrong answer could flatter, and the timed suite gates
 the same cells.
@@ -12,7 +13,10 @@ the same cells.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
+from unittest import mock
 
 from benchmarks.cells import DEVICES, Cell, Workload, synchronize, use_exact_float32
 from benchmarks.profiles import FULL, QUICK, Profile
@@ -40,7 +44,11 @@ class _CompileTimeSuite:
         import torch._inductor.config
 
         torch._dynamo.reset()
-        with torch._inductor.config.patch(force_disable_caches=True):
+        with (
+            tempfile.TemporaryDirectory() as empty,
+            mock.patch.dict(os.environ, {"TRITON_CACHE_DIR": empty}),  # Triton reads it when it compiles
+            torch._inductor.config.patch(force_disable_caches=True),
+        ):
             start = time.perf_counter()
             self.workload.forward_backward()
             synchronize(device)

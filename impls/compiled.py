@@ -13,10 +13,10 @@ interior. Eagerly that would materialise K padded tensors; Inductor fuses the su
 loop over the input gradient that gathers, for each input element, the K values of the windows that touch
 it (masked loads, no atomics, no index tensors).
 
-Backward, stride > 1: the same sum one phase ``x mod s`` at a time (``_strided_gradient_expression``), since
-only the offsets with ``(x + p - j d) mod s = 0`` read a phase; each phase sums contiguous shifted slots and
-the phases are interleaved. (Placing zero-inserted slots instead made every position load all K offsets
-through a mask: 214 ms against 97 ms for conv3's backward at batch 256 on the 2-core AMD VM.)
+Backward, stride > 1: the same, except along the innermost dim, which is summed one phase ``x mod s`` at a
+time (``_strided_gradient_expression``): only the offsets with ``(x + p - j d) mod s = 0`` read a phase, as
+contiguous shifted slots, and the phases are interleaved by a stack that Inductor writes straight into the
+gradient. (Zero-inserted slots in the innermost dim made every position load all K offsets through a mask.)
 
 Compilation: once per geometry, dtype and layout (``dynamic=False``: sizes are constants, so each kernel is
 static and specialised; about 2 to 5 s for forward plus backward on the 2-core CPU). Dynamic shapes would
@@ -82,41 +82,52 @@ def _gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tu
 
 def _strided_gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple,
                                  stride: tuple, spatial: tuple) -> torch.Tensor:  # fmt: skip
-    """The input gradient for a stride > 1, one phase at a time.
+    """The input gradient for a stride > 1: the outer spatial dims as for stride 1 (slots zero-inserted for the
+    stride, placed, cropped), the innermost dim one phase at a time.
 
-    Input position ``x = m s + r`` (phase ``r`` in ``[0, s)``) is read through offset ``j`` only if
-    ``q = (r + p - j d) / s`` is an integer, and then by window ``o = m + q``. So phase ``r``'s gradient is the
-    sum, over those offsets, of slot ``j`` shifted by ``q`` (zeros where ``m + q`` leaves ``[0, O)``): contiguous
-    slices, no zero-inserted slots whose masked loads are wasted (the sum over all K offsets at every
-    position, which conv3's backward measured at 214 ms against 97 ms this way and native's 92 ms, batch 256).
-    The phases are stacked and interleaved (``(M, s)`` per dim, reshaped to ``M s`` and cropped to the size).
+    Along the innermost dim, position ``x = m s + r`` (phase ``r`` in ``[0, s)``) is read through offset ``j``
+    only if ``q = (r + p - j d) / s`` is an integer, and then by window ``o = m + q``. So phase ``r``'s gradient
+    sums, over those offsets only, slot ``j`` shifted by ``q`` (zeros where ``m + q`` leaves ``[0, O)``):
+    contiguous loads, where a zero-inserted innermost dim made every position load all K offsets through a
+    mask with a halved index (conv3's backward at batch 256 on the 2-core AMD VM: 214 ms that way). The
+    phases are stacked along a new last dim, which Inductor writes straight into the gradient's buffer:
+    ``(..., M, s)`` is ``(..., M s)``, so interleaving costs no copy when the size is a multiple of ``s``.
     """
     n = len(kernel)
     windows = grad_slotted.shape[2 + n :]
-    per_phase = [-(-size // step) for size, step in zip(spatial, stride)]  # M: ceil(size / stride)
+    padded = [size + 2 * p for size, p in zip(spatial, padding)]
+    per_phase = -(-spatial[-1] // stride[-1])  # M: ceil(size / stride) positions per innermost phase
     every = (slice(None), slice(None))
     phases = []
-    for phase in itertools.product(*(range(step) for step in stride)):
+    for phase in range(stride[-1]):
         total = None
         for offset in itertools.product(*(range(k) for k in kernel)):
-            shifts = [phase[i] + padding[i] - offset[i] * dilation[i] for i in range(n)]
-            if any(shift % step for shift, step in zip(shifts, stride)):
+            shift = phase + padding[-1] - offset[-1] * dilation[-1]
+            if shift % stride[-1]:
                 continue  # this offset never reads this phase
-            q = [shift // step for shift, step in zip(shifts, stride)]
-            first = [max(0, -q[i]) for i in range(n)]  # the phase's m range that lands on a window
-            last = [min(per_phase[i], windows[i] - q[i]) for i in range(n)]
-            if any(lo >= hi for lo, hi in zip(first, last)):
+            q = shift // stride[-1]
+            first, last = max(0, -q), min(per_phase, windows[-1] - q)  # the phase's m that land on a window
+            if first >= last:
                 continue
-            slot = grad_slotted[(*every, *offset, *(slice(lo + qi, hi + qi) for lo, hi, qi in zip(first, last, q)))]
-            placed = F.pad(slot, _spatial_pads(first, [m - hi for m, hi in zip(per_phase, last)]))
+            slot = grad_slotted[(*every, *offset, *(slice(None),) * (n - 1), slice(first + q, last + q))]
+            slot = F.pad(slot, [first, per_phase - last])  # (N, C, *O_outer, M)
+            for i in range(n - 1):
+                if stride[i] > 1:  # put the windows stride[i] apart, zeros between
+                    shape = list(slot.shape)
+                    shape[2 + i] = (windows[i] - 1) * stride[i] + 1
+                    slot = slot.new_zeros(shape).slice_scatter(slot, 2 + i, 0, None, stride[i])
+            low = [offset[i] * dilation[i] for i in range(n - 1)]
+            high = [padded[i] - low[i] - slot.shape[2 + i] for i in range(n - 1)]
+            placed = F.pad(slot, [0, 0, *_spatial_pads(low, high)])
             total = placed if total is None else total + placed
+        outer = [slice(p, p + size) for p, size in zip(padding[:-1], spatial[:-1])]
         if total is None:  # no offset reads this phase (a stride larger than the kernel's span)
-            total = grad_slotted.new_zeros(*grad_slotted.shape[:2], *per_phase)
+            total = grad_slotted.new_zeros(*grad_slotted.shape[:2], *spatial[:-1], per_phase)
+        else:
+            total = total[(*every, *outer, slice(None))]
         phases.append(total)
-    stacked = torch.stack(phases, 2).reshape(*grad_slotted.shape[:2], *stride, *per_phase)
-    interleaved = stacked.permute(0, 1, *(d for i in range(n) for d in (2 + n + i, 2 + i)))
-    full = interleaved.reshape(*grad_slotted.shape[:2], *(m * step for m, step in zip(per_phase, stride)))
-    return full[(*every, *(slice(0, size) for size in spatial))].contiguous()
+    interleaved = torch.stack(phases, -1).reshape(*grad_slotted.shape[:2], *spatial[:-1], per_phase * stride[-1])
+    return interleaved[..., : spatial[-1]].contiguous()
 
 
 # Inductor stores a pointwise result with many reads or ops in a buffer of its own; the backward's sum of K
