@@ -140,11 +140,11 @@ def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
     the bytes ``copy_`` moves over its time in the same run (the machine's measured copy bandwidth); and
     ``of_copy``, their ratio. NaN where the least is no bytes (a pure reshape, which a view does) and for a
     config the config table no longer has."""
-    shape = get_profile(profile)
+    sizes = get_profile(profile)  # the profile's batch sizes
     gb_per_s, copy_gb_per_s = [], []
     for row in best.itertuples():
         try:
-            config = profile_config(shape, row.config)
+            config = profile_config(sizes, row.config)
         except KeyError:
             gb_per_s.append(math.nan)
             copy_gb_per_s.append(math.nan)
