@@ -7,8 +7,11 @@ After zero-padding (a copy of the input, skipped when padding is 0), the view
 is built with ``torch.as_strided``: shape ``(N, C, *O, *k)``, strides ``(t_N, t_C, *(t_i s_i), *(t_i d_i))``
 where ``t`` are the padded tensor's own strides (so non-contiguous and channels_last input need no copy
 either). Windows overlap, so the view shares memory and costs nothing. Permuting it to
-``(N, C, *k, *O)`` and reshaping to ``(N, C*K, L)`` cannot be a view: that reshape is the one copy that
-writes the output.
+``(N, C, *k, *O)`` and copying it once in that order (``clone`` in contiguous format, then a free ``view`` to
+``(N, C*K, L)``) writes the output. The copy is explicit because a ``reshape`` would be a view wherever it can
+be, and it can where no window overlaps another and the windows tile the input in order (a one-element kernel
+with stride 1, or one window covering the whole input): the result would then be the input itself, so
+writing into it would write the input, unlike ``F.unfold`` (and, for channels_last input, not contiguous).
 
 Backward goes through autograd's generic ``as_strided`` backward, which must handle overlapping windows
 in any geometry and so works on the whole underlying storage rather than on the unfold's structure.
@@ -38,12 +41,12 @@ def _as_strided_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
     )
     n = g.spatial_dims
     kernel_first = windows.permute(0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
-    return kernel_first.reshape(g.output_shape)
+    return kernel_first.clone(memory_format=torch.contiguous_format).view(g.output_shape)
 
 
 unfold = Strategy(
     name="as_strided",
-    description="torch.as_strided sliding-window view, materialised by one reshape copy",
+    description="torch.as_strided sliding-window view, materialised by one copy",
     spatial_dims=(1, 2, 3),
     devices=("cpu", "cuda"),
     implementation=_as_strided_unfold,

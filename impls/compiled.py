@@ -19,11 +19,11 @@ contiguous shifted slots, and the phases are interleaved by a stack that Inducto
 gradient. (Zero-inserted slots in the innermost dim made every position load all K offsets through a mask.)
 
 Compilation: once per geometry, dtype and layout (``dynamic=False``: sizes are constants, so each kernel is
-static and specialised; about 2 to 5 s for forward plus backward on the 2-core CPU). Dynamic shapes would
-compile fewer kernels over many geometries, but Inductor's symbolic path failed on a 3-d float16 geometry
-in torch 2.13 (``InductorError: Exponent must be non-negative``); a benchmark process sees one geometry
-anyway. ``compiles=True`` in the registry makes the benchmarks call it once in setup and report the compile
-time on its own (``benchmarks.compile_time``).
+static and specialised; cold, forward plus backward, 9.7 to 18.5 s per geometry in the committed full runs on
+the 2-core CPU). Dynamic shapes would compile fewer kernels over many geometries, but Inductor's symbolic path
+failed on a 3-d float16 geometry in torch 2.13 (``InductorError: Exponent must be non-negative``); a benchmark
+process sees one geometry anyway. ``compiles=True`` in the registry makes the benchmarks call it once in setup
+and report the compile time on its own (``benchmarks.compile_time``).
 
 ``unfold_into(..., out=buffer)`` compiles a second forward that stores into ``buffer`` (an input mutation,
 which Inductor writes in place: no temporary), for the ``compiled_reuse`` strategy.
@@ -60,7 +60,9 @@ def _unfold_expression(x: torch.Tensor, kernel: tuple, dilation: tuple, padding:
     patches = 1
     for size in windows.shape[2 : 2 + n]:
         patches = patches * size
-    return kernel_first.reshape(x.shape[0], -1, patches)
+    # The reshape copies, except for a one-element kernel, where it can be a view (of the padded input, in its
+    # layout: channels_last input would give a non-contiguous output); contiguous() is a no-op otherwise.
+    return kernel_first.reshape(x.shape[0], -1, patches).contiguous()
 
 
 def _gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple,

@@ -2,8 +2,9 @@
 
 ``Tensor.unfold`` and ``torch.as_strided`` both return *views*: they share the input's storage and
 writing through them changes the input (a claim that ``Tensor.unfold`` copies is wrong).
-``torch.nn.functional.unfold`` returns new memory. Every strategy's output is new memory too: the
-contract layout ``(N, C*K, L)`` repeats overlapping entries, which no strided view of the input can hold.
+``torch.nn.functional.unfold`` returns new memory. Every strategy's output is new memory too, as the contract
+says, including where a view could hold it: a one-element kernel, or windows that tile the input without
+overlap (there ``as_strided`` once returned the input itself, reshaped).
 """
 
 import pytest
@@ -42,10 +43,40 @@ def test_F_unfold_returns_new_memory():
     assert x.abs().sum() == 0
 
 
+# Where a reshape of the windows could be a view of the input: a one-element kernel (stride 1, no padding; with
+# dilation too), one window covering the whole input, a kernel covering one whole dim; then a general case.
+NEW_MEMORY_CASES = {
+    "kernel-1": {"kernel_size": 1},
+    "kernel-1-dilated": {"kernel_size": 1, "dilation": 3},
+    "whole-input": {"kernel_size": 4},
+    "whole-row": {"kernel_size": (1, 4)},
+    "kernel-1-padded": {"kernel_size": 1, "padding": 1},
+    "kernel-3": {"kernel_size": 3},
+}
+# unfoldNd reshapes its convolution's channels_last result into a non-contiguous view (README, "Layout").
+NON_CONTIGUOUS_ON_CHANNELS_LAST = {"onehot"}
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("case", list(NEW_MEMORY_CASES))
 @pytest.mark.parametrize("name", list(STRATEGIES))
-def test_strategy_output_is_new_memory(name):
-    x = torch.zeros(1, 1, 4, 4)
-    out = STRATEGIES[name](x, 3)
+def test_strategy_output_is_new_contiguous_memory(name, case, layout):
+    x = torch.zeros(2, 3, 4, 4)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    out = STRATEGIES[name](x, **NEW_MEMORY_CASES[case])
     assert not shares_storage(out, x)
+    if not (layout == "channels_last" and name in NON_CONTIGUOUS_ON_CHANNELS_LAST):
+        assert out.is_contiguous()
     out.fill_(1.0)
     assert x.abs().sum() == 0
+
+
+@pytest.mark.parametrize("spatial_dims", [1, 3])
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_one_element_kernel_output_is_new_memory_in_1d_and_3d(name, spatial_dims):
+    x = torch.zeros(2, 3, *(4,) * spatial_dims)
+    if STRATEGIES[name].unsupported_reason(spatial_dims, "cpu") is not None:
+        pytest.skip(STRATEGIES[name].unsupported_reason(spatial_dims, "cpu"))
+    out = STRATEGIES[name](x, kernel_size=1)
+    assert not shares_storage(out, x) and out.is_contiguous()
