@@ -173,6 +173,8 @@ def parse(
     if input.dtype not in SUPPORTED_DTYPES:
         names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
         raise TypeError(f"input.dtype={input.dtype} is not supported; supported: {names}")
+    if input.layout != torch.strided:  # sparse or mkldnn: each strategy would fail differently, deep inside torch
+        raise TypeError(f"input.layout={input.layout} is not supported; only dense (torch.strided) input is")
     return Geometry.from_shape(input.shape, kernel_size, dilation, padding, stride)
 
 

@@ -22,6 +22,7 @@ BAD_CALLS = [
     ("int-dtype", torch.zeros(2, 3, 5, 5, dtype=torch.int64), {"kernel_size": 1}, TypeError, ["input.dtype", "int64"]),
     ("bool-dtype", torch.zeros(2, 3, 5, 5, dtype=torch.bool), {"kernel_size": 1}, TypeError, ["input.dtype", "bool"]),
     ("complex", torch.zeros(2, 3, 5, 5, dtype=torch.complex64), {"kernel_size": 1}, TypeError, ["input.dtype"]),
+    ("sparse", torch.zeros(2, 3, 5, 5).to_sparse(), {"kernel_size": 1}, TypeError, ["input.layout", "sparse_coo"]),
     ("kernel-0", X4, {"kernel_size": 0}, ValueError, ["kernel_size=0", "positive"]),
     ("kernel-neg", X4, {"kernel_size": (3, -1)}, ValueError, ["kernel_size=(3, -1)"]),
     ("stride-0", X4, {"kernel_size": 3, "stride": 0}, ValueError, ["stride=0"]),
