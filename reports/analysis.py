@@ -118,7 +118,7 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
     """Per config and time metric of ``cell_table``: the fastest ``ok`` strategy, its time over the ``copy_``
     roofline and its net peak over the analytic minimum (how close the suite's best comes to the hardware).
     ``set_aside`` strategies (name -> why) are never the fastest, as in ``recommend``."""
-    columns = ["config", "metric", "strategy", "time", "x_copy", "peak_x_minimum"]
+    columns = ["config", "metric", "strategy", "time", "x_copy", "peak", "peak_x_minimum"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
     out = []
@@ -130,6 +130,7 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
             best = ok.loc[ok[time_metric].idxmin()]
             out.append({"config": config, "metric": time_metric, "strategy": best.strategy,
                         "time": best[time_metric], "x_copy": best[f"{time_metric}:x_bound"],
+                        "peak": best.get(memory_metric, math.nan),
                         "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan)})  # fmt: skip
     return pd.DataFrame(out, columns=columns)
 
@@ -138,8 +139,10 @@ def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
     """``fastest_against_bounds``'s rows (of a ``profile`` run) with the achieved bandwidth: ``gb_per_s``, the
     least bytes the unfold must move (``benchmarks.cells.minimum_bytes_moved``) over its time; ``copy_gb_per_s``,
     the bytes ``copy_`` moves over its time in the same run (the machine's measured copy bandwidth); and
-    ``of_copy``, their ratio. NaN where the least is no bytes (a pure reshape, which a view does) and for a
-    config the config table no longer has."""
+    ``of_copy``, their ratio. NaN for a config the config table no longer has, and where the fastest allocated
+    nothing (``peak`` 0): it returned a view of its input, which moves no bytes. No strategy does since
+    ``as_strided`` copies on a one-element kernel too, but the results committed up to ``f26b0bd`` have such
+    a view on allcnnc-conv8."""
     sizes = get_profile(profile)  # the profile's batch sizes
     gb_per_s, copy_gb_per_s = [], []
     for row in best.itertuples():
@@ -150,7 +153,8 @@ def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
             copy_gb_per_s.append(math.nan)
             continue
         moved = minimum_bytes_moved(config, backward=row.metric == "time_forward_backward")
-        gb_per_s.append(_ratio(moved / 1e9, row.time) if moved else math.nan)  # a view moves nothing
+        returned_a_view = getattr(row, "peak", math.nan) == 0
+        gb_per_s.append(math.nan if returned_a_view else _ratio(moved / 1e9, row.time))
         copy_gb_per_s.append(_ratio(copy_bytes_moved(config) / 1e9, _ratio(row.time, row.x_copy)))
     out = best.assign(gb_per_s=gb_per_s, copy_gb_per_s=copy_gb_per_s)
     return out.assign(of_copy=[_ratio(a, b) for a, b in zip(out.gb_per_s, out.copy_gb_per_s)])

@@ -280,6 +280,10 @@ def test_analytic_minimum():
     conv2 = get_config("allcnnc-conv2")
     assert analytic_minimum_bytes(conv2, backward=False) == 864 * MIB  # 256 x 864 x 1024 float32
     assert analytic_minimum_bytes(conv2, backward=True) == (2 * 864 + 96) * MIB
-    conv8 = get_config("allcnnc-conv8")  # 1x1 kernel, stride 1: the unfold is a reshape
-    assert analytic_minimum_bytes(conv8, backward=False) == 0
-    assert analytic_minimum_bytes(conv8, backward=True) == conv8.geometry.output_numel * 4
+    conv8 = get_config("allcnnc-conv8")  # 1x1 kernel, stride 1: a reshape, but the contract is new memory
+    output_bytes = conv8.geometry.output_numel * 4
+    assert output_bytes == conv8.geometry.input_numel * 4 == 256 * 192 * 36 * 4
+    assert analytic_minimum_bytes(conv8, backward=False) == output_bytes
+    assert analytic_minimum_bytes(conv8, backward=True) == 3 * output_bytes
+    half = get_config("conv4-bfloat16")  # two bytes an element
+    assert analytic_minimum_bytes(half, backward=False) == 2 * get_config("allcnnc-conv4").geometry.output_numel

@@ -286,10 +286,13 @@ def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
     assert rows[rows.config == "gone-config"][["gb_per_s", "copy_gb_per_s", "of_copy"]].isna().all(axis=None)
 
 
-def test_a_pure_reshape_moves_no_bytes_so_has_no_bandwidth():
-    conv8 = next(c for c in configs(batch_size=1) if c.name == "allcnnc-conv8")  # 1x1 kernel, stride 1, no pad
-    assert minimum_bytes_moved(conv8, backward=False) == 0 == minimum_bytes_moved(conv8, backward=True)
-    best = pd.DataFrame({"config": ["allcnnc-conv8"], "metric": ["time_forward"], "strategy": ["as_strided"],
-                         "time": [1e-5], "x_copy": [0.1], "peak_x_minimum": [math.nan]})  # fmt: skip
-    row = analysis.with_bandwidth(best, "quick").iloc[0]
-    assert math.isnan(row.gb_per_s) and math.isnan(row.of_copy) and row.copy_gb_per_s > 0
+def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandwidth():
+    conv8 = next(c for c in get_profile("quick").configs() if c.name == "allcnnc-conv8")  # 1x1, stride 1, no pad
+    once = (conv8.geometry.input_numel + conv8.geometry.output_numel) * 4  # the contract is new memory
+    assert minimum_bytes_moved(conv8, backward=False) == once and minimum_bytes_moved(conv8, backward=True) == 2 * once
+    best = pd.DataFrame({"config": ["allcnnc-conv8"] * 2, "metric": ["time_forward"] * 2,
+                         "strategy": ["as_strided", "compiled"], "time": [1e-5, 1e-3], "x_copy": [0.1, 10.0],
+                         "peak": [0.0, once / 2], "peak_x_minimum": [math.nan, 1.0]})  # fmt: skip
+    view, copy = analysis.with_bandwidth(best, "quick").itertuples()  # a view: results up to f26b0bd
+    assert math.isnan(view.gb_per_s) and math.isnan(view.of_copy) and view.copy_gb_per_s > 0
+    assert copy.gb_per_s == pytest.approx(once / 1e-3 / 1e9)
