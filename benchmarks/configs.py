@@ -9,8 +9,10 @@ conv5 (input 192x16x16, stride 1) is included although the issue's table left it
 from conv6's. conv9 (1x1 on 192x6x6) has exactly conv8's input and kernel, hence the same unfold, and is
 not repeated.
 
-The other rows make the suite's N-d claims benchmarked, not only tested: ``example`` (unfoldNd's example
-configuration), a dilated layer, a 1-d layer (3-d tensor) and a 3-d layer (5-d tensor).
+The other rows make the suite's N-d and half-precision claims benchmarked, not only tested: ``example``
+(unfoldNd's example configuration), a dilated layer, a 1-d layer (3-d tensor), a 3-d layer (5-d tensor), and
+conv4 in bfloat16 and in float16 (conv4: the smallest stride-1 All-CNN-C layer with 96 channels, so the half
+rows stay cheap; on CPU ``onehot`` refuses both dtypes, see its ``known_defects``).
 
 ``LayerConfig.with_batch_size`` scales a row down (quick profiles, tests) without a second table.
 """
@@ -98,6 +100,8 @@ CONFIGS: tuple[LayerConfig, ...] = (
     ),
     LayerConfig("seq1d-conv", (256, 96, 256), 5, stride=1, padding=2, source="a 1-d (sequence) layer"),
     LayerConfig("vol3d-conv", (16, 16, 16, 16, 16), 3, stride=1, padding=1, source="a 3-d (volumetric) layer"),
+    LayerConfig("conv4-bfloat16", (256, 96, 16, 16), 3, 1, 1, dtype="bfloat16", source="allcnnc-conv4 in bfloat16"),
+    LayerConfig("conv4-float16", (256, 96, 16, 16), 3, 1, 1, dtype="float16", source="allcnnc-conv4 in float16"),
 )
 
 CONFIGS_BY_NAME: dict[str, LayerConfig] = {c.name: c for c in CONFIGS}

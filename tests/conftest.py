@@ -8,8 +8,6 @@ import pytest
 import torch
 from hypothesis import settings
 
-from impls import STRATEGIES
-
 # Locally hypothesis draws new examples each run (that is how the known defects in impls/onehot.py were
 # found); CI (CI=true) replays a fixed sequence so a submission's verdict does not depend on luck.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -23,8 +21,6 @@ CUDA = pytest.param(
     marks=[pytest.mark.cuda, pytest.mark.skipif(not CUDA_AVAILABLE, reason="no CUDA device on this machine")],
 )
 DEVICES = ["cpu", CUDA]
-
-STRATEGY_NAMES = list(STRATEGIES)
 
 
 @pytest.fixture(params=DEVICES)

@@ -23,6 +23,7 @@ def test_allcnnc_rows_match_the_issue_table():
         "allcnnc-conv2": ((256, 96, 32, 32), 3, 1, 1),
         "allcnnc-conv3": ((256, 96, 32, 32), 3, 2, 1),
         "allcnnc-conv4": ((256, 96, 16, 16), 3, 1, 1),
+        "allcnnc-conv5": ((256, 192, 16, 16), 3, 1, 1),  # not in the issue's table; its input is conv6's
         "allcnnc-conv6": ((256, 192, 16, 16), 3, 2, 1),
         "allcnnc-conv7": ((256, 192, 8, 8), 3, 1, 0),
         "allcnnc-conv8": ((256, 192, 6, 6), 1, 1, 0),
@@ -40,10 +41,18 @@ def test_allcnnc_conv2_output_is_864_mib_in_float32():
     assert g.output_numel * 4 == 864 * 2**20
 
 
-def test_table_covers_1d_3d_and_dilation():
+def test_table_covers_1d_3d_dilation_and_half_precision():
     assert any(c.spatial_dims == 3 for c in CONFIGS)
     assert any(c.spatial_dims == 1 for c in CONFIGS)
     assert any(c.geometry.dilation != (1,) * c.spatial_dims for c in CONFIGS)
+    assert {"bfloat16", "float16"} <= {c.dtype for c in CONFIGS}
+
+
+@pytest.mark.parametrize("name", ["conv4-bfloat16", "conv4-float16"])
+def test_half_precision_rows_are_conv4_in_that_dtype(name):
+    half, conv4 = get_config(name), get_config("allcnnc-conv4")
+    assert half.torch_dtype.itemsize == 2 and half.make_input().dtype == half.torch_dtype
+    assert (half.input_shape, half.unfold_kwargs()) == (conv4.input_shape, conv4.unfold_kwargs())
 
 
 def test_batch_scaling_changes_only_the_batch():
