@@ -5,6 +5,10 @@ allocator, yet figures depend on all three. asv copies any extra keys of a machi
 ``params`` of every result it saves, so they are added there: ``device_names`` (CPU model and GPU model, or
 "no GPU"), ``torch``, ``torch_threads``, ``allocator``. The machine *name* carries the GPU and the allocator
 variant too, so results from different set-ups never share a directory or a chart line.
+
+The name starts with the host name, except where ``UNFOLD_BENCH_HOST`` says otherwise: a hosted CI runner
+(GitHub Actions) is a fresh VM with a new host name on every job, so without a stable label each run of the
+publish workflow would be a machine of its own and no result would ever have a predecessor to compare with.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import torch
 from benchmarks.allocator import mmap_threshold_setting
 
 THP_VARIABLE = "THP_MEM_ALLOC_ENABLE"
+HOST_VARIABLE = "UNFOLD_BENCH_HOST"
 
 
 def cpu_model() -> str:
@@ -58,8 +63,10 @@ def _slug(text: str) -> str:
 
 
 def machine_name() -> str:
-    """A name that says what measured: host, CPU model and cores, GPU model, and ``-thp`` for the huge-page variant."""
-    parts = [_slug(socket.gethostname())[:24] or "host", _slug(cpu_model())[:32], f"{os.cpu_count()}cpu"]
+    """A name that says what measured: host (or ``UNFOLD_BENCH_HOST``), CPU model and cores, GPU model, and
+    ``-thp`` for the huge-page variant."""
+    host = os.environ.get(HOST_VARIABLE) or socket.gethostname()
+    parts = [_slug(host)[:24] or "host", _slug(cpu_model())[:32], f"{os.cpu_count()}cpu"]
     gpu = gpu_model()
     parts.append(_slug(gpu) if gpu else "nogpu")
     if os.environ.get(THP_VARIABLE) == "1":

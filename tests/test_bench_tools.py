@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.cells import DEVICES
 from benchmarks.configs import CONFIGS
-from benchmarks.machine import THP_VARIABLE, machine_info, machine_name
+from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
 from impls import STRATEGIES
 from reports.summary import physics_problems, summary_tables
 
@@ -97,6 +97,16 @@ def test_machine_entry_names_the_devices_and_the_allocator_variant(monkeypatch):
     assert info["torch_version"] and "GPU:" in info["device_names"] and THP_VARIABLE in info["allocator"]
     monkeypatch.setenv(THP_VARIABLE, "1")
     assert machine_name().endswith("-thp") and "huge pages" in machine_info()["allocator"]
+
+
+def test_a_stable_host_label_replaces_the_host_name(monkeypatch):
+    monkeypatch.delenv(THP_VARIABLE, raising=False)
+    monkeypatch.setenv(HOST_VARIABLE, "GitHub hosted")
+    labelled = machine_name()
+    assert labelled.startswith("github-hosted-")
+    monkeypatch.delenv(HOST_VARIABLE)
+    by_host = machine_name()
+    assert by_host != labelled and by_host.endswith(labelled.removeprefix("github-hosted"))  # CPU, cores, GPU kept
 
 
 def _row(suite: str, metric: str, value: float | None, strategy: str | None = None, status: str = "ok") -> dict:
