@@ -22,12 +22,12 @@ from reports.results import load_results
 from reports.set_aside import SET_ASIDE
 
 MIB = 2**20
-# metric -> (column label, scale to the shown unit, bound metric, bound's ratio label)
+# metric -> (column label, scale to the shown unit, the bound's ratio label); the ratios are cell_table's
 _COLUMNS = {
-    "time_forward": ("forward ms", 1e3, "time_copy", "xcopy"),
-    "time_forward_backward": ("fwd+bwd ms", 1e3, "time_copy", "xcopy"),
-    "track_net_peak_forward": ("forward MiB", 1 / MIB, "track_min_peak_forward", "xmin"),
-    "track_net_peak_forward_backward": ("fwd+bwd MiB", 1 / MIB, "track_min_peak_forward_backward", "xmin"),
+    "time_forward": ("forward ms", 1e3, "xcopy"),
+    "time_forward_backward": ("fwd+bwd ms", 1e3, "xcopy"),
+    "track_net_peak_forward": ("forward MiB", 1 / MIB, "xmin"),
+    "track_net_peak_forward_backward": ("fwd+bwd MiB", 1 / MIB, "xmin"),
 }
 LEGEND = (
     "xnat: ratio to native on the same config; xcopy: ratio to copy_ of the output's size (roofline); "
@@ -39,33 +39,26 @@ def _format(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
 
 
-def _ratio(value: float, reference: float | None) -> str:
-    if reference is None or reference != reference or reference <= 0:
-        return "-"
-    return f"{value / reference:.2f}"
+def _ratio(ratio: float) -> str:
+    return "-" if pd.isna(ratio) else f"{ratio:.2f}"  # no reference figure, or a bound of 0
 
 
 def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Per device, the summary table of one machine/profile/commit slice of ``load_results``."""
+    """Per device, the summary table of one machine/profile/commit slice of ``load_results``: the figures and
+    ratios of ``analysis.cell_table``, formatted (cells skipped for every metric are not rows)."""
     out = {}
-    for device, rows in table.groupby("device", sort=False):
-        bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
-        cells = rows[rows.suite == "unfold"]
-        natives = cells[cells.strategy == "native"].set_index(["config", "metric"])["value"]
+    for device in table.device.dropna().unique():
         lines = []
-        for (config, strategy), cell in cells.groupby(["config", "strategy"], sort=False):
-            if (cell.status == "skipped").all():
-                continue  # listed with its reason below the tables, not as a row of "skipped"
-            line = {("", "config"): config, ("", "strategy"): strategy}
-            by_metric = cell.set_index("metric")
-            for metric, (label, scale, bound_metric, bound_label) in _COLUMNS.items():
-                if metric not in by_metric.index:
+        for cell in cell_table(table, device).to_dict("records"):
+            line = {("", "config"): cell["config"], ("", "strategy"): cell["strategy"]}
+            for metric, (label, scale, bound_label) in _COLUMNS.items():
+                status = cell.get(f"{metric}:status", "not run")
+                if status == "not run":
                     continue
-                status, value = by_metric.loc[metric, "status"], by_metric.loc[metric, "value"]
-                native, bound = natives.get((config, metric)), bounds.get((config, bound_metric))
-                line[(label, "value")] = _format(value * scale) if status == "ok" else status
-                line[(label, "xnat")] = _ratio(value, native) if status == "ok" else ""
-                line[(label, bound_label)] = _ratio(value, bound) if status == "ok" else ""
+                ok = status == "ok"
+                line[(label, "value")] = _format(cell[metric] * scale) if ok else status
+                line[(label, "xnat")] = _ratio(cell[f"{metric}:x_native"]) if ok else ""
+                line[(label, bound_label)] = _ratio(cell[f"{metric}:x_bound"]) if ok else ""
             lines.append(line)
         if lines:
             frame = pd.DataFrame(lines).fillna("")

@@ -111,7 +111,7 @@ def test_a_stable_host_label_replaces_the_host_name(monkeypatch):
 
 def _row(suite: str, metric: str, value: float | None, strategy: str | None = None, status: str = "ok") -> dict:
     return {"suite": suite, "metric": metric, "strategy": strategy, "config": "c", "device": "cpu",
-            "value": value, "status": status}  # fmt: skip
+            "value": value, "status": status, "q_25": None, "q_75": None}  # fmt: skip
 
 
 def test_summary_ratios_skips_and_physics_checks():
