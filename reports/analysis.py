@@ -218,8 +218,8 @@ class Rule:
             f"a strategy with a failed cell in either figure is out; every other one is scored over the configs "
             f"it supports: T, the geometric mean of its {time} divided by the config's fastest, and M, its "
             f"{memory} summed over those configs divided by the sum of each config's lowest (a sum, so that a "
-            f"config where an output can be a view and the lowest is zero still counts, and the largest layers, "
-            f"which set a process's peak, weigh most); among those with M within {self.tolerance:g}x of the "
+            f"config whose lowest is zero (a view, in results up to commit f26b0bd) still counts, and the largest "
+            f"layers, which set a process's peak, weigh most); among those with M within {self.tolerance:g}x of the "
             "lowest M, the lowest T is recommended; a config a strategy does not support is not held against it, "
             "and is listed"
         )

@@ -222,8 +222,9 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
         "<code>copy_</code> reads and writes the output's bytes; a perfect forward writes them once and reads "
         "the smaller input (about 0.5x copy_), a perfect forward-backward also reads the output's gradient and "
         "writes the input's (about 1x copy_): both times are read against the same copy_. In the charts a "
-        "missing bar is a skipped or failed cell, or a bound of zero (a 1x1 stride-1 unfold can be a view of "
-        "the input and needs no memory, so there is no ratio); the table says which."
+        "missing bar is a skipped or failed cell, or a bound of zero (in results up to commit f26b0bd, a 1x1 "
+        "stride-1 unfold's minimum was 0: as_strided returned a view of the input), so there is no ratio; the "
+        "table says which."
     )
     rules = "".join(
         f"<li><b>{html.escape(rule.name)}</b>: on each config, {html.escape(rule.per_config_text())}; for the "
