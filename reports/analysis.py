@@ -27,7 +27,7 @@ from types import MappingProxyType
 import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
-from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved, profile_config
+from benchmarks.cells import analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved, profile_config
 from benchmarks.profiles import get_profile
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
@@ -139,10 +139,10 @@ def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
     """``fastest_against_bounds``'s rows (of a ``profile`` run) with the achieved bandwidth: ``gb_per_s``, the
     least bytes the unfold must move (``benchmarks.cells.minimum_bytes_moved``) over its time; ``copy_gb_per_s``,
     the bytes ``copy_`` moves over its time in the same run (the machine's measured copy bandwidth); and
-    ``of_copy``, their ratio. NaN for a config the config table no longer has, and where the fastest allocated
-    nothing (``peak`` 0): it returned a view of its input, which moves no bytes. No strategy does since
-    ``as_strided`` copies on a one-element kernel too, but the results committed up to ``f26b0bd`` have such
-    a view on allcnnc-conv8."""
+    ``of_copy``, their ratio. NaN for a config the config table no longer has, and where the fastest's net
+    ``peak`` is below the analytic minimum: it did not write the contract's new output (the results committed
+    up to ``f26b0bd`` have ``as_strided`` returning a view of its input on allcnnc-conv8, 4 KiB), so the bytes
+    the contract must move say nothing about it."""
     sizes = get_profile(profile)  # the profile's batch sizes
     gb_per_s, copy_gb_per_s = [], []
     for row in best.itertuples():
@@ -152,9 +152,10 @@ def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
             gb_per_s.append(math.nan)
             copy_gb_per_s.append(math.nan)
             continue
-        moved = minimum_bytes_moved(config, backward=row.metric == "time_forward_backward")
-        returned_a_view = getattr(row, "peak", math.nan) == 0
-        gb_per_s.append(math.nan if returned_a_view else _ratio(moved / 1e9, row.time))
+        backward = row.metric == "time_forward_backward"
+        moved = minimum_bytes_moved(config, backward)
+        wrote_no_new_output = getattr(row, "peak", math.nan) < analytic_minimum_bytes(config, backward)
+        gb_per_s.append(math.nan if wrote_no_new_output else _ratio(moved / 1e9, row.time))
         copy_gb_per_s.append(_ratio(copy_bytes_moved(config) / 1e9, _ratio(row.time, row.x_copy)))
     out = best.assign(gb_per_s=gb_per_s, copy_gb_per_s=copy_gb_per_s)
     return out.assign(of_copy=[_ratio(a, b) for a, b in zip(out.gb_per_s, out.copy_gb_per_s)])
