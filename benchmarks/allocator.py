@@ -1,38 +1,90 @@
-"""Pin glibc's mmap threshold for every benchmark process, so that memory and time do not depend on history.
+"""glibc's allocator in benchmark processes: the two timing regimes, and the pinned threshold net peaks need.
 
 glibc ``malloc`` serves a block of at least ``M_MMAP_THRESHOLD`` bytes (128 KiB at start) with a fresh
 ``mmap``, whose pages fault on first touch, and a smaller one from its heap, whose pages may already be
-resident. The threshold is *dynamic*: each time an mmapped block is freed it rises to that block's size,
-up to 32 MiB. So whether a 20 MiB unfold output, or a backward's temporary, costs fresh pages depends on
-what the process freed before. Measured on ``tiling``, ``allcnnc-conv2``, quick profile, four calls in one
-process: forward-backward net peak 211, 231, 248, 242 MiB; the same with the threshold pinned: 118, 117,
-117, 117 MiB. It also changed which cells page-fault, so the quick profile's times were noisy and did not
-scale to the full profile (whose outputs, above 32 MiB, always come from ``mmap``).
+resident. The threshold is *dynamic*: each time an mmapped block is freed it rises to that block's size, up
+to 32 MiB. So in a user's process an unfold output below 32 MiB comes back from the heap, already resident,
+from the second call on (on a GPU, PyTorch's caching allocator does the same for every size), while an output
+above 32 MiB is fresh memory on every call.
 
-Setting ``MALLOC_MMAP_THRESHOLD_`` in the environment pins the threshold when a process starts (it also
-switches the dynamic adjustment off); ``mallopt`` later, once the heap holds freed blocks, does not undo
-their reuse. The entry points (``scripts/bench.py``, ``scripts/regress.py``, ``scripts/memory_profile.py``)
-therefore re-execute themselves with it set, and asv's benchmark processes inherit it;
-``python -m benchmarks.allocator COMMAND...`` runs any other command (``make bench-pytest``) under it. The
-pinned value is glibc's own starting value, 128 KiB, so every large block is fresh memory from the kernel,
-as on a first call: the figures include first-touch page faults rather than hide them. A value already set
-by the user is respected and recorded (``benchmarks.machine.allocator_setting``).
+Timing regimes (``REGIMES``), chosen per run and recorded with every result (the machine name carries it):
+
+- ``warm`` (the default): the allocator as a user's process has it, nothing pinned; every sample's output is
+  freed before the next call (the harness drops it in the setup before each sample), as
+  ``torch.utils.benchmark`` and pytest-benchmark measure.
+- ``fresh-pages``: the threshold pinned at 128 KiB (glibc's starting value, which also switches the dynamic
+  adjustment off): every block over 128 KiB is fresh memory from the kernel, so every timed call pays the
+  first-touch page faults of its output, as a first call does.
+
+Net peak memory is measured with the threshold pinned in either regime: with the dynamic threshold a net peak
+depends on what the process freed before (repeated calls of one strategy in one process give different net
+peaks; pinned, they repeat). The memory benchmarks call ``pin_mmap_threshold_now`` before their warm-up
+call; a process of the fresh-pages regime starts pinned (``MALLOC_MMAP_THRESHOLD_`` in its environment, read
+by glibc at start).
 
 No torch import here: this must run before torch allocates anything.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import sys
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 
 MMAP_THRESHOLD_VARIABLE = "MALLOC_MMAP_THRESHOLD_"
 PINNED_MMAP_THRESHOLD = 128 * 1024  # glibc's initial (and minimum dynamic) value
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 _REEXECUTED = "UNFOLD_BENCH_ALLOCATOR_PINNED"
 
 
-def mmap_threshold_setting(environ: MutableMapping[str, str] = os.environ) -> str:
+@dataclass(frozen=True)
+class Regime:
+    """How the allocator behaves in the processes that time a run."""
+
+    name: str
+    label: str  # how charts, tables and recommendations name it
+    machine_suffix: str  # appended to the machine name, so two regimes never share a results series
+    description: str
+
+
+WARM = Regime(
+    "warm",
+    "warm allocator (a user's process)",
+    "",
+    "glibc's defaults, nothing pinned: each sample's output is freed before the next call, and an output "
+    "below glibc's dynamic mmap threshold (up to 32 MiB) comes back from the heap already resident",
+)
+FRESH_PAGES = Regime(
+    "fresh-pages",
+    "fresh pages (every output first-touched)",
+    "-freshpages",
+    f"glibc's mmap threshold pinned at {PINNED_MMAP_THRESHOLD} bytes: every block over 128 KiB is new memory "
+    "from the kernel, so every call pays its output's first-touch page faults",
+)
+REGIMES: dict[str, Regime] = {r.name: r for r in (WARM, FRESH_PAGES)}
+DEFAULT_REGIME = WARM.name
+
+
+def get_regime(name: str) -> Regime:
+    """The regime called ``name``; a ``ValueError`` naming the known ones otherwise."""
+    try:
+        return REGIMES[name]
+    except KeyError:
+        raise ValueError(f"regime={name!r}: must be one of {', '.join(REGIMES)}") from None
+
+
+def regime_of_machine(machine: str) -> Regime:
+    """The regime whose results are recorded under ``machine`` (its name ends with the regime's suffix)."""
+    for regime in REGIMES.values():
+        if regime.machine_suffix and machine.endswith(regime.machine_suffix):
+            return regime
+    return WARM
+
+
+def mmap_threshold_setting(environ: Mapping[str, str] = os.environ) -> str:
     """How glibc's mmap threshold is set in ``environ``: pinned at N bytes, or dynamic."""
     value = environ.get(MMAP_THRESHOLD_VARIABLE)
     if value is None:
@@ -40,17 +92,38 @@ def mmap_threshold_setting(environ: MutableMapping[str, str] = os.environ) -> st
     return f"mmap threshold pinned at {value} bytes ({MMAP_THRESHOLD_VARIABLE})"
 
 
-def pinned_environment(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+def pinned_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """A copy of ``environ`` with the threshold pinned (a value the user already set is kept)."""
     return {MMAP_THRESHOLD_VARIABLE: str(PINNED_MMAP_THRESHOLD), **environ}
+
+
+def regime_environment(regime: Regime, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment for the processes that time in ``regime`` (a threshold the user set is kept in both)."""
+    environment = {k: v for k, v in environ.items() if k != _REEXECUTED}
+    return pinned_environment(environment) if regime is FRESH_PAGES else environment
+
+
+def pin_mmap_threshold_now() -> bool:
+    """Pin the threshold in this running process (``mallopt``; it also switches the dynamic adjustment off).
+
+    Blocks freed into the heap before the call stay there; the memory benchmarks hand free heap pages back to
+    the kernel before they measure (``benchmarks.memory``), so a reuse of such a block is counted as the new
+    memory it is. Returns False where the C library has no ``mallopt`` (not glibc).
+    """
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, PINNED_MMAP_THRESHOLD))
 
 
 def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:
     """Re-execute this Python process with the threshold pinned, unless it already started with it set.
 
-    Call it first thing in an entry point, before torch is imported. ``argv``, the arguments after the
-    interpreter, defaults to the ones this process was started with (``sys.orig_argv``, so interpreter
-    options and ``-m``/``-c`` survive; ``sys.argv`` has lost them).
+    For entry points that time in the fresh-pages regime only (the regression gate, the memory profile).
+    Call it first thing, before torch is imported. ``argv``, the arguments after the interpreter, defaults to
+    the ones this process was started with (``sys.orig_argv``, so interpreter options and ``-m``/``-c``
+    survive; ``sys.argv`` has lost them).
     """
     if MMAP_THRESHOLD_VARIABLE in os.environ:
         return
@@ -61,11 +134,11 @@ def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:
     os.execve(sys.executable, [sys.executable, *arguments], environment)
 
 
-def main(command: Sequence[str]) -> None:
+def main(command: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> None:
     """``python -m benchmarks.allocator COMMAND ARGS...``: run COMMAND with the threshold pinned."""
     if not command:
         raise SystemExit("usage: python -m benchmarks.allocator COMMAND [ARGS...]")
-    os.execvpe(command[0], list(command), pinned_environment())
+    os.execvpe(command[0], list(command), pinned_environment(environ))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ Per profile class (``Quick`` / ``Full``), params config x device:
 - ``time_copy``: ``dst.copy_(src)`` with both of the output's size and already resident (reads and
   writes the output's bytes once: the roofline of an unfold that reads its input once and writes its output).
 - ``time_fill``: ``dst.fill_(1)`` into a resident output-sized buffer (writes only): no forward can be faster.
-- ``time_fresh_output``: allocate an output-sized tensor and write it once. On CPU a large fresh allocation
-  comes from the kernel (glibc ``mmap``), so every page faults on first touch; this is the floor of every
-  strategy that returns a new tensor, and the gap to ``time_fill`` is what reusing an output would save.
+- ``time_fresh_output``: allocate an output-sized tensor and write it once: the floor of every strategy that
+  returns a new tensor, in the run's timing regime (``benchmarks.allocator``). In the fresh-pages regime, and
+  for an output over glibc's largest mmap threshold in either, the allocation comes from the kernel and every
+  page faults on first touch; the gap to ``time_fill`` is then what reusing an output would save.
 - ``track_net_peak_fresh_output``: the net peak of that call, measured like the strategies' (it should equal
   the output's size: a check of the memory measurement itself).
 - ``track_min_peak_forward`` / ``track_min_peak_forward_backward``: the analytic minimum (forward: the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from benchmarks.allocator import pin_mmap_threshold_now
 from benchmarks.cells import DEVICES, analytic_minimum_bytes, device_unavailable, profile_config, synchronize
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import FULL, QUICK, Profile
@@ -58,6 +60,7 @@ class _BoundsSuite:
         self.result = self._fresh_output()  # kept until the next setup: freeing it is not timed
 
     def track_net_peak_fresh_output(self, config: str, device: str) -> int:
+        pin_mmap_threshold_now()  # as for the strategies' net peaks
         self._fresh_output()  # warm-up, as for the strategies
         return net_peak_bytes(self._fresh_output, device)
 

@@ -27,6 +27,7 @@ from types import MappingProxyType
 import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
+from benchmarks.allocator import REGIMES, regime_of_machine
 from benchmarks.cells import analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved, profile_config
 from benchmarks.profiles import get_profile
 
@@ -45,6 +46,19 @@ FIGURES = {
 }
 REFERENCE_STRATEGY = "native"
 REGRESSION_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
+
+
+def regime_label(run_table: pd.DataFrame) -> str:
+    """How charts and tables name the timing regime of one run's rows (``benchmarks.allocator.REGIMES``)."""
+    names = set(run_table.timing_regime.dropna()) if "timing_regime" in run_table else set()
+    return " / ".join(REGIMES[name].label if name in REGIMES else name for name in sorted(names)) or "unrecorded"
+
+
+def other_regime_machines(machine: str) -> list[str]:
+    """The names the same machine has in the other timing regimes (the regime is a suffix of the name)."""
+    regime = regime_of_machine(machine)
+    base = machine[: len(machine) - len(regime.machine_suffix)] if regime.machine_suffix else machine
+    return [base + other.machine_suffix for other in REGIMES.values() if other is not regime]
 
 
 def runs(table: pd.DataFrame) -> pd.DataFrame:

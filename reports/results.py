@@ -7,8 +7,8 @@ metric, strategy, config, device, value, unit, spread (asv's interquartile range
 ``ok`` rows have a value, so a skipped or failed cell can never be read as zero.
 
 Benchmark names are ``<suite>.<Profile>.<metric>``; parameter names come from asv's ``benchmarks.json``.
-Machine details (CPU, GPU, torch, allocator) come from each result's ``params``, which asv copies from the
-machine entry written by ``scripts/bench.py``.
+Machine details (CPU, GPU, torch, allocator, timing regime) come from each result's ``params``, which asv
+copies from the machine entry written by ``scripts/bench.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 import pandas as pd
 from asv.results import iter_results
 
-MACHINE_FIELDS = ("cpu", "num_cpu", "ram", "os", "device_names", "torch_version", "torch_threads", "allocator")
+MACHINE_FIELDS = ("cpu", "num_cpu", "ram", "os", "device_names", "torch_version", "torch_threads", "allocator",
+                  "timing_regime")  # fmt: skip
 COLUMNS = [
     "commit", "date", "machine", "env", "profile", "suite", "metric", "strategy", "config", "device",
     "value", "unit", "q_25", "q_75", "ci_99_low", "ci_99_high", "status", *MACHINE_FIELDS,
@@ -38,6 +39,15 @@ def _status(value: float | None) -> str:
     if isinstance(value, float) and math.isnan(value):
         return "skipped"
     return "ok"
+
+
+def timing_regime(machine_params: dict) -> str:
+    """The timing regime a result was taken in (``benchmarks.allocator``): recorded since the regimes exist;
+    before, every process that pinned glibc's mmap threshold timed in the fresh-pages regime."""
+    recorded = machine_params.get("timing_regime")
+    if recorded:
+        return recorded
+    return "fresh-pages" if "pinned" in (machine_params.get("allocator") or "") else "warm"
 
 
 def load_results(results_dir: str | Path) -> pd.DataFrame:
@@ -83,6 +93,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                         "ci_99_high": stat.get("ci_99_b"),
                         "status": status,
                         **{field: machine_params.get(field) for field in MACHINE_FIELDS},
+                        "timing_regime": timing_regime(machine_params),
                     }
                 )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -23,6 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 
+from benchmarks.allocator import REGIMES, regime_of_machine
 from impls import STRATEGIES
 from reports import analysis, figures
 from reports.results import load_results
@@ -120,8 +121,12 @@ def _number(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"
 
 
+def _regime_label(machine: str) -> str:
+    return regime_of_machine(machine).label
+
+
 def _run_title(run: pd.Series | dict, device: str | None = None) -> str:
-    parts = [run["machine"], f"{run['profile']} profile"]
+    parts = [run["machine"], f"{run['profile']} profile", f"timed: {_regime_label(run['machine'])}"]
     if device:
         parts.append(device.upper())
     return " · ".join(parts)
@@ -150,10 +155,31 @@ def _cell_table_html(cells: pd.DataFrame) -> str:
     return _table(header, rows)
 
 
-def _recommendation_html(cells: pd.DataFrame) -> str:
+def _other_regime_picks(table: pd.DataFrame, run: dict, device: str, rule: analysis.Rule) -> list[tuple[str, str]]:
+    """(regime label, pick) of the same machine's newest run of the same profile in each other timing regime."""
+    picks = []
+    latest = analysis.latest_runs(table)
+    for machine in analysis.other_regime_machines(run["machine"]):
+        other = latest[(latest.machine == machine) & (latest.profile == run["profile"])]
+        if other.empty:
+            continue
+        cells = analysis.cell_table(analysis.select_run(table, other.iloc[0]), device)
+        if not cells.empty:
+            picks.append((_regime_label(machine), analysis.recommend(cells, rule, SET_ASIDE).strategy or "none"))
+    return picks
+
+
+def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str) -> str:
     parts = []
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule, SET_ASIDE)
+        regime = f" Timed in the <b>{html.escape(_regime_label(run['machine']))}</b> regime."
+        for label, pick in _other_regime_picks(table, run, device, rule):
+            same = pick == advice.strategy
+            regime += (
+                f" The {html.escape(label)} regime picks {'the same' if same else '<b>' + html.escape(pick) + '</b>'}"
+                f"{'' if same else ' (the regimes disagree: which fits depends on whether your outputs are reused)'}."
+            )
         if advice.strategy is None:
             verdict = "<b>Every strategy failed somewhere on this device</b>: see the picks per config below."
             css = "box none"
@@ -191,7 +217,7 @@ def _recommendation_html(cells: pd.DataFrame) -> str:
             f'<div class="rule">Rule (<a href="#rules">details</a>): the lowest T (time / each config\'s fastest, '
             f"geometric mean) among strategies whose M (summed net peak / summed lowest) is within "
             f"{rule.tolerance:g}x of the lowest M. Per config: the {html.escape(rule.short_text())}. "
-            f"Candidates: {html.escape(ranking)}.</div>"
+            f"Candidates: {html.escape(ranking)}.{regime}</div>"
             "<details><summary>Picks per config</summary>"
             + _table(["config", "pick", analysis.FIGURES[rule.time_metric][0], "eligible"], pick_rows)
             + "</details></div>"
@@ -249,7 +275,7 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                     f"No figures on {device}: every cell was skipped on this machine (for CUDA: no GPU).", "note"
                 )
                 continue
-            page.add(_recommendation_html(cells))
+            page.add(_recommendation_html(cells, table, run, device))
             page.add(_cell_table_html(cells))
             note = _skipped_note(run_table, device)
             if note:
@@ -295,9 +321,15 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     for section in sections.sort_values(["machine", "profile", "device"]).itertuples():
         key = {"machine": section.machine, "env": section.env, "profile": section.profile, "device": section.device}
         rows, steps = analysis.rows_where(history, **key), analysis.rows_where(flagged, **key)
-        page.heading(f"{section.machine} · {section.profile} profile · {section.device.upper()} · {section.env}")
+        page.heading(
+            f"{section.machine} · {section.profile} profile · {section.device.upper()} · {section.env} · timed: "
+            + _regime_label(section.machine)
+        )
         for metric in analysis.FIGURES:
-            title = f"{analysis.FIGURES[metric][0]}: {section.machine} · {section.profile} · {section.device}"
+            title = (
+                f"{analysis.FIGURES[metric][0]}: {section.machine} · {section.profile} · {section.device} · "
+                + _regime_label(section.machine)
+            )
             page.figure(figures.trend_lines(rows, metric, colors, steps, title))
     if sections.empty:
         page.paragraph("No figures yet.", "note")
@@ -361,7 +393,7 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
             all_rows = analysis.rows_where(
                 history, strategy=name, machine=machine, env=env, profile=profile, device=device
             )
-            title = f"{name}: {machine} · {profile} · {device} · {env}"
+            title = f"{name}: {machine} · {profile} · {device} · {env} · {_regime_label(machine)}"
             page.figure(figures.strategy_history(all_rows, title))
         if mine.empty:
             page.paragraph("No figures yet.", "note")
@@ -371,8 +403,11 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
 def machines_page(table: pd.DataFrame) -> Page:
     page = Page("machines.html")
     page.paragraph(
-        "What measured. The machine name carries the GPU (or <code>nogpu</code>) and <code>-thp</code> for "
-        "runs with huge pages for PyTorch's CPU allocations, so their figures never mix."
+        "What measured. The machine name carries the GPU (or <code>nogpu</code>), <code>-thp</code> for "
+        "runs with huge pages for PyTorch's CPU allocations and <code>-freshpages</code> for runs timed with "
+        "every output on first-touched memory (the default, unsuffixed, times with the allocator as a user's "
+        "process has it), so their figures never mix. "
+        + " ".join(f"<b>{html.escape(r.label)}</b>: {html.escape(r.description)}." for r in REGIMES.values())
     )
     rows = []
     for machine, group in table.groupby("machine", sort=True):
@@ -381,10 +416,11 @@ def machines_page(table: pd.DataFrame) -> Page:
         rows.append(
             [(machine, ""), (str(latest.device_names or "-"), ""), (str(latest.num_cpu or "-"), "num"),
              (str(latest.ram or "-"), ""), (str(latest.torch_version or "-"), ""),
-             (str(latest.torch_threads or "-"), "num"), (str(latest.allocator or "-"), ""),
+             (str(latest.torch_threads or "-"), "num"), (analysis.regime_label(group), ""),
+             (str(latest.allocator or "-"), ""),
              (str(group.commit.nunique()), "num"), (profiles, ""), (", ".join(sorted(group.env.unique())), "")]
         )  # fmt: skip
-    header = ["machine", "CPU and GPU", "CPUs", "memory", "torch", "threads", "allocator", "commits",
+    header = ["machine", "CPU and GPU", "CPUs", "memory", "torch", "threads", "timing regime", "allocator", "commits",
               "profiles", "environments"]  # fmt: skip
     page.add(_table(header, rows) if rows else "<p class=note>No results yet.</p>")
     return page

@@ -1,5 +1,6 @@
-"""The pinned glibc mmap threshold (``benchmarks/allocator.py``): entry points re-execute under it, the machine
-entry records it, and with it the forward-backward net peak stops depending on the process's history."""
+"""glibc's allocator in benchmark processes (``benchmarks/allocator.py``): the timing regimes, entry points that
+re-execute pinned, the machine entry that records both, and net peaks that stop depending on the process's
+history once the threshold is pinned, at start or later."""
 
 from __future__ import annotations
 
@@ -9,7 +10,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.allocator import _REEXECUTED, MMAP_THRESHOLD_VARIABLE, PINNED_MMAP_THRESHOLD, pinned_environment
+import pytest
+
+from benchmarks.allocator import (
+    _REEXECUTED,
+    FRESH_PAGES,
+    MMAP_THRESHOLD_VARIABLE,
+    PINNED_MMAP_THRESHOLD,
+    WARM,
+    get_regime,
+    pinned_environment,
+    regime_environment,
+    regime_of_machine,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 # neither the threshold nor the re-execution marker: a caller's pinned process must not leak either into these
@@ -59,7 +72,7 @@ def test_the_module_runs_a_command_under_the_threshold():
 
 def test_with_the_threshold_pinned_the_forward_backward_net_peak_repeats():
     # tiling's backward frees and allocates many output-sized temporaries: with glibc's dynamic threshold its
-    # net peak wandered between calls of one process (211 to 248 MiB on quick conv2); pinned, it repeats.
+    # net peak wanders between calls of one process; pinned, it repeats.
     code = (
         "from benchmarks.cells import Cell, Workload\n"
         "from benchmarks.memory import net_peak_bytes\n"
@@ -75,3 +88,51 @@ def test_with_the_threshold_pinned_the_forward_backward_net_peak_repeats():
     assert run.returncode == 0, run.stderr
     peaks = json.loads(run.stdout)
     assert max(peaks) - min(peaks) <= 0.01 * max(peaks), peaks
+
+
+_PEAKS = (
+    "import torch\n"
+    "from benchmarks.allocator import pin_mmap_threshold_now\n"
+    "from benchmarks.cells import Cell, Workload\n"
+    "from benchmarks.memory import net_peak_bytes\n"
+    "from benchmarks.profiles import QUICK\n"
+    "for size in (2**20, 4 * 2**20, 6 * 2**20):\n"
+    "    torch.ones(size).sum()  # an mmapped block, freed: glibc raises its dynamic threshold\n"
+    "assert pin_mmap_threshold_now()\n"
+    "w = Workload(Cell.from_names('tiling', 'allcnnc-conv2', 'cpu', QUICK), backward=True)\n"
+    "peaks = []\n"
+    "for _ in range(4):\n"
+    "    w.reset(); peaks.append(net_peak_bytes(w.forward_backward_fresh_grad, 'cpu'))\n"
+    "print(peaks[1:])\n"
+)
+
+
+def test_pinning_in_a_running_process_gives_the_net_peaks_of_a_pinned_start():
+    # the warm regime's memory benchmarks pin with mallopt after the process started with the dynamic threshold
+    runs = [
+        subprocess.run([sys.executable, "-c", _PEAKS], cwd=ROOT, env=env, capture_output=True, text=True)
+        for env in (UNPINNED, pinned_environment(UNPINNED))
+    ]  # fmt: skip
+    assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
+    pinned_now, pinned_at_start = (json.loads(run.stdout) for run in runs)
+    assert max(pinned_now) - min(pinned_now) <= 0.01 * max(pinned_now), pinned_now
+    assert abs(pinned_now[-1] - pinned_at_start[-1]) <= 0.01 * pinned_at_start[-1], (pinned_now, pinned_at_start)
+
+
+def test_only_the_fresh_pages_regime_pins_the_threshold_for_timing():
+    assert MMAP_THRESHOLD_VARIABLE not in regime_environment(WARM, UNPINNED)
+    assert regime_environment(FRESH_PAGES, UNPINNED)[MMAP_THRESHOLD_VARIABLE] == str(PINNED_MMAP_THRESHOLD)
+    assert regime_environment(WARM, {**UNPINNED, _REEXECUTED: "1"}).get(_REEXECUTED) is None
+    assert get_regime("fresh-pages") is FRESH_PAGES
+    with pytest.raises(ValueError, match="regime='cold'"):
+        get_regime("cold")
+
+
+def test_the_regime_is_in_the_machine_name_and_entry():
+    from benchmarks.machine import machine_info, machine_name
+
+    assert machine_name("fresh-pages") == machine_name() + "-freshpages"
+    assert regime_of_machine(machine_name("fresh-pages")) is FRESH_PAGES and regime_of_machine(machine_name()) is WARM
+    info = machine_info(regime="fresh-pages", environ=regime_environment(FRESH_PAGES, UNPINNED))
+    assert info["timing_regime"] == "fresh-pages" and f"pinned at {PINNED_MMAP_THRESHOLD} bytes" in info["allocator"]
+    assert "dynamic" in machine_info(regime="warm", environ=UNPINNED)["allocator"]
