@@ -6,13 +6,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
-# make bench: PROFILE=quick|full, THP=1 for the huge-page variant, BENCH=<regex> to select cells.
+# make bench: PROFILE=quick|full, REGIME=warm|fresh-pages (timing regime), THP=1 for the huge-page variant,
+# BENCH=<regex> to select cells, RESUME=1 to carry on where a killed run of this commit stopped.
 PROFILE ?= quick
+REGIME ?= warm
 BENCH ?=
-BENCH_FLAGS = --profile $(PROFILE) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench '$(BENCH)')
+BENCH_FLAGS = --profile $(PROFILE) --regime $(REGIME) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench '$(BENCH)') \
+	$(if $(filter 1,$(RESUME)),--resume)
 
-.PHONY: venv test lint browser bench bench-full bench-thp bench-commits bench-pytest memprofile report regress \
-	regress-validate asv-check clean
+.PHONY: venv test lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
+	memprofile report regress regress-validate asv-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +47,8 @@ browser:
 			chromium chromium-driver >/dev/null; \
 	else echo "note: chromium/chromedriver missing and not installable here (not root): browser test skipped"; fi
 
-# The asv suite on this machine in the current environment, then a summary table (quick profile: ~12 min),
-# then the website (reports/site/index.html); exits with the benchmarks' status.
+# The asv suite on this machine in the current environment, one asv run per config, then a summary, then the
+# website (reports/site/index.html); exits with the benchmarks' status.
 bench: venv
 	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/report.py; exit $$status
 
@@ -64,9 +67,17 @@ regress-validate: venv
 report: venv
 	$(PY) scripts/report.py
 
-# The configs' real batch size (256 for All-CNN-C): about 40 min on a 2-core CPU (eight strategies).
+# The configs' real batch size (256 for All-CNN-C).
 bench-full:
 	$(MAKE) bench PROFILE=full
+
+# The same suite timed with every output on first-touched memory (recorded as the machine name + -freshpages).
+bench-fresh-pages:
+	$(MAKE) bench REGIME=fresh-pages
+
+# A few cells timed by the harness and by torch.utils.benchmark in one run, same threads and regime: the ratios.
+agreement: venv
+	$(PY) scripts/agreement.py $(AGREEMENT_ARGS)
 
 # The same suite with PyTorch's CPU allocations on transparent huge pages, recorded as a separate machine.
 bench-thp:

@@ -16,13 +16,16 @@ every strategy that returns a fresh tensor pays that, and ``bounds`` measures wh
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
+import os
 import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ from impls.parity import problems, random_grad_output
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
+GATE_CACHE_VARIABLE = "UNFOLD_BENCH_GATE_CACHE"  # a directory: verdicts kept there are reused (see gate)
 
 CellKey = tuple[str, str, str]  # (strategy, config, device)
 
@@ -241,14 +245,70 @@ def checked_in_isolation(cells: list[Cell]) -> Iterator[tuple[Cell, Verdict]]:
         yield cell, check_cell(cell)
 
 
-def gate(cells: list[Cell], progress: Callable[[str], None] | None = None) -> dict[CellKey, Verdict]:
-    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out)."""
-    verdicts = {}
-    for cell, verdict in checked_in_isolation([cell for cell in cells if cell.skip_reason() is None]):
+def _verdict_file(cell: Cell, directory: Path) -> Path:
+    """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code's
+    source files, torch's version, the cell and its config's size), so a change to any of them misses."""
+    sources = sorted({path for name in _modules_of([cell]) for path in _source_files(name)})
+    digest = hashlib.sha256(json.dumps([torch.__version__, cell.key, asdict(cell.config)], default=str).encode())
+    for path in sources:
+        digest.update(path.encode() + b"\0" + Path(path).read_bytes())
+    return directory / f"{'-'.join(cell.key)}-{digest.hexdigest()[:20]}.pickle"
+
+
+def _source_files(module_name: str) -> list[str]:
+    """The module's source file, and every source file of its package when it is one (``impls``)."""
+    path = _module_file(module_name)
+    if path is None:
+        return []
+    if Path(path).name == "__init__.py":
+        return [str(p) for p in Path(path).parent.glob("*.py")]
+    return [path]
+
+
+def gate(
+    cells: list[Cell], progress: Callable[[str], None] | None = None, cache: str | Path | None = None
+) -> dict[CellKey, Verdict]:
+    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out).
+
+    With ``cache`` (a directory; default: ``$UNFOLD_BENCH_GATE_CACHE`` if set), a verdict found there for the
+    same code and cell is reused and a new one is kept, so a run split into several asv runs, or resumed
+    after a kill, checks each cell once.
+    """
+    cache = cache or os.environ.get(GATE_CACHE_VARIABLE)
+    directory = Path(cache) if cache else None
+    runnable = [cell for cell in cells if cell.skip_reason() is None]
+    verdicts, files = {}, {}
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for cell in runnable:
+            files[cell.key] = _verdict_file(cell, directory)
+            if files[cell.key].exists():
+                verdicts[cell.key] = pickle.loads(files[cell.key].read_bytes())
+    for cell, verdict in checked_in_isolation([cell for cell in runnable if cell.key not in verdicts]):
         verdicts[cell.key] = verdict
+        if cell.key in files and verdict.error is None:  # an error (out of memory, a kill) may not recur
+            files[cell.key].write_bytes(pickle.dumps(verdict))
         if progress is not None:
             progress(f"gate {'/'.join(cell.key)}: {verdict.problem(backward=True) or 'matches the reference'}")
-    return verdicts
+    return {cell.key: verdicts[cell.key] for cell in runnable}
+
+
+def warm_compiler() -> None:
+    """Compile and run a one-element unfold, so that this process has made every lazy import and one-off set-up
+    of Dynamo and Inductor (the CPU's vector ISA, probed by building test programs in subprocesses; the hashes
+    of torch's and Triton's sources; code templates) and holds no thread more than before.
+
+    A benchmark process forked from one that called this loads its graphs from Inductor's on-disk cache in a
+    fraction of the time. The kernel is serial (one element), so no OpenMP thread pool exists to be forked: a
+    child forked from a process that ran a parallel op would hang in its first one. Worker pools are off in
+    this process (``compile_threads = 1``); ``Workload.compile`` does the same in the children.
+    """
+    import torch._inductor.config
+    import torch.nn.functional as F
+
+    torch._inductor.config.compile_threads = 1
+    one = torch.compile(lambda x: F.pad(x, [1, 1]).unfold(-1, 3, 1).reshape(1, -1).contiguous(), fullgraph=True)
+    one(torch.ones(1, 1, 1))
 
 
 def all_cells(profile: Profile, strategies: Mapping[str, Strategy] = STRATEGIES) -> list[Cell]:
@@ -266,7 +326,19 @@ class Workload:
         self.leaf = self.input.detach().requires_grad_(True)
         self.grad_output = random_grad_output(cell.config.geometry, self.input) if backward else None
         self.result: Any = None
+        self.compiled = False
         synchronize(cell.device)
+
+    def compile(self) -> None:
+        """Make the calls that compile (a strategy that compiles: once per process, untimed)."""
+        if self.cell.strategy.compiles and not self.compiled:
+            import torch._inductor.config
+
+            torch._inductor.config.compile_threads = 1  # no worker pool: the graphs come from the on-disk cache
+            self.forward()
+            self.forward_backward()
+            self.reset()
+        self.compiled = True
 
     def reset(self) -> None:
         """Drop the previous call's results (outside the timed region) so every call starts alike."""

@@ -5,10 +5,11 @@ Dynamo's state reset and Inductor's caches off (``force_disable_caches``): what 
 shape, dtype and layout on a machine that never compiled it (Triton's on-disk kernel cache, from which a
 Triton strategy's kernels would otherwise be loaded, points at an empty directory). It includes one call,
 which is milliseconds against seconds. The timed benchmarks (``benchmarks.unfold``) make their compiling
-calls in setup, so their figures are the compiled code alone. Params are the compiling strategies x configs x devices,
-identical on every machine; a CUDA cell without a GPU is skipped in setup. The correctness gate is not run
-here: a compile time is a cost, not a figure that a wrong answer could flatter, and the timed suite gates
-the same cells.
+calls in setup, so their figures are the compiled code alone. Params are the compiling strategies x the
+profile's compile-time configs (one in the quick profile, every config in the full) x devices, identical on
+every machine; a CUDA cell without a GPU is skipped in setup. The correctness gate is not run here: a
+compile time is a cost, not a figure that a wrong answer could flatter, and the timed suite gates the same
+cells.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class _CompileTimeSuite:
 
 
 def _params(profile: Profile) -> list[list[str]]:
-    return [COMPILING, [c.name for c in profile.configs()], list(DEVICES)]
+    return [COMPILING, profile.compile_time_config_names(), list(DEVICES)]
 
 
 class Quick(_CompileTimeSuite):

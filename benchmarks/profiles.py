@@ -29,16 +29,29 @@ class Profile:
     warmup_time: float  # > 0: seconds of untimed warm-up calls before sampling (asv makes at least one)
     timeout: float  # seconds one cell (one process) may take before asv fails it
     gate_timeout: float  # seconds the correctness gate of the whole profile may take
+    config_names: tuple[str, ...] | None = None  # the configs benchmarked (None: every config in the table)
+    compile_time_configs: tuple[str, ...] | None = None  # the configs whose cold compile is timed (None: all)
 
     @property
     def class_name(self) -> str:
         return self.name.capitalize()
 
     def configs(self) -> list[LayerConfig]:
-        return configs(batch_size=self.batch_cap)
+        table = configs(batch_size=self.batch_cap)
+        return table if self.config_names is None else [c for c in table if c.name in self.config_names]
+
+    def compile_time_config_names(self) -> list[str]:
+        names = [c.name for c in self.configs()]
+        return names if self.compile_time_configs is None else [n for n in names if n in self.compile_time_configs]
 
 
-QUICK = Profile("quick", batch_cap=8, rounds=1, repeat=(2, 5, 0.5), warmup_time=0.05, timeout=60, gate_timeout=300)
+# The quick profile is a look in a few minutes: one layer of each kind (unfoldNd's example; All-CNN-C's largest
+# stride-1 and stride-2 layers; 1-d; 3-d; half precision) and one cold compile. The full profile has them all.
+QUICK = Profile(
+    "quick", batch_cap=8, rounds=1, repeat=(2, 5, 0.5), warmup_time=0.05, timeout=60, gate_timeout=300,
+    config_names=("example", "allcnnc-conv2", "allcnnc-conv3", "seq1d-conv", "vol3d-conv", "conv4-bfloat16"),
+    compile_time_configs=("allcnnc-conv2",),
+)  # fmt: skip
 FULL = Profile("full", batch_cap=None, rounds=2, repeat=(2, 5, 8.0), warmup_time=0.01, timeout=300, gate_timeout=1200)
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (QUICK, FULL)}

@@ -11,13 +11,16 @@ the ``fill_`` floor does not apply.) Then the compile times of the strategies th
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from reports.analysis import cell_table, fastest_against_bounds, floors_against_copy, with_bandwidth
+from benchmarks.allocator import regime_of_machine
+from reports.analysis import RULES, cell_table, fastest_against_bounds, floors_against_copy, recommend, with_bandwidth
 from reports.results import load_results
 from reports.set_aside import SET_ASIDE
 
@@ -107,17 +110,47 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
     return problems
 
 
+def _best(rows: pd.DataFrame, metric: str, ratio: str) -> str:
+    ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
+    ok = ok[~ok.strategy.isin(list(SET_ASIDE))]
+    if ok.empty:
+        return "-"
+    best = ok.loc[ok[metric].idxmin()]
+    label, scale = _COLUMNS[metric][0], _COLUMNS[metric][1]
+    return f"{best.strategy} {_format(best[metric] * scale)} {label.split()[-1]} ({_ratio(best[f'{metric}:{ratio}'])})"
+
+
+def compact_table(table: pd.DataFrame, device: str) -> pd.DataFrame:
+    """One line per config of one run on ``device``: the fastest forward (its ratio to copy_), the fastest
+    forward-backward (its ratio to native) and the lowest forward-backward net peak (its ratio to the analytic
+    minimum), among the strategies that can be shipped (``SET_ASIDE`` left out)."""
+    cells = cell_table(table, device)
+    lines = [
+        {
+            "config": config,
+            "fastest forward (x copy_)": _best(rows, "time_forward", "x_bound"),
+            "fastest fwd+bwd (x native)": _best(rows, "time_forward_backward", "x_native"),
+            "lowest fwd+bwd peak (x min)": _best(rows, "track_net_peak_forward_backward", "x_bound"),
+        }
+        for config, rows in cells.groupby("config", sort=False)
+    ]
+    return pd.DataFrame(lines)
+
+
 def print_summary(
     results_dir: str | Path,
     machine: str,
     profile: str,
     commit: str | None,
     skip_reason: Callable[[str, str, str], str | None] | None = None,
+    full_dir: str | Path | None = None,
 ) -> None:
     """Print the summary of ``machine``'s ``profile`` results at ``commit`` (None: its latest commit).
 
     One summary per environment that has results for that commit (``make bench`` records the current
-    environment, ``make bench-commits`` asv's per-commit virtualenvs: their figures are not mixed).
+    environment, ``make bench-commits`` asv's per-commit virtualenvs: their figures are not mixed): one line
+    per config, the recommendations, what was skipped or failed and the physics checks. The full tables (every
+    cell's figures and ratios) go to a file in ``full_dir`` when it is given, else to the terminal too.
     ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a").
     """
     table = load_results(results_dir)
@@ -127,18 +160,26 @@ def print_summary(
         return
     if commit is None:
         commit = table.sort_values("date").commit.iloc[-1]
+    regime = regime_of_machine(machine)
     for env, rows in table[table.commit == commit].groupby("env", sort=True):
-        print(f"\nSummary: machine {machine}, profile {profile}, commit {commit[:8]}, environment {env}")
-        _print_run(rows, skip_reason)
-    print(f"\nResults: {Path(results_dir).resolve()}/{machine}/ (asv's JSON; `asv publish` builds asv's site)")
+        heading = f"machine {machine}, profile {profile}, commit {commit[:8]}, environment {env}"
+        print(f"\nSummary: {heading}\nTiming regime: {regime.label}")
+        full = io.StringIO()
+        with contextlib.redirect_stdout(full):
+            print(f"Full summary: {heading}\nTiming regime: {regime.label}: {regime.description}")
+            _print_run(rows, skip_reason)
+        if full_dir is None:
+            print(full.getvalue())
+            continue
+        _print_compact(rows, skip_reason)
+        path = Path(full_dir) / f"{machine}-{profile}-{commit[:8]}-{env}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(full.getvalue())
+        print(f"Every cell's figures and ratios: {path}")
+    print(f"Results: {Path(results_dir).resolve()}/{machine}/ (asv's JSON); the site: make report")
 
 
-def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
-    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 500):
-        for device, summary in summary_tables(table).items():
-            print(f"\n[{device}]")
-            print(summary.to_string(index=False))
-    print("\n" + LEGEND)
+def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
     cells = table[table.suite == "unfold"]
     skipped = cells[cells.status == "skipped"].drop_duplicates(["strategy", "config", "device"])
     if not skipped.empty:
@@ -151,9 +192,40 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
             print(f"  {count:>4} x {reason}")
     failed = cells[cells.status == "failed"]
     if not failed.empty:
-        print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's output above says why):")
+        print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's log says why):")
         for r in failed.itertuples():
             print(f"  - {r.metric} {r.strategy} {r.config} {r.device}")
+
+
+def _print_compact(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
+    for device in table[table.suite == "unfold"].device.unique():
+        cells = cell_table(table, device)
+        if cells.empty:
+            continue
+        print(f"\n[{device}] per config (ms, MiB; not counted: {', '.join(SET_ASIDE)}, which reuse their output)")
+        print(compact_table(table, device).to_string(index=False))
+        for rule in RULES:
+            advice = recommend(cells, rule, SET_ASIDE)
+            pick = (
+                "none (every strategy failed somewhere)"
+                if advice.strategy is None
+                else (f"{advice.strategy} (T {advice.score:.2f}x the fastest, geometric mean)")
+            )
+            print(f"Which to ship for {rule.name}: {pick}")
+    _skipped_and_failed(table, skip_reason)
+    problems = physics_problems(table)
+    print("Physics checks: " + ("all figures respect the measured bounds." if not problems else ""))
+    for problem in problems:
+        print("  - " + problem)
+
+
+def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 500):
+        for device, summary in summary_tables(table).items():
+            print(f"\n[{device}]")
+            print(summary.to_string(index=False))
+    print("\n" + LEGEND)
+    _skipped_and_failed(table, skip_reason)
     for device in table[table.suite == "unfold"].device.unique():
         best = fastest_against_bounds(cell_table(table, device), SET_ASIDE)
         if best.empty:

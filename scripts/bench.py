@@ -1,10 +1,16 @@
-"""Run the asv suite on this machine and print a summary table: the entry point of `make bench`.
+"""Run the asv suite on this machine and print a summary: the entry point of `make bench`.
 
-By default: the quick profile, on this machine's devices (CUDA cells are skipped without a GPU), in the
-current environment (asv's ``--python=same``: no per-commit builds), results recorded under the current
-commit. ``--profile full`` runs the configs' real batch size; ``--thp`` runs with huge pages for PyTorch's
-CPU allocations as a separately named machine; ``--commits RANGE`` lets asv build and benchmark each commit
-of a git range in its own virtualenv instead.
+By default: the quick profile, timed in the warm regime (glibc as a user's process has it; ``--regime
+fresh-pages`` times every output on first-touched memory, recorded as a machine of its own; see
+``benchmarks/allocator.py``), on this machine's devices (CUDA cells are skipped without a GPU), in the current
+environment (asv's ``--python=same``), recorded under the current commit. The run is one asv run per config
+(``benchmarks/runner.py``): each saves when it ends, a kill loses only the config in flight, and ``--resume``
+carries on where a killed run stopped. asv's output goes to a log file; the terminal gets one line per
+config, then a summary that fits a screen, and the full tables are written beside the site.
+
+``--profile full`` runs the configs' real batch size; ``--thp`` runs with huge pages for PyTorch's CPU
+allocations as a separately named machine; ``--commits RANGE`` lets asv build and benchmark each commit of a
+git range in its own virtualenv instead (one asv run, not resumable).
 """
 
 from __future__ import annotations
@@ -13,17 +19,18 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.allocator import pin_mmap_threshold  # noqa: E402
-
-pin_mmap_threshold()  # before torch allocates: memory and time must not depend on the process's history
-
-from benchmarks.machine import THP_VARIABLE  # noqa: E402
+from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment  # noqa: E402
+from benchmarks.cells import GATE_CACHE_VARIABLE, Cell  # noqa: E402
+from benchmarks.machine import THP_VARIABLE, register_machine  # noqa: E402
+from benchmarks.process_guard import run_guarded  # noqa: E402
 from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
+from benchmarks.runner import Ledger, plan, run_chunks  # noqa: E402
 
 
 def _git(*args: str) -> str:
@@ -33,51 +40,52 @@ def _git(*args: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="problem size (default quick)")
+    parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME, help="timing regime (default warm)")
     parser.add_argument("--thp", action="store_true", help=f"run with {THP_VARIABLE}=1 (a separately named machine)")
     parser.add_argument("--machine", help="machine name to record (default: derived from host, CPU, GPU, variant)")
-    parser.add_argument("--bench", default="", help="extra regex restricting the benchmarks (asv -b), e.g. conv2")
+    parser.add_argument("--bench", default="", help="a regex restricting the cells (asv -b), e.g. conv2 or native")
+    parser.add_argument("--resume", action="store_true", help="skip the configs a killed run of this commit finished")
     parser.add_argument("--commits", help="a git range (e.g. main~3..main) to build and benchmark commit by commit")
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration file")
     args = parser.parse_args()
 
     if args.thp:
-        os.environ[THP_VARIABLE] = "1"  # before torch is imported, here and in every asv subprocess
-    from benchmarks.machine import register_machine  # imports torch: after the allocator setting is final
-
-    info = register_machine(args.machine)
-
+        os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess
+    regime = get_regime(args.regime)
+    env = {**regime_environment(regime), "PYTHONUNBUFFERED": "1"}
+    env.setdefault(GATE_CACHE_VARIABLE, str(ROOT / ".asv" / "gate"))
+    info = register_machine(args.machine, regime.name, env)
     profile = PROFILES[args.profile]
-    pattern = benchmark_regex(profile, args.bench)
-    command = [
-        sys.executable,
-        "-m",
-        "asv",
-        "--config",
-        args.config,
-        "run",
-        "--machine",
-        info["machine"],
-        "--show-stderr",
-        "-b",
-        pattern,
-    ]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = ROOT / ".asv" / "logs" / f"bench-{info['machine']}-{profile.name}-{stamp}.log"
+    print(f"machine {info['machine']}: {info['device_names']}; torch {info['torch_version']}")
+    print(f"timing regime: {regime.label}: {regime.description}")
+    print(f"asv's output: {log_path}")
+
+    asv = [sys.executable, "-m", "asv", "--config", args.config, "run", "--machine", info["machine"], "--show-stderr"]
+    start = time.monotonic()
     if args.commits:
-        command += [args.commits]
+        commit = None
+        with log_path.open("ab") as log:
+            status = run_guarded([*asv, "-b", benchmark_regex(profile, args.bench), args.commits], env, ROOT, log)
     else:
         commit = _git("rev-parse", "HEAD")
         if _git("status", "--porcelain", "--untracked-files=no"):
             print(f"warning: uncommitted changes; results are recorded under HEAD {commit[:8]} all the same")
-        command += ["--python=same", "--set-commit-hash", commit]
-    print(f"machine {info['machine']}: {info['device_names']}; torch {info['torch_version']}; {info['allocator']}")
-    print("$ " + " ".join(command), flush=True)
-    status = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+        chunks = plan(profile, args.bench)
+        if not chunks:
+            print(f"no {profile.name}-profile cell matches --bench {args.bench!r}")
+            return 2
+        key = {"machine": info["machine"], "commit": commit, "python": sys.executable, "profile": profile.name,
+               "bench": args.bench}  # fmt: skip
+        ledger = Ledger(ROOT / ".asv" / "progress", key)
+        command = [*asv, "--python=same", "--set-commit-hash", commit]
+        status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume)
+    print(f"benchmarks finished in {(time.monotonic() - start) / 60:.1f} min, asv exit status {status}")
 
     from asv.config import Config
 
     from reports.summary import print_summary
-
-    results_dir = Path(Config.load(args.config).results_dir)
-    from benchmarks.cells import Cell
 
     def skip_reason(strategy: str, config: str, device: str) -> str | None:
         try:
@@ -85,7 +93,8 @@ def main() -> int:
         except KeyError:  # a strategy or config that this checkout no longer has
             return None
 
-    print_summary(results_dir, info["machine"], profile.name, None if args.commits else commit, skip_reason)
+    results_dir = Path(Config.load(args.config).results_dir)
+    print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, ROOT / "reports" / "summaries")
     return status
 
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from benchmarks.cells import DEVICES
-from benchmarks.configs import CONFIGS
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
+from benchmarks.profiles import QUICK
 from impls import STRATEGIES
 from reports.summary import physics_problems, summary_tables
 
@@ -30,7 +30,8 @@ def test_pytest_benchmark_matrix_is_the_registry_times_configs_times_devices():
     assert collected.returncode == 0, collected.stdout + collected.stderr
     ids = {line.strip() for line in collected.stdout.splitlines() if "::" in line}
     for test, (strategy, config, device) in itertools.product(
-        ("test_forward", "test_forward_backward"), itertools.product(STRATEGIES, [c.name for c in CONFIGS], DEVICES)
+        ("test_forward", "test_forward_backward"),
+        itertools.product(STRATEGIES, [c.name for c in QUICK.configs()], DEVICES),
     ):
         assert f"benchmarks/test_matrix.py::{test}[{strategy}-{config}-{device}-quick]" in ids
 

@@ -37,7 +37,7 @@ def test_asv_discovers_every_strategy_config_and_device_for_each_profile():
     names = {b.name: b for b in disc_benchmarks(str(ROOT / "benchmarks"))}
     for profile in PROFILES.values():
         cls = profile.class_name
-        expected_cells = [list(STRATEGIES), [c.name for c in CONFIGS], list(DEVICES)]
+        expected_cells = [list(STRATEGIES), [c.name for c in profile.configs()], list(DEVICES)]
         for metric in ("time_forward", "time_forward_backward", "track_net_peak_forward"):
             benchmark = names[f"unfold.{cls}.{metric}"]
             assert [list(p) for p in benchmark.params] == [[repr(v) for v in values] for values in expected_cells]
@@ -47,9 +47,11 @@ def test_asv_discovers_every_strategy_config_and_device_for_each_profile():
     assert names["unfold.Full.track_net_peak_forward"].unit == "bytes"
     compiling = [name for name, strategy in STRATEGIES.items() if strategy.compiles]
     assert compiling  # the suite has a compiled strategy, so the compile-time suite is not empty
-    for cls in ("Quick", "Full"):
-        benchmark = names[f"compile_time.{cls}.track_compile_seconds"]
-        assert [list(p) for p in benchmark.params][0] == [repr(v) for v in compiling]
+    assert [c.name for c in FULL.configs()] == [c.name for c in CONFIGS]  # the full profile has every config
+    for profile in PROFILES.values():
+        benchmark = names[f"compile_time.{profile.class_name}.track_compile_seconds"]
+        params = [list(p) for p in benchmark.params]
+        assert params[:2] == [[repr(v) for v in compiling], [repr(v) for v in profile.compile_time_config_names()]]
         assert benchmark.unit == "seconds"
 
 

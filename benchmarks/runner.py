@@ -1,0 +1,157 @@
+"""A benchmark run as a sequence of asv runs, one per config, each saved when it ends.
+
+asv writes a results file only when its run ends, so a run killed at minute 35 would lose 35 minutes. The
+run is therefore split into chunks, one per config (every suite's cells of that config), each its own
+``asv run`` with ``--set-commit-hash``: asv merges each chunk's cells into the same results file. A kill
+loses only the chunk in flight; ``resume`` skips the chunks that a run of the same commit, environment,
+profile, machine (so regime) and selection already finished, recorded in a ledger beside asv's
+environments (``.asv/progress``). Each asv run is guarded (``benchmarks.process_guard``): no process of it
+outlives the run. asv's own output goes to a log file; the terminal gets one line per chunk.
+
+The cells are the asv suites' own parameter grids (``SUITES`` x profile class x benchmark method x params),
+selected by the same regular expression asv applies to ``name(param, ...)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.process_guard import run_guarded
+from benchmarks.profiles import SUITES, Profile
+
+BENCHMARK_PREFIXES = ("time_", "track_", "peakmem_", "mem_")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The cells of one config: one asv run."""
+
+    config: str
+    cells: tuple[str, ...]  # asv's "name(param, ...)" of each selected cell
+
+    def regex(self) -> str:
+        """An asv ``-b`` expression that selects exactly these cells."""
+        return "^(?:" + "|".join(re.escape(cell) for cell in self.cells) + ")$"
+
+
+def suite_cells(profile: Profile, suites: tuple[str, ...] = SUITES) -> list[tuple[str, dict[str, str]]]:
+    """Every cell of ``profile`` in ``suites``: asv's ``name(param, ...)`` and the cell's params by name."""
+    cells = []
+    for module_name in suites:
+        suite = getattr(importlib.import_module(f"benchmarks.{module_name}"), profile.class_name)
+        methods = sorted(name for name in dir(suite) if name.startswith(BENCHMARK_PREFIXES))
+        for method in methods:
+            for combo in itertools.product(*suite.params):
+                name = f"{module_name}.{profile.class_name}.{method}({', '.join(map(repr, combo))})"
+                cells.append((name, dict(zip(suite.param_names, combo))))
+    return cells
+
+
+def plan(profile: Profile, narrow: str = "") -> list[Chunk]:
+    """The run's chunks, in the config table's order, holding the cells ``narrow`` (a regex) selects."""
+    pattern = re.compile(narrow)
+    by_config: dict[str, list[str]] = {config.name: [] for config in profile.configs()}
+    for name, params in suite_cells(profile):
+        if pattern.search(name):
+            by_config[params["config"]].append(name)
+    return [Chunk(config, tuple(cells)) for config, cells in by_config.items() if cells]
+
+
+class Ledger:
+    """The chunks a run has finished, kept on disk under a key naming everything the figures depend on."""
+
+    def __init__(self, directory: Path, key: Mapping[str, str]) -> None:
+        digest = hashlib.sha256(json.dumps(dict(key), sort_keys=True).encode()).hexdigest()[:16]
+        self.path = directory / f"{digest}.json"
+        self.key = dict(key)
+
+    def finished(self) -> set[str]:
+        if not self.path.exists():
+            return set()
+        return set(json.loads(self.path.read_text())["finished"])
+
+    def record(self, finished: set[str]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(".tmp")
+        partial.write_text(json.dumps({**self.key, "finished": sorted(finished)}, indent=1))
+        partial.replace(self.path)  # atomic: a kill leaves the old ledger or the new one
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def scratch_config(results_dir: Path, root: Path) -> Path:
+    """A copy of ``root``'s asv configuration that saves results in ``results_dir`` (a check's, or a test's,
+    that must not touch ``results/``), written there; its paths are absolute."""
+    from asv.util import load_json
+
+    config = load_json(str(root / "asv.conf.json"), js_comments=True)
+    config.update(
+        repo=str(root), benchmark_dir=str(root / "benchmarks"), env_dir=str(root / ".asv" / "env"),
+        results_dir=str(results_dir), html_dir=str(results_dir / "html"),
+    )  # fmt: skip
+    path = results_dir / "asv.conf.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}:{seconds:02d}"
+
+
+def run_chunks(
+    chunks: list[Chunk],
+    asv_command: list[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    ledger: Ledger,
+    resume: bool,
+    print_line: Callable[[str], None] = print,
+) -> int:
+    """Run ``asv_command -b <chunk>`` for each chunk not yet finished; the worst asv exit status (0, or 2 when a
+    benchmark failed; a failed cell is a result like any other and its chunk counts as finished)."""
+    finished = ledger.finished() if resume else set()
+    if not resume:
+        ledger.clear()
+    total = sum(len(c.cells) for c in chunks)
+    skipped = sum(len(c.cells) for c in chunks if c.config in finished)
+    if skipped:
+        print_line(f"resume: {skipped} of {total} cells already measured for this commit, environment and regime")
+    done = skipped
+    start, worst = time.monotonic(), 0
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        for index, chunk in enumerate(chunks, 1):
+            if chunk.config in finished:
+                continue
+            log.write(f"\n### chunk {chunk.config}: {len(chunk.cells)} cells\n".encode())
+            log.flush()
+            status = run_guarded([*asv_command, "-b", chunk.regex()], env, cwd, log)
+            if status not in (0, 2):  # asv itself failed: nothing of this chunk was saved
+                print_line(f"asv exited with status {status} on {chunk.config}; see {log_path}")
+                return status
+            worst = max(worst, status)
+            finished.add(chunk.config)
+            ledger.record(finished)
+            done += len(chunk.cells)
+            elapsed = time.monotonic() - start
+            measured = done - skipped
+            eta = elapsed / measured * (total - done) if measured else 0.0
+            note = " (a cell failed)" if status else ""
+            print_line(
+                f"[{index:>2}/{len(chunks)}] {chunk.config:<16} {done:>4}/{total} cells, "
+                f"{_clock(elapsed)} elapsed, ETA {_clock(eta)}{note}"
+            )
+            sys.stdout.flush()
+    return worst

@@ -1,0 +1,106 @@
+"""A benchmark run split into per-config asv runs (``benchmarks/runner.py``): what it selects, what a SIGKILL
+keeps, that ``--resume`` finishes the rest, and that nothing of a killed run stays running."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from asv.benchmarks import Benchmarks
+
+from benchmarks.process_guard import session_members
+from benchmarks.profiles import FULL, QUICK
+from benchmarks.runner import plan, scratch_config, suite_cells
+from reports.results import load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKER = "UNFOLD_BENCH_TEST_RUN"
+
+
+def test_a_chunk_regex_selects_exactly_its_cells_as_asv_matches_them():
+    chunks = plan(QUICK, "native|bounds")
+    assert [c.config for c in chunks] == [c.name for c in QUICK.configs()]
+    names = [name for name, _ in suite_cells(QUICK)]
+    for chunk in chunks:
+        selected = [name for name in names if re.search(chunk.regex(), name)]
+        assert selected == list(chunk.cells)
+        assert all(f"'{chunk.config}'" in name and ("native" in name or "bounds" in name) for name in selected)
+    assert sum(len(c.cells) for c in plan(FULL)) == len(suite_cells(FULL))  # no narrowing: every cell, once
+
+
+def test_the_chunk_regex_is_read_by_asv_as_it_is_by_the_plan():
+    chunk = plan(QUICK, r"time_fill|native', 'allcnnc-conv3', 'cpu")[2]
+    benchmarks = [
+        {"name": "bounds.Quick.time_fill", "params": [[repr(c.name) for c in QUICK.configs()], ["'cpu'", "'cuda'"]]},
+        {"name": "unfold.Quick.time_forward", "params": [["'native'", "'gather'"], ["'allcnnc-conv3'"], ["'cpu'"]]},
+    ]
+    conf = SimpleNamespace(benchmark_dir=str(ROOT / "benchmarks"))
+    selection = Benchmarks(conf=conf, benchmarks=benchmarks, regex=chunk.regex()).benchmark_selection
+    assert chunk.config == "allcnnc-conv3"
+    assert selection["bounds.Quick.time_fill"] == [2 * 2]  # allcnnc-conv3 on cpu
+    assert selection["unfold.Quick.time_forward"] == [0]
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _bench(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen:
+    command = [
+        sys.executable, str(ROOT / "scripts" / "bench.py"), "--config", str(scratch_config(tmp_path, ROOT)),
+        "--machine", "test-kill", "--bench", r"^bounds\.Quick\.time_fill\('(example|allcnnc-conv2|allcnnc-conv3)'",
+        *extra,
+    ]  # fmt: skip
+    env = {**os.environ, MARKER: marker}
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _measured_configs(results_dir: Path) -> set[str]:
+    table = load_results(results_dir)
+    return set(table[(table.metric == "time_fill") & (table.status == "ok")].config)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_a_killed_run_keeps_finished_configs_leaves_no_process_and_resumes(tmp_path):
+    marker = f"{MARKER}={uuid.uuid4().hex}"
+    run = _bench(tmp_path, marker.split("=")[1])
+    lines = []
+    for line in run.stdout:  # wait until the first config is saved
+        lines.append(line)
+        if line.startswith("[ 1/3]"):
+            break
+    assert lines and lines[-1].startswith("[ 1/3]"), "".join(lines)
+    time.sleep(2)  # the second config's asv run is in flight
+    assert len(_processes_with(marker)) > 2  # bench.py, its guardian, asv and asv's children
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 30
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_with(marker) == []
+    kept = _measured_configs(tmp_path)
+    assert "example" in kept and "allcnnc-conv3" not in kept
+
+    resumed = _bench(tmp_path, marker.split("=")[1], "--resume")
+    output, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, output
+    finished = len(kept)
+    assert f"resume: {finished} of 3 cells already measured" in output
+    assert _measured_configs(tmp_path) == {"example", "allcnnc-conv2", "allcnnc-conv3"}
+    assert session_members(resumed.pid) == []
