@@ -1,0 +1,118 @@
+"""Do the harness's times agree with an independent timer? The entry point of `make agreement`.
+
+A few cells are timed twice in one run, in the same timing regime and with the same number of threads: by the
+asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``), and by
+``torch.utils.benchmark.Timer.blocked_autorange`` in a process of its own that calls the strategy directly
+(inputs made with the same seeds; for a strategy that compiles, one untimed call first). It prints both
+medians and their ratio per cell. A ratio far from 1 means the harness measures something a user's process
+does not see. This is a check to run by hand, not a test: both are timings on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment  # noqa: E402
+from benchmarks.cells import Cell  # noqa: E402
+from benchmarks.profiles import PROFILES  # noqa: E402
+from benchmarks.runner import scratch_config  # noqa: E402
+
+DEFAULT_CELLS = (
+    "native:allcnnc-conv2:forward",
+    "as_strided:allcnnc-conv2:forward",
+    "gather:allcnnc-conv2:forward",
+    "compiled:allcnnc-conv2:forward",
+    "native:allcnnc-conv3:forward_backward",
+    "compiled:allcnnc-conv3:forward_backward",
+)
+CALLS = ("forward", "forward_backward")
+
+_TIMER = """
+import json, sys, torch
+from torch.utils.benchmark import Timer
+from benchmarks.cells import Cell, Workload
+from benchmarks.profiles import PROFILES
+out = {}
+for strategy, config, call in json.loads(sys.argv[1]):
+    cell = Cell.from_names(strategy, config, "cpu", PROFILES[sys.argv[2]])
+    w = Workload(cell, backward=True)
+    f = cell.strategy
+    stmt = "f(x, **kw)" if call == "forward" else "f(leaf, **kw).backward(g); leaf.grad = None"
+    scope = {"f": f, "x": w.input, "leaf": w.leaf, "kw": w.kwargs, "g": w.grad_output}
+    exec(stmt, scope)  # a strategy that compiles compiles here, untimed
+    timer = Timer(stmt, globals=scope, num_threads=torch.get_num_threads())
+    out[f"{strategy}:{config}:{call}"] = timer.blocked_autorange(min_run_time=2.0).median
+print(json.dumps(out))
+"""
+
+
+def _parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
+    cells = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) != 3 or parts[2] not in CALLS:
+            raise SystemExit(f"--cells: {item!r} is not STRATEGY:CONFIG:CALL with CALL one of {CALLS}")
+        try:
+            reason = Cell.from_names(parts[0], parts[1], "cpu", PROFILES[profile_name]).skip_reason()
+        except KeyError as error:
+            raise SystemExit(f"--cells: {item!r}: {error.args[0]}") from None
+        if reason is not None:
+            raise SystemExit(f"--cells: {item!r} does not run here: {reason}")
+        cells.append((parts[0], parts[1], parts[2]))
+    return cells
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="STRATEGY:CONFIG:CALL,... (CPU)")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME)
+    args = parser.parse_args()
+    cells = _parse_cells(args.cells, args.profile)
+    regime = get_regime(args.regime)
+    env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
+    profile = PROFILES[args.profile]
+
+    from benchmarks.machine import register_machine
+    from reports.results import load_results
+
+    with tempfile.TemporaryDirectory() as scratch:
+        results_dir = Path(scratch)
+        machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]
+        names = "|".join(rf"unfold\.{profile.class_name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+        config = str(scratch_config(results_dir, ROOT))
+        command = [sys.executable, "-m", "asv", "--config", config, "run", "--python=same", "--set-commit-hash",
+                   commit.strip(), "--machine", machine, "-b", f"^(?:{names})$"]  # fmt: skip
+        print(f"timing regime: {regime.label}; {len(cells)} cells by the harness (asv) ...", flush=True)
+        subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
+        table = load_results(results_dir)
+        harness = {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in table.itertuples() if r.status == "ok"}
+        print("... and by torch.utils.benchmark", flush=True)
+        timed = subprocess.run(
+            [sys.executable, "-c", _TIMER, json.dumps(cells), profile.name],
+            cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        independent = json.loads(timed.stdout.strip().splitlines()[-1])
+    print(f"\n{'cell':<42} {'harness ms':>11} {'Timer ms':>9} {'ratio':>6}")
+    for strategy, config, call in cells:
+        key = f"{strategy}:{config}:{call}"
+        ours, theirs = harness.get(key), independent.get(key)
+        if ours is None or theirs is None:
+            print(f"{key:<42} {'failed' if ours is None else f'{ours * 1e3:.3f}':>11} {'-':>9}")
+            continue
+        print(f"{key:<42} {ours * 1e3:>11.3f} {theirs * 1e3:>9.3f} {ours / theirs:>6.2f}")
+    print(f"\n{profile.name} profile, CPU, {regime.label}; ratio = harness median / torch.utils.benchmark median")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
