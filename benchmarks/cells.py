@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.configs import LayerConfig
+from benchmarks.configs import LayerConfig, configs
 from benchmarks.profiles import Profile
 from impls import STRATEGIES, Strategy
 from impls.parity import problems, random_grad_output
@@ -65,8 +65,9 @@ def synchronize(device: str) -> None:
 
 
 def profile_config(profile: Profile, config_name: str) -> LayerConfig:
-    """``config_name`` at ``profile``'s size."""
-    for config in profile.configs():
+    """``config_name`` at ``profile``'s size (any config of the table: results of a profile that covered more
+    configs than it does now are read at the same size)."""
+    for config in configs(batch_size=profile.batch_cap):
         if config.name == config_name:
             return config
     raise KeyError(f"unknown config {config_name!r}")

@@ -89,9 +89,10 @@ class Ledger:
         self.path.unlink(missing_ok=True)
 
 
-def scratch_config(results_dir: Path, root: Path) -> Path:
-    """A copy of ``root``'s asv configuration that saves results in ``results_dir`` (a check's, or a test's,
-    that must not touch ``results/``), written there; its paths are absolute."""
+def scratch_config(directory: Path, root: Path) -> Path:
+    """A copy of ``root``'s asv configuration, written to ``directory``, that saves results in its ``results``
+    folder (a check's, or a test's, that must not touch ``results/``); its paths are absolute."""
+    results_dir = directory / "results"
     from asv.util import load_json
 
     config = load_json(str(root / "asv.conf.json"), js_comments=True)
@@ -99,7 +100,7 @@ def scratch_config(results_dir: Path, root: Path) -> Path:
         repo=str(root), benchmark_dir=str(root / "benchmarks"), env_dir=str(root / ".asv" / "env"),
         results_dir=str(results_dir), html_dir=str(results_dir / "html"),
     )  # fmt: skip
-    path = results_dir / "asv.conf.json"
+    path = directory / "asv.conf.json"
     path.write_text(json.dumps(config))
     return path
 

@@ -85,11 +85,11 @@ def main() -> int:
     from reports.results import load_results
 
     with tempfile.TemporaryDirectory() as scratch:
-        results_dir = Path(scratch)
+        results_dir = Path(scratch) / "results"
         machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]
         names = "|".join(rf"unfold\.{profile.class_name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-        config = str(scratch_config(results_dir, ROOT))
+        config = str(scratch_config(Path(scratch), ROOT))
         command = [sys.executable, "-m", "asv", "--config", config, "run", "--python=same", "--set-commit-hash",
                    commit.strip(), "--machine", machine, "-b", f"^(?:{names})$"]  # fmt: skip
         print(f"timing regime: {regime.label}; {len(cells)} cells by the harness (asv) ...", flush=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved
+from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved, profile_config
 from benchmarks.configs import configs
 from benchmarks.profiles import get_profile
 from reports import analysis, figures
@@ -287,7 +287,7 @@ def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
 
 
 def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandwidth():
-    conv8 = next(c for c in get_profile("quick").configs() if c.name == "allcnnc-conv8")  # 1x1, stride 1, no pad
+    conv8 = profile_config(get_profile("quick"), "allcnnc-conv8")  # 1x1, stride 1, no pad
     once = (conv8.geometry.input_numel + conv8.geometry.output_numel) * 4  # the contract is new memory
     assert minimum_bytes_moved(conv8, backward=False) == once and minimum_bytes_moved(conv8, backward=True) == 2 * once
     best = pd.DataFrame({"config": ["allcnnc-conv8"] * 2, "metric": ["time_forward"] * 2,
