@@ -5,7 +5,8 @@ so asv stores, compares and plots the two separately and they can never be mixed
 built from one code path; only the batch cap and asv's sampling attributes differ.
 
 How noise is kept in check (asv's sampling, see README "Noise"): every cell runs in fresh processes
-(``rounds``), each process first makes one untimed warm-up call (asv's ``warmup_time`` runs at least one),
+(``rounds``), each process first makes untimed warm-up calls for ``warmup_time`` seconds (at least one: in the
+warm regime the first few outputs are fresh pages, until glibc's dynamic threshold has risen past their size),
 then takes between ``repeat[0]`` and ``repeat[1]`` samples of one call each until ``repeat[2]`` seconds have
 passed. asv reports the median over all rounds' samples and the interquartile range; ``asv compare`` and
 ``asv continuous`` judge differences with a Mann-Whitney U test on those samples.
@@ -48,11 +49,11 @@ class Profile:
 # The quick profile is a look in a few minutes: one layer of each kind (unfoldNd's example; All-CNN-C's largest
 # stride-1 and stride-2 layers; 1-d; 3-d; half precision) and one cold compile. The full profile has them all.
 QUICK = Profile(
-    "quick", batch_cap=8, rounds=1, repeat=(2, 5, 0.5), warmup_time=0.05, timeout=60, gate_timeout=300,
+    "quick", batch_cap=8, rounds=1, repeat=(2, 5, 0.5), warmup_time=0.15, timeout=60, gate_timeout=300,
     config_names=("example", "allcnnc-conv2", "allcnnc-conv3", "seq1d-conv", "vol3d-conv", "conv4-bfloat16"),
     compile_time_configs=("allcnnc-conv2",),
 )  # fmt: skip
-FULL = Profile("full", batch_cap=None, rounds=2, repeat=(2, 5, 8.0), warmup_time=0.01, timeout=300, gate_timeout=1200)
+FULL = Profile("full", batch_cap=None, rounds=2, repeat=(2, 5, 8.0), warmup_time=0.1, timeout=300, gate_timeout=1200)
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (QUICK, FULL)}
 

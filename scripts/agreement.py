@@ -2,16 +2,19 @@
 
 A few cells are timed twice in one run, in the same timing regime and with the same number of threads: by the
 asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``), and by
-``torch.utils.benchmark.Timer.blocked_autorange`` in a process of its own that calls the strategy directly
+``torch.utils.benchmark.Timer.blocked_autorange`` in a process per cell that calls the strategy directly
 (inputs made with the same seeds; for a strategy that compiles, one untimed call first). It prints both
-medians and their ratio per cell. A ratio far from 1 means the harness measures something a user's process
-does not see. This is a check to run by hand, not a test: both are timings on a shared machine.
+medians and their ratio per cell and round, then each cell's median ratio over the rounds (processes differ
+from each other, so one round proves little). A ratio far from 1 means the harness measures something a
+user's process does not see. This is a check to run by hand, not a test: both are timings on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,43 +78,64 @@ def main() -> int:
     parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="STRATEGY:CONFIG:CALL,... (CPU)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of both timers (default 3)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds {args.rounds}: must be at least 1")
     cells = _parse_cells(args.cells, args.profile)
     regime = get_regime(args.regime)
     env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
     profile = PROFILES[args.profile]
 
     from benchmarks.machine import register_machine
+
+    machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]
+    ratios: dict[str, list[float]] = {f"{s}:{c}:{call}": [] for s, c, call in cells}
+    print(f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of harness then Timer", flush=True)
+    for round_ in range(1, args.rounds + 1):
+        harness = _time_by_harness(cells, profile.class_name, machine, env)
+        independent = _time_by_timer(cells, profile.name, env)
+        for key in ratios:
+            if key in harness and key in independent:
+                ratios[key].append(harness[key] / independent[key])
+        print(f"round {round_}: " + ", ".join(f"{k} {harness.get(k, math.nan) * 1e3:.3g}/{independent[k] * 1e3:.3g} ms"
+                                              for k in ratios), flush=True)  # fmt: skip
+    print(f"\n{'cell':<42} {'median ratio':>12} {'range':>12}")
+    for key, values in ratios.items():
+        if not values:
+            print(f"{key:<42} {'failed':>12}")
+            continue
+        print(f"{key:<42} {statistics.median(values):>12.2f} {min(values):>5.2f}-{max(values):<5.2f}")
+    print(f"\n{profile.name} profile, CPU, {regime.label}; ratio = harness median / torch.utils.benchmark median,")
+    print("per round (both timed in the same round, one process per cell each); range: over the rounds")
+    return 0
+
+
+def _time_by_harness(cells: list[tuple[str, str, str]], class_name: str, machine: str, env: dict) -> dict[str, float]:
+    """The asv suite's medians of ``cells``, saved to a scratch results directory."""
     from reports.results import load_results
 
+    names = "|".join(rf"unfold\.{class_name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as scratch:
-        results_dir = Path(scratch) / "results"
-        machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]
-        names = "|".join(rf"unfold\.{profile.class_name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
         config = str(scratch_config(Path(scratch), ROOT))
         command = [sys.executable, "-m", "asv", "--config", config, "run", "--python=same", "--set-commit-hash",
-                   commit.strip(), "--machine", machine, "-b", f"^(?:{names})$"]  # fmt: skip
-        print(f"timing regime: {regime.label}; {len(cells)} cells by the harness (asv) ...", flush=True)
+                   commit, "--machine", machine, "-b", f"^(?:{names})$"]  # fmt: skip
         subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
-        table = load_results(results_dir)
-        harness = {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in table.itertuples() if r.status == "ok"}
-        print("... and by torch.utils.benchmark", flush=True)
+        table = load_results(Path(scratch) / "results")
+    return {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in table.itertuples() if r.status == "ok"}
+
+
+def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: dict) -> dict[str, float]:
+    """``torch.utils.benchmark``'s medians of ``cells``, each in a process of its own as in the harness."""
+    independent = {}
+    for cell in cells:
         timed = subprocess.run(
-            [sys.executable, "-c", _TIMER, json.dumps(cells), profile.name],
+            [sys.executable, "-c", _TIMER, json.dumps([cell]), profile_name],
             cwd=ROOT, env=env, capture_output=True, text=True, check=True,
         )  # fmt: skip
-        independent = json.loads(timed.stdout.strip().splitlines()[-1])
-    print(f"\n{'cell':<42} {'harness ms':>11} {'Timer ms':>9} {'ratio':>6}")
-    for strategy, config, call in cells:
-        key = f"{strategy}:{config}:{call}"
-        ours, theirs = harness.get(key), independent.get(key)
-        if ours is None or theirs is None:
-            print(f"{key:<42} {'failed' if ours is None else f'{ours * 1e3:.3f}':>11} {'-':>9}")
-            continue
-        print(f"{key:<42} {ours * 1e3:>11.3f} {theirs * 1e3:>9.3f} {ours / theirs:>6.2f}")
-    print(f"\n{profile.name} profile, CPU, {regime.label}; ratio = harness median / torch.utils.benchmark median")
-    return 0
+        independent.update(json.loads(timed.stdout.strip().splitlines()[-1]))
+    return independent
 
 
 if __name__ == "__main__":
