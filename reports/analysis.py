@@ -328,6 +328,38 @@ def recommend(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = Ma
     return Recommendation(rule, best.strategy, best.time_score, best.configs, best.not_covered, ranking)
 
 
+def other_regime_picks(
+    table: pd.DataFrame, run: Mapping[str, str], device: str, rule: Rule, set_aside: Mapping[str, str]
+) -> list[tuple[str, str | None]]:
+    """(regime label, pick under ``rule``) of ``run``'s machine in each other timing regime: its newest run of
+    the same profile there (regimes with no such run are left out). The sentence both the site and the terminal
+    summary print beside a recommendation is ``regime_note``."""
+    picks = []
+    latest = latest_runs(table)
+    for machine in other_regime_machines(run["machine"]):
+        other = latest[(latest.machine == machine) & (latest.profile == run["profile"])]
+        if other.empty:
+            continue
+        cells = cell_table(select_run(table, other.iloc[0]), device)
+        if not cells.empty:
+            picks.append((regime_of_machine(machine).label, recommend(cells, rule, set_aside).strategy))
+    return picks
+
+
+def regime_note(machine: str, pick: str | None, other_picks: list[tuple[str, str | None]]) -> str:
+    """Which regime a recommendation was timed in, and whether each other regime picks the same strategy."""
+    note = f"Timed in the {regime_of_machine(machine).label} regime."
+    for label, other in other_picks:
+        if other == pick:
+            note += f" The {label} regime picks the same."
+        else:
+            note += (
+                f" The {label} regime picks {other or 'none'} (the regimes disagree: which fits depends on "
+                "whether your outputs land on memory the process already touched)."
+            )
+    return note
+
+
 def pareto_front(points: pd.DataFrame, x: str, y: str) -> pd.Series:
     """Whether each row is on the Pareto front of (``x``, ``y``), lower being better in both (NaN: never)."""
     valid = points[x].notna() & points[y].notna()

@@ -155,31 +155,12 @@ def _cell_table_html(cells: pd.DataFrame) -> str:
     return _table(header, rows)
 
 
-def _other_regime_picks(table: pd.DataFrame, run: dict, device: str, rule: analysis.Rule) -> list[tuple[str, str]]:
-    """(regime label, pick) of the same machine's newest run of the same profile in each other timing regime."""
-    picks = []
-    latest = analysis.latest_runs(table)
-    for machine in analysis.other_regime_machines(run["machine"]):
-        other = latest[(latest.machine == machine) & (latest.profile == run["profile"])]
-        if other.empty:
-            continue
-        cells = analysis.cell_table(analysis.select_run(table, other.iloc[0]), device)
-        if not cells.empty:
-            picks.append((_regime_label(machine), analysis.recommend(cells, rule, SET_ASIDE).strategy or "none"))
-    return picks
-
-
 def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str) -> str:
     parts = []
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule, SET_ASIDE)
-        regime = f" Timed in the <b>{html.escape(_regime_label(run['machine']))}</b> regime."
-        for label, pick in _other_regime_picks(table, run, device, rule):
-            same = pick == advice.strategy
-            regime += (
-                f" The {html.escape(label)} regime picks {'the same' if same else '<b>' + html.escape(pick) + '</b>'}"
-                f"{'' if same else ' (the regimes disagree: which fits depends on whether your outputs are reused)'}."
-            )
+        others = analysis.other_regime_picks(table, run, device, rule, SET_ASIDE)
+        regime = " " + html.escape(analysis.regime_note(run["machine"], advice.strategy, others))
         if advice.strategy is None:
             verdict = "<b>Every strategy failed somewhere on this device</b>: see the picks per config below."
             css = "box none"

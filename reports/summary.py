@@ -20,7 +20,17 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.allocator import regime_of_machine
-from reports.analysis import RULES, cell_table, fastest_against_bounds, floors_against_copy, recommend, with_bandwidth
+from reports.analysis import (
+    RULES,
+    RUN_KEYS,
+    cell_table,
+    fastest_against_bounds,
+    floors_against_copy,
+    other_regime_picks,
+    recommend,
+    regime_note,
+    with_bandwidth,
+)
 from reports.results import load_results
 from reports.set_aside import SET_ASIDE
 
@@ -153,8 +163,8 @@ def print_summary(
     cell's figures and ratios) go to a file in ``full_dir`` when it is given, else to the terminal too.
     ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a").
     """
-    table = load_results(results_dir)
-    table = table[(table.machine == machine) & (table.profile == profile)]
+    every_run = load_results(results_dir)
+    table = every_run[(every_run.machine == machine) & (every_run.profile == profile)]
     if table.empty:
         print(f"no {profile} results for machine {machine} in {results_dir}")
         return
@@ -171,7 +181,7 @@ def print_summary(
         if full_dir is None:
             print(full.getvalue())
             continue
-        _print_compact(rows, skip_reason)
+        _print_compact(rows, every_run, skip_reason)
         path = Path(full_dir) / f"{machine}-{profile}-{commit[:8]}-{env}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(full.getvalue())
@@ -197,7 +207,10 @@ def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, st
             print(f"  - {r.metric} {r.strategy} {r.config} {r.device}")
 
 
-def _print_compact(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
+def _print_compact(
+    table: pd.DataFrame, every_run: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None
+) -> None:
+    run = table.iloc[0][RUN_KEYS].to_dict()
     for device in table[table.suite == "unfold"].device.unique():
         cells = cell_table(table, device)
         if cells.empty:
@@ -212,6 +225,8 @@ def _print_compact(table: pd.DataFrame, skip_reason: Callable[[str, str, str], s
                 else (f"{advice.strategy} (T {advice.score:.2f}x the fastest, geometric mean)")
             )
             print(f"Which to ship for {rule.name}: {pick}")
+            others = other_regime_picks(every_run, run, device, rule, SET_ASIDE)
+            print(f"  {regime_note(run['machine'], advice.strategy, others)}")
     _skipped_and_failed(table, skip_reason)
     problems = physics_problems(table)
     print("Physics checks: " + ("all figures respect the measured bounds." if not problems else ""))

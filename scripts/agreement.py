@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +80,7 @@ def main() -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of both timers (default 3)")
+    parser.add_argument("--out", help="also write the table to this file (e.g. docs/measured/agreement-warm.txt)")
     args = parser.parse_args()
     if args.rounds < 1:
         raise SystemExit(f"--rounds {args.rounds}: must be at least 1")
@@ -87,7 +89,7 @@ def main() -> int:
     env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
     profile = PROFILES[args.profile]
 
-    from benchmarks.machine import register_machine
+    from benchmarks.machine import machine_name, register_machine
 
     machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]
     ratios: dict[str, list[float]] = {f"{s}:{c}:{call}": [] for s, c, call in cells}
@@ -100,14 +102,23 @@ def main() -> int:
                 ratios[key].append(harness[key] / independent[key])
         print(f"round {round_}: " + ", ".join(f"{k} {harness.get(k, math.nan) * 1e3:.3g}/{independent[k] * 1e3:.3g} ms"
                                               for k in ratios), flush=True)  # fmt: skip
-    print(f"\n{'cell':<42} {'median ratio':>12} {'range':>12}")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout[:8]
+    lines = [
+        f"make agreement: machine {machine_name(regime.name)}, commit {commit}, {time.strftime('%Y-%m-%d')}",
+        f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
+        "ratio = harness median / torch.utils.benchmark median in the same round (one process per cell each);",
+        "range: over the rounds",
+        "",
+        f"{'cell':<42} {'median ratio':>12} {'range':>12}",
+    ]
     for key, values in ratios.items():
-        if not values:
-            print(f"{key:<42} {'failed':>12}")
-            continue
-        print(f"{key:<42} {statistics.median(values):>12.2f} {min(values):>5.2f}-{max(values):<5.2f}")
-    print(f"\n{profile.name} profile, CPU, {regime.label}; ratio = harness median / torch.utils.benchmark median,")
-    print("per round (both timed in the same round, one process per cell each); range: over the rounds")
+        span = f"{min(values):>5.2f}-{max(values):<5.2f}" if values else ""
+        lines.append(f"{key:<42} {statistics.median(values) if values else math.nan:>12.2f} {span}")
+    print("\n" + "\n".join(lines))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        print(f"written to {args.out}")
     return 0
 
 

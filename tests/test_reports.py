@@ -6,6 +6,8 @@ The expected answers are worked out by hand from the fixture's figures (see ``ma
 
 from __future__ import annotations
 
+import html
+import itertools
 import json
 import math
 import re
@@ -296,3 +298,53 @@ def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandw
     view, copy = analysis.with_bandwidth(best, "quick").itertuples()  # a 4 KiB view: results up to f26b0bd
     assert math.isnan(view.gb_per_s) and math.isnan(view.of_copy) and view.copy_gb_per_s > 0
     assert copy.gb_per_s == pytest.approx(once / 1e-3 / 1e9)
+
+
+def _copy_as_fresh_pages(results: Path, slower: str) -> str:
+    """The fixture CPU machine's results again, as its fresh-pages twin, with ``slower``'s times x10."""
+    twin = f"{CPU}-freshpages"
+    shutil.copytree(results / CPU, results / twin)
+    for path in (results / twin).glob("*.json"):
+        data = json.loads(path.read_text())
+        machine = data["params"] if "params" in data else data  # a result file, or machine.json
+        machine.update(machine=twin, timing_regime="fresh-pages")
+        for name, entry in data.get("results", {}).items():
+            values, params = entry[0], entry[1]
+            if ".time_" in name and params:
+                combos = list(itertools.product(*params))
+                entry[0] = [v * 10 if v and f"'{slower}'" in combo else v for v, combo in zip(values, combos)]
+        path.write_text(json.dumps(data))
+    return twin
+
+
+def test_the_regime_is_named_and_a_recommendation_says_when_the_other_regime_picks_another(tmp_path, capsys):
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("*.py"))
+    # as_strided x10: the forward-only rule (as_strided in the fixture) picks native in the fresh-pages twin
+    twin = _copy_as_fresh_pages(results, slower="as_strided")
+    table = load_results(results)
+    assert set(table[table.machine == twin].timing_regime) == {"fresh-pages"}
+    assert set(table[table.machine == CPU].timing_regime) == {"warm"}  # recorded before regimes: not pinned
+    assert analysis.other_regime_machines(twin) == [CPU] and analysis.other_regime_machines(CPU) == [twin]
+    build_site(results, tmp_path / "site")
+    overview = html.unescape((tmp_path / "site" / "index.html").read_text())
+    assert f"{twin} · quick profile · timed: fresh pages" in overview
+    warm, fresh = "warm allocator (a user's process)", "fresh pages (every output first-touched)"
+    assert f"Timed in the {warm} regime. The {fresh} regime picks native (the regimes disagree" in overview
+    assert f"Timed in the {fresh} regime. The {warm} regime picks as_strided (the regimes disagree" in overview
+    assert f"Timed in the {warm} regime. The {fresh} regime picks the same." in overview  # training: native in both
+
+    print_summary(results, CPU, "quick", None, full_dir=tmp_path / "summaries")
+    out = capsys.readouterr().out
+    assert "Which to ship for forward only (e.g. KFAC statistics): as_strided" in out
+    assert f"Timed in the {warm} regime. The {fresh} regime picks native (the regimes disagree" in out
+
+
+def test_the_summary_fits_a_screen_and_writes_the_full_tables_to_a_file(tmp_path, capsys):
+    print_summary(FIXTURE, CPU, "quick", None, full_dir=tmp_path)
+    out = capsys.readouterr().out
+    written = list(tmp_path.glob(f"{CPU}-quick-*.txt"))
+    assert len(written) == 1 and "Full summary" in written[0].read_text() and "xnat" in written[0].read_text()
+    assert "Timing regime: warm allocator" in out and "xnat" not in out
+    assert "Which to ship for training (forward and backward): native" in out
+    assert len(out.splitlines()) < 40
