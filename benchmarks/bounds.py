@@ -80,7 +80,8 @@ class Quick(_BoundsSuite):
 
     profile = QUICK
     params = _params(QUICK)
-    rounds, repeat, warmup_time, timeout = QUICK.rounds, QUICK.repeat, QUICK.warmup_time, QUICK.timeout
+    rounds, repeat, number, warmup_time = QUICK.rounds, QUICK.repeat, QUICK.number, QUICK.warmup_time
+    timeout = QUICK.timeout
 
 
 class Full(_BoundsSuite):
@@ -88,4 +89,5 @@ class Full(_BoundsSuite):
 
     profile = FULL
     params = _params(FULL)
-    rounds, repeat, warmup_time, timeout = FULL.rounds, FULL.repeat, FULL.warmup_time, FULL.timeout
+    rounds, repeat, number, warmup_time = FULL.rounds, FULL.repeat, FULL.number, FULL.warmup_time
+    timeout = FULL.timeout

@@ -7,8 +7,10 @@ built from one code path; only the batch cap and asv's sampling attributes diffe
 How noise is kept in check (asv's sampling, see README "Noise"): every cell runs in fresh processes
 (``rounds``), each process first makes untimed warm-up calls for ``warmup_time`` seconds (at least one: in the
 warm regime the first few outputs are fresh pages, until glibc's dynamic threshold has risen past their size),
-then takes between ``repeat[0]`` and ``repeat[1]`` samples of one call each until ``repeat[2]`` seconds have
-passed. asv reports the median over all rounds' samples and the interquartile range; ``asv compare`` and
+then takes between ``repeat[0]`` and ``repeat[1]`` samples until ``repeat[2]`` seconds have passed. A sample is
+one call (asv's ``number`` = 1, never asv's default of enough calls to fill 10 ms): asv re-runs the setup before
+each sample, which drops the previous output, so no call allocates while its predecessor's output is alive.
+asv reports the median over all rounds' samples and the interquartile range; ``asv compare`` and
 ``asv continuous`` judge differences with a Mann-Whitney U test on those samples.
 """
 
@@ -27,6 +29,7 @@ class Profile:
     batch_cap: int | None  # None: each config's own batch size (256 for All-CNN-C)
     rounds: int  # separate processes per cell; their samples are pooled
     repeat: tuple[int, int, float]  # (min samples, max samples, seconds after which to stop sampling)
+    number: int  # calls per sample (asv's ``number``); 1: setup, which drops the previous output, before each
     warmup_time: float  # > 0: seconds of untimed warm-up calls before sampling (asv makes at least one)
     timeout: float  # seconds one cell (one process) may take before asv fails it
     gate_timeout: float  # seconds the correctness gate of the whole profile may take
@@ -49,11 +52,13 @@ class Profile:
 # The quick profile is a look in a few minutes: one layer of each kind (unfoldNd's example; All-CNN-C's largest
 # stride-1 and stride-2 layers; 1-d; 3-d; half precision) and one cold compile. The full profile has them all.
 QUICK = Profile(
-    "quick", batch_cap=8, rounds=1, repeat=(2, 5, 0.5), warmup_time=0.15, timeout=60, gate_timeout=300,
+    "quick", batch_cap=8, rounds=1, repeat=(5, 200, 0.5), number=1, warmup_time=0.15, timeout=60, gate_timeout=300,
     config_names=("example", "allcnnc-conv2", "allcnnc-conv3", "seq1d-conv", "vol3d-conv", "conv4-bfloat16"),
     compile_time_configs=("allcnnc-conv2",),
 )  # fmt: skip
-FULL = Profile("full", batch_cap=None, rounds=2, repeat=(2, 5, 8.0), warmup_time=0.1, timeout=300, gate_timeout=1200)
+FULL = Profile(
+    "full", batch_cap=None, rounds=2, repeat=(2, 20, 1.0), number=1, warmup_time=0.1, timeout=300, gate_timeout=1200
+)
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (QUICK, FULL)}
 

@@ -135,7 +135,8 @@ class Quick(_UnfoldSuite):
 
     profile = QUICK
     params = _params(QUICK)
-    rounds, repeat, warmup_time, timeout = QUICK.rounds, QUICK.repeat, QUICK.warmup_time, QUICK.timeout
+    rounds, repeat, number, warmup_time = QUICK.rounds, QUICK.repeat, QUICK.number, QUICK.warmup_time
+    timeout = QUICK.timeout
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
         return self._gate()
@@ -148,7 +149,8 @@ class Full(_UnfoldSuite):
 
     profile = FULL
     params = _params(FULL)
-    rounds, repeat, warmup_time, timeout = FULL.rounds, FULL.repeat, FULL.warmup_time, FULL.timeout
+    rounds, repeat, number, warmup_time = FULL.rounds, FULL.repeat, FULL.number, FULL.warmup_time
+    timeout = FULL.timeout
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
         return self._gate()
