@@ -4,9 +4,12 @@ A few cells are timed twice in one run, in the same timing regime and with the s
 asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``), and by
 ``torch.utils.benchmark.Timer.blocked_autorange`` in a process per cell that calls the strategy directly
 (inputs made with the same seeds; for a strategy that compiles, one untimed call first). It prints both
-medians and their ratio per cell and round, then each cell's median ratio over the rounds (processes differ
-from each other, so one round proves little). A ratio far from 1 means the harness measures something a
-user's process does not see. This is a check to run by hand, not a test: both are timings on a shared machine.
+medians per cell and round, then per cell the ratio of the two timers' medians over the rounds, and each
+timer's spread over its processes (slowest process over fastest). Processes differ from each other (on a
+shared 2-core VM one process's median can be 1.5x another's for the same code), so a round proves little and
+the ratio is taken between medians over rounds. A ratio far from 1, beyond that spread, means the harness
+measures something a user's process does not see. This is a check to run by hand, not a test: both are
+timings on a shared machine.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ for strategy, config, call in json.loads(sys.argv[1]):
     scope = {"f": f, "x": w.input, "leaf": w.leaf, "kw": w.kwargs, "g": w.grad_output}
     exec(stmt, scope)  # a strategy that compiles compiles here, untimed
     timer = Timer(stmt, globals=scope, num_threads=torch.get_num_threads())
-    out[f"{strategy}:{config}:{call}"] = timer.blocked_autorange(min_run_time=2.0).median
+    out[f"{strategy}:{config}:{call}"] = timer.blocked_autorange(min_run_time=1.0).median
 print(json.dumps(out))
 """
 
@@ -79,7 +82,7 @@ def main() -> int:
     parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="STRATEGY:CONFIG:CALL,... (CPU)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of both timers (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of both timers (default 5)")
     parser.add_argument("--out", help="also write the table to this file (e.g. docs/measured/agreement-warm.txt)")
     args = parser.parse_args()
     if args.rounds < 1:
@@ -92,28 +95,39 @@ def main() -> int:
     from benchmarks.machine import machine_name, register_machine
 
     machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]
-    ratios: dict[str, list[float]] = {f"{s}:{c}:{call}": [] for s, c, call in cells}
+    keys = [f"{s}:{c}:{call}" for s, c, call in cells]
+    by_harness: dict[str, list[float]] = {key: [] for key in keys}
+    by_timer: dict[str, list[float]] = {key: [] for key in keys}
     print(f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of harness then Timer", flush=True)
     for round_ in range(1, args.rounds + 1):
         harness = _time_by_harness(cells, profile.class_name, machine, env)
         independent = _time_by_timer(cells, profile.name, env)
-        for key in ratios:
-            if key in harness and key in independent:
-                ratios[key].append(harness[key] / independent[key])
-        print(f"round {round_}: " + ", ".join(f"{k} {harness.get(k, math.nan) * 1e3:.3g}/{independent[k] * 1e3:.3g} ms"
-                                              for k in ratios), flush=True)  # fmt: skip
+        for key in keys:
+            for found, kept in ((harness, by_harness), (independent, by_timer)):
+                if key in found:
+                    kept[key].append(found[key])
+        print(f"round {round_} (harness/Timer): " + ", ".join(
+            f"{k} {harness.get(k, math.nan) * 1e3:.3g}/{independent.get(k, math.nan) * 1e3:.3g} ms" for k in keys
+        ), flush=True)  # fmt: skip
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout[:8]
     lines = [
         f"make agreement: machine {machine_name(regime.name)}, commit {commit}, {time.strftime('%Y-%m-%d')}",
         f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
-        "ratio = harness median / torch.utils.benchmark median in the same round (one process per cell each);",
-        "range: over the rounds",
+        "ratio: the harness's median over the rounds / torch.utils.benchmark's median over the rounds (each round",
+        "one process per cell for each timer); spread: a timer's slowest round over its fastest",
         "",
-        f"{'cell':<42} {'median ratio':>12} {'range':>12}",
+        f"{'cell':<42} {'harness ms':>10} {'Timer ms':>9} {'ratio':>6} {'harness spread':>15} {'Timer spread':>13}",
     ]
-    for key, values in ratios.items():
-        span = f"{min(values):>5.2f}-{max(values):<5.2f}" if values else ""
-        lines.append(f"{key:<42} {statistics.median(values) if values else math.nan:>12.2f} {span}")
+    for key in keys:
+        h, t = by_harness[key], by_timer[key]
+        if not h or not t:
+            lines.append(f"{key:<42} {'failed':>10}")
+            continue
+        ratio = statistics.median(h) / statistics.median(t)
+        lines.append(
+            f"{key:<42} {statistics.median(h) * 1e3:>10.3g} {statistics.median(t) * 1e3:>9.3g} {ratio:>6.2f} "
+            f"{max(h) / min(h):>15.2f} {max(t) / min(t):>13.2f}"
+        )
     print("\n" + "\n".join(lines))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
