@@ -22,10 +22,10 @@ import torch
 from benchmarks.allocator import pin_mmap_threshold_now
 from benchmarks.cells import DEVICES, analytic_minimum_bytes, device_unavailable, profile_config, synchronize
 from benchmarks.memory import net_peak_bytes
-from benchmarks.profiles import FULL, QUICK, Profile
+from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
 
 
-class _BoundsSuite:
+class _BoundsSuite(SampledByProfile):
     profile: Profile
     param_names = ("config", "device")
     unit = "bytes"  # only used by the track_* benchmarks
@@ -80,8 +80,6 @@ class Quick(_BoundsSuite):
 
     profile = QUICK
     params = _params(QUICK)
-    rounds, repeat, number, warmup_time = QUICK.rounds, QUICK.repeat, QUICK.number, QUICK.warmup_time
-    timeout = QUICK.timeout
 
 
 class Full(_BoundsSuite):
@@ -89,5 +87,3 @@ class Full(_BoundsSuite):
 
     profile = FULL
     params = _params(FULL)
-    rounds, repeat, number, warmup_time = FULL.rounds, FULL.repeat, FULL.number, FULL.warmup_time
-    timeout = FULL.timeout

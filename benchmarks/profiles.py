@@ -60,6 +60,21 @@ FULL = Profile(
     "full", batch_cap=None, rounds=2, repeat=(2, 20, 1.0), number=1, warmup_time=0.1, timeout=300, gate_timeout=1200
 )
 
+
+class SampledByProfile:
+    """Base of an asv suite class: a subclass that names its ``profile`` gets asv's sampling attributes from it
+    (``rounds``, ``repeat``, ``number``, ``warmup_time``, ``timeout``), so no suite restates them."""
+
+    profile: Profile
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        profile = cls.__dict__.get("profile")
+        if profile is not None:
+            cls.rounds, cls.repeat, cls.number = profile.rounds, profile.repeat, profile.number
+            cls.warmup_time, cls.timeout = profile.warmup_time, profile.timeout
+
+
 PROFILES: dict[str, Profile] = {p.name: p for p in (QUICK, FULL)}
 
 

@@ -48,7 +48,7 @@ from benchmarks.cells import (
     warm_compiler,
 )
 from benchmarks.memory import net_peak_bytes
-from benchmarks.profiles import FULL, QUICK, Profile
+from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
 from impls import STRATEGIES, Strategy
 
 _workloads: dict[tuple, Workload] = {}  # one per process and cell: inputs are made once, not per sample
@@ -59,7 +59,7 @@ if sys.argv[1:2] == ["run_server"]:  # asv's forkserver (not its discovery): eve
     gc.freeze()  # a child's garbage collections (benchmarks.memory) then skip, and never copy, the server's objects
 
 
-class _UnfoldSuite:
+class _UnfoldSuite(SampledByProfile):
     profile: Profile
     strategies: Mapping[str, Strategy] = STRATEGIES
     params: list[list[str]]
@@ -135,8 +135,6 @@ class Quick(_UnfoldSuite):
 
     profile = QUICK
     params = _params(QUICK)
-    rounds, repeat, number, warmup_time = QUICK.rounds, QUICK.repeat, QUICK.number, QUICK.warmup_time
-    timeout = QUICK.timeout
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
         return self._gate()
@@ -149,8 +147,6 @@ class Full(_UnfoldSuite):
 
     profile = FULL
     params = _params(FULL)
-    rounds, repeat, number, warmup_time = FULL.rounds, FULL.repeat, FULL.number, FULL.warmup_time
-    timeout = FULL.timeout
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
         return self._gate()

@@ -6,10 +6,10 @@ asv suite (``make bench``'s own cells, saved to a temporary results directory, n
 (inputs made with the same seeds; for a strategy that compiles, one untimed call first). It prints both
 medians per cell and round, then per cell the ratio of the two timers' medians over the rounds, and each
 timer's spread over its processes (slowest process over fastest). Processes differ from each other (on a
-shared 2-core VM one process's median can be 1.5x another's for the same code), so a round proves little and
-the ratio is taken between medians over rounds. A ratio far from 1, beyond that spread, means the harness
-measures something a user's process does not see. This is a check to run by hand, not a test: both are
-timings on a shared machine.
+shared VM one process's median can differ from another's for the same code by more than the timers differ),
+so a round proves little and the ratio is taken between medians over rounds. A ratio far from 1, beyond that
+spread, means the harness measures something a user's process does not see. This is a check to run by hand,
+not a test: both are timings on a shared machine.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def main() -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both timers (default 5)")
-    parser.add_argument("--out", help="also write the table to this file (e.g. docs/measured/agreement-warm.txt)")
+    parser.add_argument("--out", help="also write the table to this file (e.g. docs/agreement-warm.txt)")
     args = parser.parse_args()
     if args.rounds < 1:
         raise SystemExit(f"--rounds {args.rounds}: must be at least 1")
@@ -98,9 +98,10 @@ def main() -> int:
     keys = [f"{s}:{c}:{call}" for s, c, call in cells]
     by_harness: dict[str, list[float]] = {key: [] for key in keys}
     by_timer: dict[str, list[float]] = {key: [] for key in keys}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print(f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of harness then Timer", flush=True)
     for round_ in range(1, args.rounds + 1):
-        harness = _time_by_harness(cells, profile.class_name, machine, env)
+        harness = _time_by_harness(cells, profile.class_name, machine, commit, env)
         independent = _time_by_timer(cells, profile.name, env)
         for key in keys:
             for found, kept in ((harness, by_harness), (independent, by_timer)):
@@ -109,9 +110,8 @@ def main() -> int:
         print(f"round {round_} (harness/Timer): " + ", ".join(
             f"{k} {harness.get(k, math.nan) * 1e3:.3g}/{independent.get(k, math.nan) * 1e3:.3g} ms" for k in keys
         ), flush=True)  # fmt: skip
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout[:8]
     lines = [
-        f"make agreement: machine {machine_name(regime.name)}, commit {commit}, {time.strftime('%Y-%m-%d')}",
+        f"make agreement: machine {machine_name(regime.name)}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}",
         f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
         "ratio: the harness's median over the rounds / torch.utils.benchmark's median over the rounds (each round",
         "one process per cell for each timer); spread: a timer's slowest round over its fastest",
@@ -136,12 +136,13 @@ def main() -> int:
     return 0
 
 
-def _time_by_harness(cells: list[tuple[str, str, str]], class_name: str, machine: str, env: dict) -> dict[str, float]:
+def _time_by_harness(
+    cells: list[tuple[str, str, str]], class_name: str, machine: str, commit: str, env: dict
+) -> dict[str, float]:
     """The asv suite's medians of ``cells``, saved to a scratch results directory."""
     from reports.results import load_results
 
     names = "|".join(rf"unfold\.{class_name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as scratch:
         config = str(scratch_config(Path(scratch), ROOT))
         command = [sys.executable, "-m", "asv", "--config", config, "run", "--python=same", "--set-commit-hash",
