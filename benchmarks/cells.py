@@ -31,7 +31,9 @@ from typing import Any
 
 import torch
 
+from benchmarks.allocator import pin_mmap_threshold_now
 from benchmarks.configs import LayerConfig, configs
+from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import Profile
 from impls import STRATEGIES, Strategy
 from impls.parity import problems, random_grad_output
@@ -368,6 +370,23 @@ class Workload:
         out.backward(grad_output)
         self.result = (out, grad_output)
         synchronize(self.cell.device)
+
+
+def charged_net_peak(workload: Workload, backward: bool) -> int:
+    """Net peak bytes of one call (forward, or forward-backward with ``grad_output`` made inside the call), after
+    one untimed warm-up call (lazy initialisation, first-touched library pages), with glibc's mmap threshold
+    pinned from here on (``benchmarks.allocator``); a strategy that keeps its output buffer between calls
+    (``Strategy.reuses_output``) is charged that buffer on top, since it was allocated before the call."""
+    pin_mmap_threshold_now()
+    call = workload.forward_backward_fresh_grad if backward else workload.forward
+    call()
+    workload.reset()
+    peak = net_peak_bytes(call, workload.cell.device)
+    workload.reset()
+    strategy, config = workload.cell.strategy, workload.cell.config
+    if strategy.reuses_output:
+        peak += config.geometry.output_numel * config.torch_dtype.itemsize
+    return peak
 
 
 def minimum_bytes_moved(config: LayerConfig, backward: bool) -> int:

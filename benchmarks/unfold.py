@@ -36,18 +36,17 @@ import itertools
 import sys
 from collections.abc import Mapping
 
-from benchmarks.allocator import pin_mmap_threshold_now
 from benchmarks.cells import (
     DEVICES,
     Cell,
     Verdict,
     Workload,
     WrongResultError,
+    charged_net_peak,
     gate,
     use_exact_float32,
     warm_compiler,
 )
-from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
 from impls import STRATEGIES, Strategy
 
@@ -105,25 +104,12 @@ class _UnfoldSuite(SampledByProfile):
         self._require_gradient()
         self.workload.forward_backward()
 
-    def _charged(self, net_peak: int) -> int:
-        """The net peak, plus the output buffer a strategy keeps between calls (it was allocated before)."""
-        cell = self.workload.cell
-        if cell.strategy.reuses_output:
-            return net_peak + cell.config.geometry.output_numel * cell.config.torch_dtype.itemsize
-        return net_peak
-
     def track_net_peak_forward(self, verdicts: dict, strategy: str, config: str, device: str) -> int:
-        pin_mmap_threshold_now()
-        self.workload.forward()  # warm-up: lazy initialisation and first-touched library pages
-        self.workload.reset()
-        return self._charged(net_peak_bytes(self.workload.forward, device))
+        return charged_net_peak(self.workload, backward=False)
 
     def track_net_peak_forward_backward(self, verdicts: dict, strategy: str, config: str, device: str) -> int:
         self._require_gradient()
-        pin_mmap_threshold_now()
-        self.workload.forward_backward_fresh_grad()
-        self.workload.reset()
-        return self._charged(net_peak_bytes(self.workload.forward_backward_fresh_grad, device))
+        return charged_net_peak(self.workload, backward=True)
 
 
 def _params(profile: Profile) -> list[list[str]]:

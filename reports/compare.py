@@ -42,9 +42,12 @@ import pandas as pd
 from asv._stats import binom, is_different, mann_whitney_u
 from asv.results import Results, iter_results_for_machine_and_hash
 
+from benchmarks.paired_stats import ALPHA, POWER
+
 MEMORY_FLOOR_BYTES = 256 * 1024
 P_THRESHOLD = 0.002  # asv's own (asv._stats.is_different)
 COLUMNS = ["benchmark", "params", "mode", "unit", "before", "after", "ratio", "significant", "verdict", "failed_at"]
+PAIRED_COLUMNS = [*COLUMNS, "low", "high", "resolution", "pairs", "error"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Thresholds:
     memory: float = 0.05
     instructions: float = 0.02  # callgrind counts repeat to about 0.01%: a 2% change is real
     memory_floor_bytes: int = MEMORY_FLOOR_BYTES
+    paired_margin: float = 0.02  # paired mode: the slowdown a change must clear with confidence
+    resolution_limit: float = 1.25  # paired mode: a time cell that resolves no better is reported unresolved
 
 
 def load_run(results_dir: str, machine: str, commit: str, env: str | None = None) -> Results:
@@ -296,6 +301,103 @@ def callgrind_rows(counts: dict[str, tuple[int | None, int | None]], thresholds:
                      "unit": "instructions", "before": before, "after": after, "ratio": ratio,
                      "significant": None, "verdict": verdict, "failed_at": failed_at})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def paired_verdict(low: float, high: float, resolution: float, thresholds: Thresholds = Thresholds()) -> str:
+    """The paired mode's verdict on one time cell from its interval of the ratio head / base
+    (``benchmarks.paired_stats``): a regression when the whole interval lies above ``1 + paired_margin``, an
+    improvement when it lies below ``1 / (1 + paired_margin)``; otherwise ``unresolved`` when the cell could not
+    resolve ``resolution_limit`` (the gate cannot vouch for it), else ``unchanged``."""
+    if low > 1 + thresholds.paired_margin:
+        return "regression"
+    if high < 1 / (1 + thresholds.paired_margin):
+        return "improvement"
+    return "unresolved" if resolution > thresholds.resolution_limit else "unchanged"
+
+
+def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+    """The gate's table from the paired mode's measurements (``benchmarks.paired``: one dict per time or memory
+    cell), in the rows and verdicts of ``compare`` plus the time cells' interval, resolution and pairs."""
+    rows = []
+    for m in measurements:
+        benchmark = (
+            f"unfold.{profile.capitalize()}.{'track_' if m['measure'].startswith('net_peak') else ''}{m['measure']}"
+        )
+        unit = "bytes" if m["measure"].startswith("net_peak") else "seconds"
+        row = {"benchmark": benchmark, "params": f"{m['strategy']}, {m['config']}, {m['device']}", "unit": unit,
+               "mode": "net peak" if unit == "bytes" else "wall clock (paired)", "before": math.nan,
+               "after": math.nan, "ratio": math.nan, "significant": None, "failed_at": m.get("failed_at", ""),
+               "low": math.nan, "high": math.nan, "resolution": math.nan, "pairs": 0,
+               "error": m.get("error", "")}  # fmt: skip
+        if m.get("absent_at"):
+            rows.append({**row, "verdict": {"base": "new", "head": "removed"}.get(m["absent_at"], "not measured")})
+        elif row["failed_at"]:
+            verdict = {"both": "failed (also before)", "head": "failed", "base": "fixed"}[row["failed_at"]]
+            rows.append({**row, "verdict": verdict})
+        elif unit == "bytes":
+            ratio, _, verdict, mode = judge(m["before"], m["after"], None, None, None, None, unit, thresholds)
+            rows.append({**row, "before": m["before"], "after": m["after"], "ratio": ratio, "verdict": verdict})
+        else:
+            verdict = paired_verdict(m["low"], m["high"], m["resolution"], thresholds)
+            significant = m["low"] > 1 + thresholds.paired_margin or m["high"] < 1 / (1 + thresholds.paired_margin)
+            rows.append({**row, "ratio": m["ratio"], "low": m["low"], "high": m["high"], "significant": significant,
+                         "resolution": m["resolution"], "pairs": m["pairs"], "verdict": verdict})  # fmt: skip
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+
+
+def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
+    """Every paired time cell with its ratio, interval, resolution and pairs; memory cells that changed or failed."""
+    failed = table.failed_at.fillna("").astype(bool)
+    time_rows = table[(table.unit == "seconds") & (all_rows | (table.verdict != "unchanged") | failed)]
+    memory_rows = table[(table.unit == "bytes") & ((table.verdict != "unchanged") | failed)]
+    lines = []
+    if not time_rows.empty:
+        calls = [b.rsplit(".", 1)[-1].removeprefix("time_") for b in time_rows.benchmark]
+        lines.append(pd.DataFrame({
+            "verdict": time_rows.verdict,
+            "cell": [f"{call} {params}" for call, params in zip(calls, time_rows.params)],
+            "ratio": [_ratio(r) for r in time_rows.ratio],
+            "interval": ["" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low,
+                                                                                         time_rows.high)],
+            "resolution": [_ratio(r) for r in time_rows.resolution],
+            "pairs": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
+        }).to_string(index=False))  # fmt: skip
+    lines.append(
+        format_table(memory_rows) if not memory_rows.empty else "memory: no net peak changed beyond its threshold"
+    )
+    errors = table[table.error.fillna("").astype(bool)]
+    lines += [f"  {row.params} {row.benchmark.rsplit('.', 1)[-1]}: {row.error}" for row in errors.itertuples()]
+    return "\n".join(lines)
+
+
+def format_paired_row(m: dict) -> str:
+    """One progress line for a paired measurement as it arrives (``benchmarks.paired``)."""
+    cell = f"{m['strategy']} {m['config']} {m['device']} {m['measure']}"
+    if m.get("absent_at"):
+        return f"{cell}: not registered at {m['absent_at']}"
+    if m.get("failed_at"):
+        return f"{cell}: FAILED at {m['failed_at']}: {m.get('error', '')}"
+    if m["measure"].startswith("net_peak"):
+        return f"{cell}: {m['before'] / 2**20:.4g} MiB -> {m['after'] / 2**20:.4g} MiB"
+    return (f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
+            f"{m['pairs']} pairs in {m['seconds']:.1f} s")  # fmt: skip
+
+
+def _ratio(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.3f}x"
+
+
+def format_paired_resolution(table: pd.DataFrame) -> str:
+    """One line: the resolution of the run's paired time cells (median, worst) and how many did not resolve."""
+    timed = table[(table.unit == "seconds") & (table.pairs > 0)]
+    if timed.empty:
+        return "wall-clock resolution: no time cell was measured at both revisions"
+    worst = timed.loc[timed.resolution.idxmax()]
+    unresolved = (timed.verdict == "unresolved").sum()
+    return (f"wall-clock resolution of this run (slowdown caught {POWER:.0%} of the time at a one-sided false-alarm "
+            f"rate of {ALPHA:g} per cell): median {timed.resolution.median():.3f}x, worst {worst.resolution:.3f}x "
+            f"({worst.benchmark.rsplit('.', 1)[-1]} {worst.params}); {unresolved} of {len(timed)} time cells "
+            "unresolved")  # fmt: skip
 
 
 def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:

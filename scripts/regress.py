@@ -1,52 +1,60 @@
-"""The CI regression gate: benchmark two revisions on this machine in one run and judge the change.
+"""The CI regression gate: measure two revisions on this machine in one run and judge the change.
 
-    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--time-threshold 0.10] [--memory-threshold 0.05]
+    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--budget 12] [--callgrind CELL]
 
-asv builds each revision's project into its own virtualenv (``.asv/env``, shared with ``make bench-commits``)
-and runs the strategies' benchmarks of both, **interleaving the rounds** (``asv continuous
---interleave-rounds``: BASE, HEAD, BASE, HEAD, ...), so a drift of the machine during the run hits both
-alike. Each round is one process per cell and revision with a fixed number of samples, so that
-``reports.compare`` can test per-round medians (8 rounds a side by default). Results go to
-``.asv/regress/results`` (never mixed with the committed ones). Then ``reports.compare`` judges every cell
-(see its docstring) and a table of what changed is printed.
+**paired** (the default): each revision is checked out in a git worktree, and for every strategy and config a
+process imports both revisions' ``impls`` side by side and alternates their calls on the same inputs (A B B A
+..., ``benchmarks.paired``), after the correctness check of each. A time cell's unit is the ratio of two adjacent
+calls, so the machine's drift and its neighbours' load cancel; its ratio, interval and resolution come from the
+signed-rank statistics of ``benchmarks.paired_stats``, and it is sampled until it resolves ``--target`` or its
+``--budget`` is spent. Net peaks are measured in the same process, deterministic as in the asv suite. Both
+revisions run in this environment (a change of dependencies is not measured), and the harness (inputs,
+correctness check) is this working tree's. The table and the raw measurements go to ``.asv/regress/paired-*``,
+never into ``results/``.
 
-Exit status: 0 pass; 1 a statistically significant regression beyond a threshold; 2 a benchmark (or an
-instruction count) failed at HEAD, asv reported a failed benchmark, or no benchmark cell was compared
-(``reports.compare.gate_decision``). ``asv continuous`` exits 2 and prints no comparison when a benchmark
-fails, and ``asv compare`` always exits 0, so neither judges a change; asv's status is used only to fail
-closed on a failure, which may be a round lost at HEAD that left no trace in the results.
+**asv**: asv builds each revision's project into its own virtualenv and runs the strategies' benchmarks of both,
+interleaving rounds of one process per cell and revision (``asv continuous --interleave-rounds``), judged by a
+Mann-Whitney U test on per-round medians (``reports.compare``). Processes differ from each other far more than
+adjacent calls do, so this mode resolves less; it measures in the environment each revision declares.
+
+``--callgrind`` adds a cell judged by its instruction count at each revision (``benchmarks.instructions``).
+
+Exit status: 0 pass; 1 a regression beyond its threshold; 2 a benchmark (or an instruction count) failed at
+HEAD, asv reported a failed benchmark, or no benchmark cell was compared (``reports.compare.gate_decision``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.allocator import pin_mmap_threshold  # noqa: E402
-
-pin_mmap_threshold()  # before torch allocates: memory and time must not depend on the process's history
-
 import pandas as pd  # noqa: E402
 
+from benchmarks.allocator import FRESH_PAGES, REGIMES, get_regime, regime_environment  # noqa: E402
 from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
 from reports.compare import (  # noqa: E402
     P_THRESHOLD,
     Thresholds,
     callgrind_rows,
     compare,
+    format_paired,
+    format_paired_resolution,
     format_resolution,
     format_table,
     gate_decision,
     load_run,
     min_rounds,
+    paired_table,
     resolution,
     smallest_p,
 )
@@ -87,6 +95,18 @@ def _callgrind_cell(spec: str) -> str:
     return spec
 
 
+@contextmanager
+def checkout(revision: str, name: str) -> Iterator[Path]:
+    """``revision`` checked out in a temporary git worktree ``.asv/regress/worktree-NAME``, removed afterwards."""
+    tree = WORK / f"worktree-{name}"
+    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+    _git("worktree", "add", "--detach", str(tree), revision)
+    try:
+        yield tree
+    finally:
+        _git("worktree", "remove", "--force", str(tree))
+
+
 def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, list[int | None]]:
     """Instruction counts of each cell ("strategy:config:forward|forward_backward") at each revision, each
     revision's impls checked out in a temporary git worktree; ``None`` where a count failed (its error is
@@ -95,10 +115,7 @@ def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, li
 
     counts: dict[str, list[int | None]] = {cell: [] for cell in cells}
     for revision in revisions:
-        tree = WORK / f"worktree-{revision[:12]}"
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
-        _git("worktree", "add", "--detach", str(tree), revision)
-        try:
+        with checkout(revision, revision[:12]) as tree:
             for cell in cells:
                 strategy, config, which = cell.split(":")
                 print(f"callgrind: {cell} at {revision[:8]} ...", flush=True)
@@ -107,29 +124,94 @@ def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, li
                 except RuntimeError as error:
                     print(f"callgrind: {cell} at {revision[:8]} FAILED: {error}", flush=True)
                     counts[cell].append(None)
-        finally:
-            _git("worktree", "remove", "--force", str(tree))
     return counts
 
 
+def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thresholds) -> pd.DataFrame:
+    """The paired mode: both revisions checked out, every selected (strategy, config, device) measured in a
+    process of its own (``benchmarks.paired``), progress printed as cells finish; the table and the raw
+    measurements are written to ``.asv/regress/paired-BASE-HEAD.*``."""
+    from benchmarks.cells import device_unavailable
+    from benchmarks.paired import load_strategies, measure_in_processes
+    from reports.compare import format_paired_row
+
+    regime = get_regime(args.regime)
+    measurements: list[dict] = []
+    with checkout(base, "base") as base_tree, checkout(head, "head") as head_tree:
+        names = list(dict.fromkeys([*load_strategies(base_tree), *load_strategies(head_tree)]))
+        devices = [d for d in ("cpu", "cuda") if device_unavailable(d) is None]
+        units = [(s, c.name, d) for c in PROFILES[args.profile].configs() for s in names for d in devices
+                 if re.search(args.bench, f"{s}, {c.name}, {d}")]  # fmt: skip
+        print(f"paired: {len(units)} strategy-config units, {args.budget:g} s at most per time cell, stopping at "
+              f"resolution {args.target:g}x; timed in the {regime.name} regime: {regime.label}",
+              flush=True)  # fmt: skip
+        rows = measure_in_processes(base_tree, head_tree, units, args.profile, args.budget, args.target,
+                                    thresholds.paired_margin, thresholds.resolution_limit,
+                                    regime_environment(regime))  # fmt: skip
+        for row in rows:
+            measurements.append(row)
+            print(format_paired_row(row), flush=True)
+    table = paired_table(measurements, args.profile, thresholds)
+    stem = WORK / f"paired-{base[:8]}-{head[:8]}"
+    stem.with_suffix(".jsonl").write_text("".join(json.dumps(m) + "\n" for m in measurements))
+    table.to_csv(stem.with_suffix(".csv"), index=False)
+    print(f"paired report: {stem}.csv, raw measurements: {stem}.jsonl")
+    return table
+
+
+def run_asv(args: argparse.Namespace, base: str, head: str, machine: str, thresholds: Thresholds
+            ) -> tuple[pd.DataFrame, int, str]:  # fmt: skip
+    """The asv mode: ``asv continuous`` with interleaved rounds (fresh-pages regime), then ``reports.compare``;
+    (table, asv's exit status, the resolution line)."""
+    shutil.rmtree(WORK / "results" / machine, ignore_errors=True)  # no stale cells from an earlier gate run
+    config = gate_config()
+    pattern = benchmark_regex(PROFILES[args.profile], args.bench, suites=("unfold",))  # the strategies' cells
+    command = [sys.executable, "-m", "asv", "--config", str(config), "continuous", "--interleave-rounds",
+               "-a", f"rounds={args.rounds}", "-a", f"repeat={args.repeat}", "--machine", machine,
+               "--show-stderr", "-b", pattern, base, head]  # fmt: skip
+    print(f"asv: significant by asv's Mann-Whitney U test on {args.rounds} round medians a side; timed in the "
+          f"{FRESH_PAGES.name} regime: {FRESH_PAGES.label}", flush=True)  # fmt: skip
+    print("$ " + " ".join(command), flush=True)
+    environment = {**regime_environment(FRESH_PAGES), "PYTHONUNBUFFERED": "1"}
+    asv_status = subprocess.run(command, cwd=ROOT, env=environment).returncode
+    results_dir = str(WORK / "results")
+    try:
+        before, after = load_run(results_dir, machine, base), load_run(results_dir, machine, head)
+    except LookupError as error:
+        print(f"\nGATE ERROR: asv produced no comparable results (asv exit status {asv_status}): {error}")
+        return pd.DataFrame(), 2, ""
+    table = compare(before, after, thresholds, rounds=args.rounds, repeat=args.repeat)
+    power = resolution(before, after, args.rounds, thresholds)
+    line = format_resolution(power)
+    if args.all_rows and not power.empty:
+        line += "\n" + power.to_string(index=False, float_format=lambda v: f"{v:.3g}")
+    return table, asv_status, line
+
+
 def main() -> int:
+    defaults = Thresholds()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base", help="the revision to compare against (e.g. origin/main)")
     parser.add_argument("head", nargs="?", default="HEAD", help="the revision under test (default HEAD)")
+    parser.add_argument("--mode", choices=("paired", "asv"), default="paired", help="how time is measured (paired)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--bench", default="", help="extra regex restricting the cells, e.g. 'conv2' or 'tiling'")
-    parser.add_argument("--time-threshold", type=float, default=0.10, help="relative slowdown that fails (0.10)")
-    parser.add_argument("--memory-threshold", type=float, default=0.05, help="relative growth that fails (0.05)")
-    parser.add_argument("--instruction-threshold", type=float, default=0.02, help="callgrind growth that fails")
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=8,
-        help="interleaved rounds (processes) a side; 7+ reach p < 0.002",
-    )
-    parser.add_argument(
-        "--repeat", type=int, default=3, help="samples per round (fixed, so that each round's median is known)"
-    )
+    parser.add_argument("--memory-threshold", type=float, default=defaults.memory, help="relative growth that fails")
+    parser.add_argument("--instruction-threshold", type=float, default=defaults.instructions,
+                        help="callgrind growth that fails")  # fmt: skip
+    paired = parser.add_argument_group("paired mode")
+    paired.add_argument("--budget", type=float, default=12.0, help="seconds of pairs per time cell at most (12)")
+    paired.add_argument("--target", type=float, default=1.08, help="stop sampling a cell at this resolution (1.08)")
+    paired.add_argument("--margin", type=float, default=defaults.paired_margin,
+                        help="slowdown the whole interval must clear to fail")  # fmt: skip
+    paired.add_argument("--resolution-limit", type=float, default=defaults.resolution_limit,
+                        help="a time cell that resolves no better is reported unresolved")  # fmt: skip
+    paired.add_argument("--regime", choices=sorted(REGIMES), default="warm", help="timing regime (warm)")
+    processes = parser.add_argument_group("asv mode")
+    processes.add_argument("--time-threshold", type=float, default=defaults.time, help="relative slowdown that fails")
+    processes.add_argument("--rounds", type=int, default=8, help="interleaved rounds (processes) a side; 7+ reach "
+                           "p < 0.002")  # fmt: skip
+    processes.add_argument("--repeat", type=int, default=3, help="samples per round (fixed)")
     parser.add_argument("--machine", help="machine name to record (default: derived, as for make bench)")
     parser.add_argument("--all-rows", action="store_true", help="print unchanged cells too")
     parser.add_argument(
@@ -141,13 +223,24 @@ def main() -> int:
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
     args = parser.parse_args()
-    if args.rounds < min_rounds():
+    if args.mode == "asv" and args.rounds < min_rounds():
         parser.error(
             f"--rounds {args.rounds}: the Mann-Whitney U test on {args.rounds} round medians a side cannot reach "
             f"p < {P_THRESHOLD} (smallest p {smallest_p(args.rounds, args.rounds):.3g}); use at least {min_rounds()}"
         )
     if args.repeat < 1:
         parser.error(f"--repeat {args.repeat}: need at least 1 sample per round")
+    if args.budget <= 0:
+        parser.error(f"--budget {args.budget}: must be above 0 seconds")
+    for name, value in (("--target", args.target), ("--resolution-limit", args.resolution_limit)):
+        if value <= 1:
+            parser.error(f"{name} {value}: a resolution is a slowdown factor, so it must be above 1")
+    if args.margin < 0:
+        parser.error(f"--margin {args.margin}: must be at least 0")
+    try:
+        re.compile(args.bench)
+    except re.error as error:
+        parser.error(f"--bench {args.bench!r}: not a regular expression ({error})")
 
     base, head = _git("rev-parse", args.base), _git("rev-parse", args.head)
     from benchmarks.machine import register_machine
@@ -155,39 +248,31 @@ def main() -> int:
     info = register_machine(args.machine)
     machine = info["machine"]
     WORK.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(WORK / "results" / machine, ignore_errors=True)  # no stale cells from an earlier gate run
-    config = gate_config()
-    pattern = benchmark_regex(PROFILES[args.profile], args.bench, suites=("unfold",))  # the strategies' cells
-    command = [sys.executable, "-m", "asv", "--config", str(config), "continuous", "--interleave-rounds",
-               "-a", f"rounds={args.rounds}", "-a", f"repeat={args.repeat}", "--machine", machine,
-               "--show-stderr", "-b", pattern, base, head]  # fmt: skip
-    print(f"gate: {base[:8]} (base) vs {head[:8]} (head) on {machine}; thresholds: time +{args.time_threshold:.0%}"
-          f" (significant by asv's Mann-Whitney U test on {args.rounds} round medians a side), memory"
-          f" +{args.memory_threshold:.0%}; {info['allocator']}", flush=True)  # fmt: skip
-    print("$ " + " ".join(command), flush=True)
-    asv_status = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
-
-    results_dir = str(WORK / "results")
-    try:
-        before, after = load_run(results_dir, machine, base), load_run(results_dir, machine, head)
-    except LookupError as error:
-        print(f"\nGATE ERROR: asv produced no comparable results (asv exit status {asv_status}): {error}")
-        return 2
-    thresholds = Thresholds(args.time_threshold, args.memory_threshold, instructions=args.instruction_threshold)
-    table = compare(before, after, thresholds, rounds=args.rounds, repeat=args.repeat)
+    thresholds = Thresholds(args.time_threshold, args.memory_threshold, instructions=args.instruction_threshold,
+                            paired_margin=args.margin, resolution_limit=args.resolution_limit)  # fmt: skip
+    print(f"gate ({args.mode} mode): {base[:8]} (base) vs {head[:8]} (head) on {machine}; memory +"
+          f"{args.memory_threshold:.0%}", flush=True)  # fmt: skip
+    if args.mode == "paired":
+        table, asv_status = run_paired(args, base, head, thresholds), 0
+        power = format_paired_resolution(table)
+    else:
+        table, asv_status, power = run_asv(args, base, head, machine, thresholds)
+        if table.empty and asv_status == 2:
+            return 2
     if args.callgrind:
         counts = count_with_callgrind(args.callgrind, [base, head])
         counted = callgrind_rows({c.replace(":", ", "): tuple(v) for c, v in counts.items()}, thresholds)
         table = pd.concat([table, counted], ignore_index=True)
     print(f"\nGate: {len(table)} cells compared, {base[:8]} -> {head[:8]}")
-    print(format_table(table, only_changed=not args.all_rows))
-    power = resolution(before, after, args.rounds, thresholds)
-    print(format_resolution(power))
-    if args.all_rows and not power.empty:
-        print(power.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    if args.mode == "paired":
+        print(format_paired(table, all_rows=True))
+    else:
+        print(format_table(table, only_changed=not args.all_rows))
+    print(power)
     status, verdict = gate_decision(table, asv_status)
     counts = table.verdict.value_counts().to_dict()
-    print(f"\nasv continuous exit status: {asv_status}")
+    if args.mode == "asv":
+        print(f"\nasv continuous exit status: {asv_status}")
     print(f"{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})")
     return status
 

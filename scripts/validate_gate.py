@@ -1,17 +1,21 @@
-"""Measure the regression gate on this machine: its false-alarm rate (A/A) and whether it catches injected
-regressions. The numbers in the README's "Regression gate" section come from here.
+"""Measure the regression gate on this machine: its false alarms (A/A) and whether it catches injected regressions.
 
-In a temporary clone of this repository it makes two commits on top of HEAD:
+    python scripts/validate_gate.py [--aa 10] [--injected 10] [--bench 'allcnnc-conv2|allcnnc-conv3'] [--mode paired]
 
-- ``A/A``: a commit that changes no code under test (a comment in the README), so HEAD vs it must pass;
-- ``injected``: ``tiling`` does an extra in-place pass over its output (clearly slower; the same forward
-  memory, but the backward of the in-place multiply makes a new output-sized gradient) and
+In a clone of this repository it makes two commits on top of HEAD:
+
+- ``A/A``: a commit that changes no code under test (a comment in the README), so the gate must flag nothing;
+- ``injected``: ``gather``'s forward spins, after computing its output, for 15% of the time that took (a
+  slowdown of exactly 15% of the implementation's time, whatever the machine's speed; the strategy's argument
+  checks are not slowed, so the whole call slows by a little less, which the gate's ratio shows), and
   ``as_strided`` allocates and fills a scratch buffer half its output's size (net peak +50% of the output).
 
-Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected
-pair, and prints, per run, the exit status and which cells were flagged; then the false-alarm rate (flagged
-cells / compared cells, over the A/A runs) and the catch rate (runs that flagged both injected cells, and
-nothing else). It takes a few minutes per run; use ``--bench`` to choose the cells.
+Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair
+and reads each run's table (``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A
+run passes when nothing is flagged. An injected run passes when gather's forward time and as_strided's forward
+net peak are flagged on every config, and nothing else is: their forward-backward cells, which run the slowed
+forward too, may be flagged or not, and every other cell is an A/A cell of that run. It prints one line per run
+and a summary: flags over A/A cells, catches over injected runs, the injected cells' ratios, the resolution.
 """
 
 from __future__ import annotations
@@ -21,13 +25,23 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import pandas as pd
+
 ROOT = Path(__file__).resolve().parent.parent
-SLOWER_TILING = """
+SLOWDOWN = 0.15
+SLOWER_GATHER = f"""
 
 def _injected_slower(input, geometry):  # injected regression (scripts/validate_gate.py)
-    return _tiling_unfold(input, geometry).mul_(1.0)
+    start = time.perf_counter()
+    out = _gather_unfold(input, geometry)
+    end = time.perf_counter()
+    end += {SLOWDOWN} * (end - start)
+    while time.perf_counter() < end:
+        pass
+    return out
 
 
 unfold = dataclasses.replace(unfold, implementation=_injected_slower)
@@ -43,6 +57,8 @@ def _injected_hungrier(input, geometry):  # injected regression (scripts/validat
 
 unfold = dataclasses.replace(unfold, implementation=_injected_hungrier)
 """
+INJECTED = {("gather", "time_forward"), ("as_strided", "track_net_peak_forward")}  # must be flagged
+ALSO_CHANGED = {("gather", "time_forward_backward"), ("as_strided", "track_net_peak_forward_backward")}  # may be
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -65,58 +81,85 @@ def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
     subprocess.run(["git", "commit", "-qam", "A/A: no code under test changes"], cwd=clone, check=True)
     same = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
     subprocess.run(["git", "checkout", "-q", base], cwd=clone, check=True)
-    for module, text in (("tiling", SLOWER_TILING), ("as_strided", HUNGRIER_AS_STRIDED)):
+    for module, text, placeholder in (("gather", SLOWER_GATHER, "_gather_unfold"),
+                                      ("as_strided", HUNGRIER_AS_STRIDED, "_as_strided_unfold")):  # fmt: skip
         path = clone / "impls" / f"{module}.py"
-        inner = _implementation_name(path)
-        source = path.read_text() + "\nimport dataclasses  # noqa: E402\n\nimport torch  # noqa: E402\n"
-        body = text.replace("_tiling_unfold", inner).replace("_as_strided_unfold", inner)
-        path.write_text(source + body)
+        imports = "\nimport dataclasses  # noqa: E402\nimport time  # noqa: E402\n\nimport torch  # noqa: E402\n"
+        path.write_text(path.read_text() + imports + text.replace(placeholder, _implementation_name(path)))
     subprocess.run(["git", "commit", "-qam", "injected regressions"], cwd=clone, check=True)
     injected = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
     return clone, base, same, injected
 
 
-def flagged(output: str) -> list[str]:
-    """The cells the gate's table lists as regressions or failures."""
-    return [line.strip() for line in output.splitlines() if re.match(r"\s*(regression|failed)\s", line)]
+def _flagged_keys(table: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """(strategy, config, metric) of every row the gate flagged (a regression or a failure)."""
+    bad = table[table.verdict.isin(["regression", "failed", "failed (also before)", "failed (a round)"])]
+    return {(p.split(", ")[0], p.split(", ")[1], b.rsplit(".", 1)[-1]) for b, p in zip(bad.benchmark, bad.params)}
+
+
+def _asv_table(output: str) -> pd.DataFrame:
+    """The asv mode's flagged rows, read from its printed table (it writes no report)."""
+    rows = [line.split() for line in output.splitlines() if re.match(r"\s*(regression|failed)\s", line)]
+    return pd.DataFrame(
+        [{"verdict": r[0], "benchmark": r[1], "params": " ".join(r[2:5]).rstrip(",")} for r in rows],
+        columns=["verdict", "benchmark", "params"],
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--aa", type=int, default=3, help="A/A runs (3)")
-    parser.add_argument("--injected", type=int, default=3, help="injected-regression runs (3)")
-    parser.add_argument("--bench", default="example", help="cells to judge (regex; default: the example config)")
+    parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
+    parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
+    parser.add_argument("--bench", default="allcnnc-conv2|allcnnc-conv3", help="cells to judge (the CI subset)")
+    parser.add_argument("--mode", choices=("paired", "asv"), default="paired")
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
     args = parser.parse_args()
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
     clone, base, same, injected = make_clone(workdir)
-    print(f"clone {clone}: base {base[:8]}, A/A {same[:8]}, injected {injected[:8]}", flush=True)
-    gate = [sys.executable, "scripts/regress.py", "--bench", args.bench]
-    aa_cells = aa_flagged = caught = 0
+    print(f"clone {clone}: base {base[:8]}, A/A {same[:8]}, injected {injected[:8]}; mode {args.mode}", flush=True)
+    gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
+    aa_cells = aa_flags = caught = 0
+    injected_ratios: list[float] = []
+    resolutions: list[str] = []
     for kind, head, runs in (("A/A", same, args.aa), ("injected", injected, args.injected)):
         for i in range(runs):
+            started = time.monotonic()
             done = _run([*gate, base, head], clone)
-            cells = flagged(done.stdout)
-            compared = re.search(r"Gate: (\d+) cells compared", done.stdout)
-            print(f"{kind} run {i + 1}: exit {done.returncode}, {compared.group(1) if compared else '?'} cells, "
-                  f"flagged {cells or 'nothing'}", flush=True)  # fmt: skip
+            seconds = time.monotonic() - started
             if done.returncode not in (0, 1):
-                print(done.stdout[-3000:], done.stderr[-3000:])
-            if kind == "A/A":
-                aa_cells += int(compared.group(1)) if compared else 0
-                aa_flagged += len(cells)
+                print(f"{kind} run {i + 1}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+                continue
+            if args.mode == "paired":
+                table = pd.read_csv(clone / ".asv" / "regress" / f"paired-{base[:8]}-{head[:8]}.csv")
             else:
-                hits = {c.split()[2] + " " + c.split()[3] for c in cells}
-                caught += (
-                    any("time_forward" in c and "tiling" in c for c in cells)
-                    and any("net_peak_forward" in c and "as_strided" in c for c in cells)
-                    and all("tiling" in h or "as_strided" in h for h in hits)
-                )
-    if args.aa:
-        print(f"A/A: {aa_flagged} of {aa_cells} cell comparisons flagged ({aa_flagged / max(aa_cells, 1):.1%})")
+                table = _asv_table(done.stdout)
+            flags = _flagged_keys(table)
+            line = next((ln for ln in done.stdout.splitlines() if ln.startswith("wall-clock resolution")), "")
+            resolutions.append(line)
+            if kind == "A/A":
+                unexpected, missed = flags, set()
+            else:
+                configs = {p.split(", ")[1] for p in table.params} if "params" in table else set()
+                wanted = {(s, c, m) for s, m in INJECTED for c in configs}
+                missed = wanted - flags
+                unexpected = {f for f in flags if (f[0], f[2]) not in INJECTED | ALSO_CHANGED}
+                caught += not missed and not unexpected
+                timed = table[(table.benchmark.str.endswith("time_forward")) & table.params.str.startswith("gather,")]
+                injected_ratios += [r for r in timed.get("ratio", []) if r == r]
+            if args.mode == "paired":
+                keys = [(p.split(", ")[0], b.rsplit(".", 1)[-1]) for b, p in zip(table.benchmark, table.params)]
+                changed = INJECTED | ALSO_CHANGED if kind == "injected" else set()
+                aa_cells += sum(key not in changed for key in keys)
+            aa_flags += len(unexpected)
+            print(f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "
+                  f"{sorted(unexpected) or 'none'}; missed {sorted(missed) or 'none'}; {line}", flush=True)  # fmt: skip
+    print(f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} flagged "
+          f"of {aa_cells}")  # fmt: skip
     if args.injected:
-        print(f"injected: {caught} of {args.injected} runs flagged both injected regressions and nothing else")
+        ratios = ", ".join(f"{r:.3f}" for r in injected_ratios)
+        print(f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected; "
+              f"gather's forward ratio in those runs: {ratios}")  # fmt: skip
     return 0
 
 

@@ -1,0 +1,69 @@
+"""The paired timing statistic: the ratio of two revisions' times from adjacent calls, with an interval.
+
+A cell timed in pairs gives log-ratios :math:`d_i = \\log(t^{B}_i / t^{A}_i)`, one per pair of adjacent calls
+(revision A's call and revision B's, in the order A B B A A B ...). Drift of the machine and a neighbour's load
+hit both calls of a pair alike and cancel in :math:`d_i`.
+
+- **Estimate**: the Hodges-Lehmann estimator, the median of the Walsh averages :math:`(d_i + d_j) / 2`,
+  :math:`i \\le j`; the ratio is its exponential. It is robust to the odd slow call (a breakdown point of 29%)
+  and nearly as efficient as the mean on normal data (95%).
+- **Interval**: the inversion of the Wilcoxon signed-rank test (Hollander & Wolfe, *Nonparametric Statistical
+  Methods*, 3.2): of the :math:`M = n(n+1)/2` sorted Walsh averages, the bounds are the :math:`(C+1)`-th
+  smallest and largest, with :math:`C = \\lfloor n(n+1)/4 - z \\sqrt{n(n+1)(2n+1)/24} \\rfloor` (the normal
+  approximation of the signed-rank distribution, close from :math:`n \\approx 15`). With
+  :math:`z = z_{1-\\alpha}` the lower bound exceeds a value :math:`\\delta` exactly when the signed-rank test
+  rejects "the median log-ratio is :math:`\\delta`" against "greater" at level :math:`\\alpha`. It needs the
+  :math:`d_i` symmetric about their centre, which two revisions that run the same code satisfy by exchange.
+- **Resolution**: the smallest slowdown this rule flags with probability ``POWER`` at the noise measured,
+  :math:`(1 + m) \\exp((z_{1-\\alpha} + z_{\\text{power}})\\, s)`, where :math:`s` is the estimator's standard
+  error read off the interval, :math:`s = (\\text{high} - \\text{low}) / (2 z_{1-\\alpha})`, and :math:`m` the
+  margin a slowdown must clear (normal approximation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+ALPHA = 0.001  # one-sided false-alarm rate per cell
+POWER = 0.95  # the probability with which a slowdown of the cell's resolution is caught
+MIN_PAIRS = 16  # below this the normal approximation of the signed-rank distribution is poor
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """The ratio B / A of a cell timed in pairs, its interval at ``1 - 2 * ALPHA`` and its resolution."""
+
+    ratio: float
+    low: float
+    high: float
+    pairs: int
+    resolution: float
+
+
+def _z(probability: float) -> float:
+    return NormalDist().inv_cdf(probability)
+
+
+def paired_ratio(log_ratios: np.ndarray | list[float], margin: float = 0.0, alpha: float = ALPHA) -> PairedRatio:
+    """Hodges-Lehmann ratio, signed-rank interval and resolution of the paired log-ratios (module docstring).
+
+    ``margin``: the relative slowdown a change must clear before it counts (the resolution includes it).
+    """
+    d = np.asarray(log_ratios, dtype=float)
+    n = d.size
+    if n < MIN_PAIRS:
+        raise ValueError(f"log_ratios: {n} pairs; the signed-rank interval needs at least {MIN_PAIRS}")
+    upper = np.triu_indices(n)
+    walsh = np.sort((d[upper[0]] + d[upper[1]]) / 2)
+    z = _z(1 - alpha)
+    c = math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24))
+    c = max(c, 0)
+    low, high = walsh[c], walsh[walsh.size - 1 - c]
+    estimate = float(np.median(walsh))
+    standard_error = (high - low) / (2 * z)
+    resolution = (1 + margin) * math.exp((z + _z(POWER)) * standard_error)
+    return PairedRatio(math.exp(estimate), math.exp(low), math.exp(high), n, resolution)
