@@ -52,16 +52,16 @@ browser:
 bench: venv
 	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/report.py; exit $$status
 
-# CI regression gate: both revisions benchmarked on this machine, rounds interleaved; exit 1 on a significant
-# regression (time +10%, memory +5%), 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD]
+# CI regression gate: both revisions' calls alternated in one process per cell (docs/regression-gate.md); exit 1
+# on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]
 regress: venv
 	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
 	$(PY) scripts/regress.py '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
 		$(REGRESS_ARGS)
 
-# Measure the gate here: A/A false alarms and injected regressions (tens of minutes; see README).
+# Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md).
 regress-validate: venv
-	$(PY) scripts/validate_gate.py $(VALIDATE_ARGS)
+	$(PY) scripts/validate_gate.py --out docs/gate-validation.txt $(VALIDATE_ARGS)
 
 # The static website from every result in results/ (all machines, commits, profiles): reports/site/.
 report: venv

@@ -21,7 +21,9 @@ and a summary: flags over A/A cells, catches over injected runs, the injected ce
 from __future__ import annotations
 
 import argparse
+import math
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,10 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.paired_stats import ALPHA  # noqa: E402
+
 SLOWDOWN = 0.15
 SLOWER_GATHER = f"""
 
@@ -113,14 +119,25 @@ def main() -> int:
     parser.add_argument("--bench", default="allcnnc-conv2|allcnnc-conv3", help="cells to judge (the CI subset)")
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired")
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
+    parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")
     args = parser.parse_args()
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    from benchmarks.machine import machine_name
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
     clone, base, same, injected = make_clone(workdir)
-    print(f"clone {clone}: base {base[:8]}, A/A {same[:8]}, injected {injected[:8]}; mode {args.mode}", flush=True)
+    say(f"make regress-validate: machine {machine_name()}, commit {base[:8]}, {time.strftime('%Y-%m-%d')}; "
+        f"{args.aa} A/A and {args.injected} injected runs of scripts/regress.py --mode {args.mode} --bench "
+        f"'{args.bench}' (defaults otherwise)")  # fmt: skip
     gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
     aa_cells = aa_flags = caught = 0
     injected_ratios: list[float] = []
+    aa_time: list[pd.DataFrame] = []  # the time cells of unchanged code, for the process effect
     resolutions: list[str] = []
     for kind, head, runs in (("A/A", same, args.aa), ("injected", injected, args.injected)):
         for i in range(runs):
@@ -128,10 +145,13 @@ def main() -> int:
             done = _run([*gate, base, head], clone)
             seconds = time.monotonic() - started
             if done.returncode not in (0, 1):
-                print(f"{kind} run {i + 1}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+                say(f"{kind} run {i + 1}: exit {done.returncode}")
+                print(f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
                 continue
             if args.mode == "paired":
-                table = pd.read_csv(clone / ".asv" / "regress" / f"paired-{base[:8]}-{head[:8]}.csv")
+                report = clone / ".asv" / "regress" / f"paired-{base[:8]}-{head[:8]}.csv"
+                table = pd.read_csv(report)
+                shutil.copy(report, workdir / f"{kind.replace('/', '')}-{i + 1}.csv")
             else:
                 table = _asv_table(done.stdout)
             flags = _flagged_keys(table)
@@ -150,16 +170,30 @@ def main() -> int:
             if args.mode == "paired":
                 keys = [(p.split(", ")[0], b.rsplit(".", 1)[-1]) for b, p in zip(table.benchmark, table.params)]
                 changed = INJECTED | ALSO_CHANGED if kind == "injected" else set()
-                aa_cells += sum(key not in changed for key in keys)
+                same_code = [key not in changed for key in keys]
+                aa_cells += sum(same_code)
+                aa_time.append(table[same_code & (table.unit == "seconds") & (table.pairs > 0)])
             aa_flags += len(unexpected)
-            print(f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "
-                  f"{sorted(unexpected) or 'none'}; missed {sorted(missed) or 'none'}; {line}", flush=True)  # fmt: skip
-    print(f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} flagged "
-          f"of {aa_cells}")  # fmt: skip
+            say(f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "
+                f"{sorted(unexpected) or 'none'}; missed {sorted(missed) or 'none'}; {line}")  # fmt: skip
+    say(f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} flagged "
+        f"of {aa_cells}")  # fmt: skip
+    if aa_time:
+        same = pd.concat(aa_time)
+        excluded = ((same.low > 1) | (same.high < 1)).sum()
+        far = same.loc[(same.ratio.apply(math.log).abs()).idxmax()]
+        say(f"process effect: {excluded} of {len(same)} time intervals of unchanged code exclude 1.0 (a pure "
+            f"sampling error would exclude it in about {2 * ALPHA:.1%}); their ratios span {same.ratio.min():.3f}x "
+            f"to {same.ratio.max():.3f}x, the farthest {far.ratio:.3f}x ({far.benchmark.rsplit('.', 1)[-1]} "
+            f"{far.params}); resolution median {same.resolution.median():.3f}x, worst "
+            f"{same.resolution.max():.3f}x")  # fmt: skip
     if args.injected:
         ratios = ", ".join(f"{r:.3f}" for r in injected_ratios)
-        print(f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected; "
-              f"gather's forward ratio in those runs: {ratios}")  # fmt: skip
+        say(f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected; "
+            f"gather's forward ratio in those runs: {ratios}")  # fmt: skip
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text("\n".join(lines) + "\n")
     return 0
 
 

@@ -32,6 +32,7 @@ def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_
     steps = workflow["jobs"]["cpu"]["steps"]
     gate = next(step["run"] for step in steps if "run" in step and "make regress" in step["run"])
     assert "|| true" not in gate and "BASE=" in gate and "HEAD=" in gate
+    assert "--mode" not in gate  # the gate's default, the paired mode (tests/test_paired.py)
 
 
 def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():

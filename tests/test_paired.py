@@ -1,0 +1,208 @@
+"""The regression gate's paired mode: its statistic, its verdicts, and the process that alternates two revisions.
+
+The statistic is tested on draws from fixed noise models with fixed seeds (its false-alarm rate and what its
+resolution promises), the sampler on strategies made here whose cost or behaviour is known by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.cells import Cell, Workload, profile_config
+from benchmarks.paired import (
+    MIN_SECONDS,
+    _share_inputs,
+    load_strategies,
+    measure_cell,
+    measure_in_processes,
+    paired_log_ratios,
+)
+from benchmarks.paired_stats import MIN_PAIRS, paired_ratio
+from benchmarks.profiles import get_profile
+from impls import STRATEGIES, Geometry
+from impls.strategy import Strategy
+from reports.compare import Thresholds, format_paired, gate_decision, paired_table, paired_verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE = STRATEGIES["native"]
+
+
+def _draws(n: int, shift: float, noise: float, rng: np.random.Generator) -> np.ndarray:
+    """Paired log-ratios with heavy tails: mostly normal, one in ten from a 5x wider distribution."""
+    wide = rng.random(n) < 0.1
+    return shift + rng.normal(0, noise, n) * np.where(wide, 5.0, 1.0)
+
+
+def test_the_interval_misses_no_change_at_the_rate_it_claims():
+    rng = np.random.default_rng(0)
+    trials, alpha = 4000, 0.05
+    above = sum(paired_ratio(_draws(40, 0.0, 0.1, rng), alpha=alpha).low > 1 for _ in range(trials))
+    assert abs(above / trials - alpha) < 0.015, above / trials
+
+
+def test_a_slowdown_of_the_stated_resolution_is_caught_about_95_percent_of_the_time():
+    rng = np.random.default_rng(1)
+    margin, noise, n = 0.02, 0.08, 60
+    stated = np.median([paired_ratio(_draws(n, 0.0, noise, rng), margin).resolution for _ in range(200)])
+    caught = [paired_ratio(_draws(n, math.log(stated), noise, rng), margin).low > 1 + margin for _ in range(1000)]
+    assert 0.9 <= np.mean(caught) <= 0.99, (stated, np.mean(caught))
+
+
+def test_the_ratio_is_head_over_base_and_robust_to_one_wild_pair():
+    d = [math.log(1.2)] * 30 + [math.log(50.0)]
+    result = paired_ratio(d)
+    assert result.ratio == pytest.approx(1.2) and result.low == pytest.approx(1.2) and result.pairs == 31
+
+
+def test_too_few_pairs_is_refused_naming_the_count():
+    with pytest.raises(ValueError, match=f"{MIN_PAIRS - 1} pairs"):
+        paired_ratio([0.0] * (MIN_PAIRS - 1))
+
+
+@pytest.mark.parametrize(
+    "low, high, resolution, verdict",
+    [(1.03, 1.2, 1.1, "regression"), (1.01, 1.2, 1.1, "unchanged"), (0.8, 0.97, 1.1, "improvement"),
+     (0.9, 1.1, 1.3, "unresolved"), (0.99, 1.01, 1.05, "unchanged")],
+)  # fmt: skip
+def test_paired_verdicts_read_the_whole_interval_against_the_margin(low, high, resolution, verdict):
+    assert paired_verdict(low, high, resolution, Thresholds(paired_margin=0.02, resolution_limit=1.25)) == verdict
+
+
+def _row(strategy: str, measure: str, **fields) -> dict:
+    return {"strategy": strategy, "config": "example", "device": "cpu", "measure": measure, "failed_at": "", **fields}
+
+
+def test_the_paired_table_fails_closed_and_prints_every_time_cell():
+    time_cell = {"ratio": 1.0, "low": 0.98, "high": 1.02, "resolution": 1.05, "pairs": 100, "seconds": 1.0}
+    measurements = [
+        _row("a", "time_forward", **time_cell),
+        _row("a", "net_peak_forward", before=100 * 2**20, after=160 * 2**20),
+        _row("b", "time_forward", failed_at="head", error="head: wrong output"),
+        _row("c", "time_forward", absent_at="base"),
+    ]
+    table = paired_table(measurements, "quick")
+    assert list(table.verdict) == ["unchanged", "regression", "failed", "new"]
+    assert gate_decision(table)[0] == 2  # a failure at head outranks the memory regression
+    assert gate_decision(table[table.verdict != "failed"])[0] == 1
+    assert gate_decision(table.iloc[[0, 3]])[0] == 0
+    printed = format_paired(table)
+    assert "0.980-1.020" in printed and "1.050x" in printed and "head: wrong output" in printed
+
+
+def _copy_of_impls(tree: Path, description: str) -> Path:
+    shutil.copytree(ROOT / "impls", tree / "impls", ignore=shutil.ignore_patterns("__pycache__"))
+    native = tree / "impls" / "native.py"
+    native.write_text(native.read_text().replace('description="torch.nn', f'description="{description} torch.nn'))
+    return tree
+
+
+def test_two_checkouts_load_side_by_side_and_the_harness_keeps_its_own(tmp_path):
+    import impls
+
+    base = load_strategies(_copy_of_impls(tmp_path / "a", "A"))
+    head = load_strategies(_copy_of_impls(tmp_path / "b", "B"))
+    assert base["native"].description.startswith("A ") and head["native"].description.startswith("B ")
+    assert Path(base["native"].implementation.__globals__["__file__"]).is_relative_to(tmp_path / "a")
+    assert Path(head["native"].implementation.__globals__["__file__"]).is_relative_to(tmp_path / "b")
+    assert sys.modules["impls"] is impls and sys.modules["impls.native"].unfold is NATIVE
+    with pytest.raises(ImportError):
+        load_strategies(tmp_path / "nowhere")
+
+
+def _slower(factor: float) -> Strategy:
+    """native, spinning after each call for ``factor - 1`` times the call's time: ``factor`` times as slow."""
+
+    def slower(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        start = time.perf_counter()
+        out = NATIVE.implementation(input, geometry)
+        end = time.perf_counter()
+        end += (factor - 1) * (end - start)
+        while time.perf_counter() < end:
+            pass
+        return out
+
+    return Strategy("s", "native, slowed", (1, 2), ("cpu",), slower)
+
+
+def _measured(base: Strategy, head: Strategy, kind: str = "time") -> dict[str, dict]:
+    rows = measure_cell(({"s": base}, {"s": head}), "s", "example", kind=kind, budget=MIN_SECONDS + 0.5)
+    return {row["measure"]: row for row in rows}
+
+
+def test_the_ratio_is_head_over_base_with_each_side_timing_its_own_code():
+    rows = _measured(NATIVE, _slower(4.0))
+    assert rows["time_forward"]["low"] > 2 and rows["time_forward"]["pairs"] >= MIN_PAIRS
+    rows = _measured(_slower(4.0), NATIVE)
+    assert rows["time_forward"]["high"] < 0.5
+
+
+def test_no_call_runs_while_another_sides_output_is_alive_and_both_sides_share_the_inputs():
+    alive: list[weakref.ref] = []
+    inputs: set[int] = set()
+
+    def careful(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        if any(ref() is not None for ref in alive):
+            raise AssertionError("called while an earlier output is alive")
+        inputs.add(input.data_ptr())
+        out = NATIVE.implementation(input, geometry)
+        alive.append(weakref.ref(out))
+        return out
+
+    strategy = Strategy("s", "native, careful", (1, 2), ("cpu",), careful)
+    layer = profile_config(get_profile("quick"), "example")
+    pair = (
+        Workload(Cell(strategy, layer, "cpu"), backward=True),
+        Workload(Cell(strategy, layer, "cpu"), backward=True),
+    )
+    _share_inputs(pair[1], pair[0])
+    for which in ("forward", "forward_backward"):
+        assert len(paired_log_ratios(pair, which, budget=0.2, target=math.inf, margin=0.0)) >= MIN_PAIRS
+    assert inputs == {pair[0].input.data_ptr(), pair[0].leaf.data_ptr()}  # each shared by both sides
+
+
+def test_a_wrong_side_is_not_timed_and_a_missing_strategy_is_new_not_failed():
+    def wrong(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        return NATIVE.implementation(input, geometry).flip(-1)
+
+    rows = _measured(NATIVE, Strategy("s", "wrong", (1, 2), ("cpu",), wrong))
+    assert rows["time_forward"]["failed_at"] == "head" and "wrong output" in rows["time_forward"]["error"]
+    assert rows["time_forward_backward"]["failed_at"] == "head"
+    absent = list(measure_cell(({}, {"s": NATIVE}), "s", "example", kind="memory"))
+    assert [row["absent_at"] for row in absent] == ["base", "base"]
+
+
+def test_net_peaks_of_the_same_code_agree_in_their_pinned_process():
+    rows = _measured(NATIVE, NATIVE, kind="memory")
+    for measure in ("net_peak_forward", "net_peak_forward_backward"):
+        assert rows[measure]["before"] > 0 and rows[measure]["before"] == rows[measure]["after"], rows[measure]
+
+
+def test_a_process_that_dies_fails_its_cells_only():
+    units = [("native", "no-such-config", "cpu"), ("nonexistent", "example", "cpu")]
+    rows = list(measure_in_processes(ROOT, ROOT, units, "quick", 0.5, 1.5, 0.02, 1.25, env={"PATH": ""}))
+    died = [r for r in rows if r["strategy"] == "native"]
+    assert {r["measure"] for r in died} == {"time_forward", "time_forward_backward", "net_peak_forward",
+                                            "net_peak_forward_backward"}  # fmt: skip
+    assert all(r["failed_at"] == "both" and "no-such-config" in r["error"] for r in died)
+    assert all(r["absent_at"] == "both" for r in rows if r["strategy"] == "nonexistent")
+
+
+@pytest.mark.parametrize(
+    "arguments, named",
+    [(["--budget", "0"], "--budget 0"), (["--target", "1"], "--target 1"), (["--bench", "conv2("], "--bench"),
+     (["--margin", "-0.1"], "--margin -0.1"), (["--resolution-limit", "0.9"], "--resolution-limit 0.9")],
+)  # fmt: skip
+def test_regress_refuses_bad_paired_settings_before_any_work(arguments, named):
+    run = subprocess.run([sys.executable, "scripts/regress.py", "HEAD", *arguments], cwd=ROOT, capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 2 and named in run.stderr, run.stderr
