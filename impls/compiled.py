@@ -36,6 +36,7 @@ import itertools
 import torch
 import torch.nn.functional as F
 
+from impls.adjoint_pair import adjoint_pair
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
 from impls.strategy import Strategy
@@ -151,25 +152,40 @@ _compiled_forward_into = torch.compile(_unfold_into_expression, fullgraph=True, 
 _compiled_backward = torch.compile(_gradient_expression, fullgraph=True, dynamic=False, options=_INLINE_THE_SUM)
 
 
-class _CompiledUnfold(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
-        ctx.geometry = g = geometry
-        with torch._dynamo.config.patch(_DYNAMO_CONFIG):
-            if out is None:
-                return _compiled_forward(input, g.kernel_size, g.dilation, g.padding, g.stride)
-            _compiled_forward_into(input, out, g.kernel_size, g.dilation, g.padding, g.stride)
-            return out
+def _eager() -> bool:
+    """Whether to run the expressions as they are: inside a caller's ``torch.compile`` (which compiles them into
+    its own graph; a nested compile is refused) or under a ``torch.func`` transform (a ``jvp``'s tangent, which
+    Dynamo cannot trace). Elsewhere, including inside ``vmap`` (``impls.adjoint_pair`` folds the mapped dim into
+    the batch), the compiled kernels run."""
+    return torch.compiler.is_compiling() or torch._C._functorch.peek_interpreter_stack() is not None
 
-    @staticmethod
-    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
-        if not ctx.needs_input_grad[0]:
-            return None, None, None
-        g = ctx.geometry
-        slotted = grad_output.reshape(g.batch_size, g.channels, *g.kernel_size, *g.output_size)
-        with torch._dynamo.config.patch(_DYNAMO_CONFIG):
-            gradient = _compiled_backward(slotted, g.kernel_size, g.dilation, g.padding, g.stride, g.spatial_size)
-        return gradient, None, None
+
+def _unfold(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
+    g = geometry
+    arguments = (g.kernel_size, g.dilation, g.padding, g.stride)
+    if _eager():
+        if out is None:
+            return _unfold_expression(input, *arguments)
+        _unfold_into_expression(input, out, *arguments)
+        return out
+    with torch._dynamo.config.patch(_DYNAMO_CONFIG):
+        if out is None:
+            return _compiled_forward(input, *arguments)
+        _compiled_forward_into(input, out, *arguments)
+        return out
+
+
+def _fold(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    g = geometry
+    slotted = grad_output.reshape(g.batch_size, g.channels, *g.kernel_size, *g.output_size)
+    arguments = (g.kernel_size, g.dilation, g.padding, g.stride, g.spatial_size)
+    if _eager():
+        return _gradient_expression(slotted, *arguments)
+    with torch._dynamo.config.patch(_DYNAMO_CONFIG):
+        return _compiled_backward(slotted, *arguments)
+
+
+_CompiledUnfold = adjoint_pair("Compiled", _unfold, _fold)
 
 
 def unfold_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -13,7 +13,8 @@ the input gradient, with no atomics, no index tensor (``as_strided``'s generic b
 index of the whole storage), no ``CopySlices`` copies of the whole gradient (``tiling``: K output-sized
 copies) and no col2im. Memory: the output forward; ``grad_input`` backward, nothing output-sized.
 
-The work happens inside a ``torch.autograd.Function``; the forward can also write into a caller's buffer
+The forward and the backward are a pair of ``torch.autograd.Function``s (``impls.adjoint_pair``), so double
+backward, forward-mode AD and ``torch.func.vmap`` work; the forward can also write into a caller's buffer
 (``unfold_into``), which the ``gather_reuse`` strategy uses.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from impls.adjoint_pair import adjoint_pair
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
 from impls.strategy import Strategy
@@ -59,19 +61,11 @@ def sum_slots(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
     return grad_input
 
 
-class _GatherUnfold(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
-        ctx.geometry = geometry
-        if out is None:
-            out = input.new_empty(geometry.output_shape)
-        return copy_slots(input, geometry, out)
+def _copy_slots_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
+    return copy_slots(input, geometry, input.new_empty(geometry.output_shape) if out is None else out)
 
-    @staticmethod
-    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
-        if not ctx.needs_input_grad[0]:
-            return None, None, None
-        return sum_slots(grad_output, ctx.geometry), None, None
+
+_GatherUnfold = adjoint_pair("Gather", _copy_slots_into, sum_slots)
 
 
 def unfold_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None) -> torch.Tensor:

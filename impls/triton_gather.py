@@ -17,8 +17,8 @@ dim. So each program gathers at most ``K`` values per position (a loop unrolled 
 and stores once: no atomics, no index tensor, no col2im, nothing of the output's size. It accumulates in
 float32 (float64 for float64), which is within the parity bound of a sum in the gradient's own precision.
 
-The two maps are each other's adjoint, so the backward of the fold is the unfold again and double backward
-works (``_TritonFold``).
+The two maps are each other's adjoint, so the backward of the fold is the unfold again: ``impls.adjoint_pair``
+makes them two autograd Functions, which gives double backward, forward-mode AD and ``torch.func.vmap``.
 
 Status: the kernels are checked on CPU under Triton's interpreter (``TRITON_INTERPRET=1``, which runs them on
 CPU tensors with NumPy; ``tests/test_triton_interpreted.py``); under it this strategy also declares "cpu" so
@@ -37,6 +37,7 @@ import os
 
 import torch
 
+from impls.adjoint_pair import adjoint_pair
 from impls.geometry import Geometry
 from impls.strategy import Strategy
 
@@ -180,36 +181,15 @@ def _fold(grad_output: torch.Tensor, g: Geometry) -> torch.Tensor:
     return grad_input
 
 
-class _TritonUnfold(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        ctx.geometry = geometry
-        return _unfold(input, geometry)
-
-    @staticmethod
-    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, None]:
-        if not ctx.needs_input_grad[0]:
-            return None, None
-        return _TritonFold.apply(grad_output, ctx.geometry), None
+def _unfold_fresh(input: torch.Tensor, g: Geometry, out: torch.Tensor | None) -> torch.Tensor:
+    return _unfold(input, g)  # this strategy never writes into a caller's buffer (``out`` is always None)
 
 
-class _TritonFold(torch.autograd.Function):
-    """The unfold's adjoint (its backward); its own backward is the unfold, for double backward."""
-
-    @staticmethod
-    def forward(ctx, grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        ctx.geometry = geometry
-        return _fold(grad_output, geometry)
-
-    @staticmethod
-    def backward(ctx, grad_grad_input: torch.Tensor) -> tuple[torch.Tensor | None, None]:
-        if not ctx.needs_input_grad[0]:
-            return None, None
-        return _TritonUnfold.apply(grad_grad_input, ctx.geometry), None
+_TritonUnfold = adjoint_pair("Triton", _unfold_fresh, _fold)
 
 
 def _triton_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return _TritonUnfold.apply(input, geometry)
+    return _TritonUnfold.apply(input, geometry, None)
 
 
 unfold = Strategy(
