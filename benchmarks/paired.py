@@ -5,23 +5,28 @@ its registry kept, and ``impls*`` dropped from ``sys.modules`` before the next i
 side (a function keeps its own module's globals). The harness (this ``benchmarks`` package, with the
 correctness check and the inputs) is this working tree's for both.
 
-One cell (``measure_cell``) in one process:
+One strategy on one config (``measure_cell``) in one process:
 
-1. the correctness check (``benchmarks.cells.check_cell``) of each side on the benchmark inputs; a side that
-   fails it is not timed;
-2. each side's compiling calls, then ``warmup_time`` seconds of untimed calls of each;
-3. for forward and forward-backward: calls in the order A B B A A B B A ..., each after its workload's
-   ``reset`` (untimed: the previous output is dropped first, as in the asv suite), both sides on the very same
-   input tensors; each pair of adjacent calls gives one log-ratio. Sampling stops when the cell's resolution
-   (``benchmarks.paired_stats``) reaches ``target`` or its ``budget`` of seconds is spent;
-4. net peak memory of each side (``benchmarks.cells.charged_net_peak``, glibc's threshold pinned from here on,
-   so after the timing).
+1. the correctness check (``benchmarks.cells.check_cell``) of each revision on the benchmark inputs; a revision
+   that fails it is not timed;
+2. each revision's compiling calls, then ``warmup_time`` seconds of untimed calls of each;
+3. for forward and forward-backward: blocks of four calls A B B A, each call after both workloads' ``reset``
+   (untimed: the previous outputs are dropped first, as in the asv suite), both revisions on the very same input
+   tensors; a block gives one log-ratio, the mean of its two pairs', so the order within a pair cancels.
+   Sampling stops when the cell's resolution (``benchmarks.paired_stats``) reaches its target or its budget is
+   spent;
+4. or, in a process of its own started with glibc's threshold pinned, each revision's net peak memory
+   (``benchmarks.cells.charged_net_peak``).
+
+``measure_in_processes`` runs each strategy and config in three such processes: two that time, one with each
+revision first (two copies of the same code in one process are not alike, and which was set up first matters;
+with as many blocks from each order that cancels), and one for memory.
 
 The process times in the regime it was started in (``benchmarks.allocator``); the gate names it.
 
 Run as a module it measures one strategy on one config and prints one JSON object per measurement::
 
-    python -m benchmarks.paired BASE_TREE HEAD_TREE STRATEGY CONFIG [--profile quick] [--budget S] [--target R]
+    python -m benchmarks.paired BASE_TREE HEAD_TREE STRATEGY CONFIG [--kind time|memory] [--head-first] ...
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from impls import Strategy
 SIDES = ("base", "head")
 WHICH = ("forward", "forward_backward")
 MAX_PAIRS = 2000  # the Walsh averages grow as the square of the pairs
+ROOT = Path(__file__).resolve().parent.parent
 MIN_SECONDS = 1.0  # a cell samples at least this long, so its pairs do not all come from one moment
 
 
@@ -87,29 +93,28 @@ def _timed(workloads: tuple[Workload, Workload], side: int, which: str) -> float
     return time.perf_counter() - start
 
 
-def _order() -> Iterator[tuple[int, int]]:
-    """Which side goes first in each pair: A B, B A, A B, ... (so neither always follows the other)."""
-    while True:
-        yield 0, 1
-        yield 1, 0
-
-
 def paired_log_ratios(workloads: tuple[Workload, Workload], which: str, budget: float, target: float,
-                      margin: float, limit: float = math.inf, clock: Callable[[], float] = time.monotonic
-                      ) -> np.ndarray:  # fmt: skip
-    """log(head time / base time) of adjacent calls, sampled until the resolution reaches ``target`` (after at
-    least ``MIN_PAIRS`` pairs and ``MIN_SECONDS``) or ``budget`` seconds have passed (then at least ``MIN_PAIRS``
-    are taken). A cell that resolves no better than ``limit`` when its budget is spent gets a second budget once
-    (a neighbour's burst of load passes)."""
+                      margin: float, limit: float = math.inf, blocks: int | None = None,
+                      clock: Callable[[], float] = time.monotonic) -> np.ndarray:  # fmt: skip
+    """One log-ratio, log(second workload's time / first's), per block of four calls A B B A: the mean of its two
+    pairs' log-ratios, so that whatever the order within a pair does (the second call finds the first's data in
+    cache, or its freed memory) cancels. Sampled until the resolution reaches ``target`` (after at least
+    ``MIN_PAIRS`` blocks and ``MIN_SECONDS``) or ``budget`` seconds have passed (then at least ``MIN_PAIRS`` are
+    taken); a cell that resolves no better than ``limit`` when its budget is spent gets a second budget once (a
+    neighbour's burst of load passes). With ``blocks``, exactly that many are taken instead, unless twice the
+    budget passes first."""
     ratios: list[float] = []
     start = checked = clock()
     budgets = 1
-    for first, second in _order():
-        times = [0.0, 0.0]
-        times[first] = _timed(workloads, first, which)
-        times[second] = _timed(workloads, second, which)
-        ratios.append(math.log(times[1] / times[0]))
+    while True:
+        a, b = _timed(workloads, 0, which), _timed(workloads, 1, which)
+        b2, a2 = _timed(workloads, 1, which), _timed(workloads, 0, which)
+        ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
         now = clock()
+        if blocks is not None:
+            if len(ratios) >= blocks or now - start > 2 * budget:
+                break
+            continue
         if len(ratios) >= MAX_PAIRS:
             break
         if len(ratios) >= MIN_PAIRS and now - start > budget * budgets:
@@ -176,9 +181,15 @@ def _checked_workloads(strategies: tuple[Mapping[str, Strategy], Mapping[str, St
 
 def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]], strategy: str, config: str,
                  kind: str = "time", profile_name: str = "quick", budget: float = 12.0, target: float = 1.08,
-                 margin: float = 0.0, limit: float = math.inf, device: str = "cpu") -> Iterator[dict]:  # fmt: skip
+                 margin: float = 0.0, limit: float = math.inf, device: str = "cpu", head_first: bool = False,
+                 pairs: Mapping[str, int] | None = None) -> Iterator[dict]:  # fmt: skip
     """The ``kind`` ("time" or "memory") measurements of one strategy on one config at both revisions, as dicts
-    (module docstring); a call that cannot be measured at a side is reported failed there, with the reason."""
+    (module docstring); a call that cannot be measured at a side is reported failed there, with the reason.
+
+    A time row carries the log-ratios (head over base) of its pairs. ``head_first``: the head revision is
+    checked, set up, warmed up and called first in each process-level step (its buffers are allocated first);
+    ``pairs``: a fixed number of pairs per measurement instead of sampling to ``target``.
+    """
     layer = profile_config(get_profile(profile_name), config)
     base = {"strategy": strategy, "config": config, "device": device}
     absent = [SIDES[i] for i, registry in enumerate(strategies) if strategy not in registry]
@@ -186,64 +197,124 @@ def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy
         for measure in measures(kind):
             yield {**base, "measure": measure, "failed_at": "", "absent_at": "both" if len(absent) == 2 else absent[0]}
         return
-    workloads, problems = _checked_workloads(strategies, strategy, layer, device)
+    order = (1, 0) if head_first else (0, 1)  # revision of the first and of the second workload
+    workloads, problems = _checked_workloads((strategies[order[0]], strategies[order[1]]), strategy, layer, device)
     runnable = []
     for which, measure in zip(WHICH, measures(kind)):
-        failed = [side for side in (0, 1) if problems[side][which] is not None]
+        failed = sorted(order[side] for side in (0, 1) if problems[side][which] is not None)
         if not failed:
             runnable.append((which, measure))
             continue
-        why = "; ".join(f"{SIDES[side]}: {problems[side][which]}" for side in failed)
+        why = "; ".join(f"{SIDES[revision]}: {problems[order.index(revision)][which]}" for revision in failed)
         yield {**base, "measure": measure, "failed_at": "both" if len(failed) == 2 else SIDES[failed[0]], "error": why}
     pair = (workloads[0], workloads[1])
     if kind == "memory":
         for which, measure in runnable:
-            before, after = (charged_net_peak(w, backward=which != "forward") for w in pair)  # type: ignore[arg-type]
-            yield {**base, "measure": measure, "failed_at": "", "before": before, "after": after}
+            peaks = [charged_net_peak(w, backward=which != "forward") for w in pair]  # type: ignore[arg-type]
+            yield {**base, "measure": measure, "failed_at": "", "before": peaks[order.index(0)],
+                   "after": peaks[order.index(1)]}  # fmt: skip
         return
     if runnable:
         _warm_up(pair, get_profile(profile_name).warmup_time)  # type: ignore[arg-type]
     for which, measure in runnable:
+        fixed = None if pairs is None else pairs.get(which)
+        if pairs is not None and not fixed:
+            continue  # not measured in the first process: nothing to pair with
         started = time.monotonic()
-        ratios = paired_log_ratios(pair, which, budget, target, margin, limit)  # type: ignore[arg-type]
-        result = paired_ratio(ratios, margin)
-        yield {**base, "measure": measure, "failed_at": "", "ratio": result.ratio, "low": result.low,
-               "high": result.high, "pairs": result.pairs, "resolution": result.resolution,
+        ratios = paired_log_ratios(pair, which, budget, target, margin, limit, fixed)  # type: ignore[arg-type]
+        yield {**base, "measure": measure, "failed_at": "", "log_ratios": (-ratios if head_first else ratios).tolist(),
                "seconds": time.monotonic() - started}  # fmt: skip
+
+
+def _run_child(command: list[str], env: Mapping[str, str], timeout: float) -> tuple[list[dict], str]:
+    """The JSON rows a measuring process printed, and why it ended if it failed (else "")."""
+    try:
+        done = subprocess.run(command, cwd=ROOT, env=dict(env), capture_output=True, text=True, timeout=timeout)
+        why = "" if done.returncode == 0 else f"the measuring process exited with status {done.returncode}: " \
+            f"{done.stderr.strip()[-1500:]}"  # fmt: skip
+        stdout = done.stdout
+    except subprocess.TimeoutExpired as expired:
+        why = f"the measuring process took longer than {timeout:.0f} s and was killed"
+        stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")], why
+
+
+def process_target(target: float, margin: float, processes: int = 2) -> float:
+    """The resolution at which one of ``processes`` stops sampling so that their pooled pairs, as many from each,
+    resolve ``target``: the standard error shrinks with the square root of the pairs."""
+    return (1 + margin) * (target / (1 + margin)) ** math.sqrt(processes)
 
 
 def measure_in_processes(base_tree: Path, head_tree: Path, units: list[tuple[str, str, str]], profile: str,
                          budget: float, target: float, margin: float, limit: float, env: Mapping[str, str],
                          timeout: float = 600.0) -> Iterator[dict]:  # fmt: skip
-    """``measure_cell`` of each (strategy, config, device) in ``units``, its times in a process started with
-    ``env`` (the timing regime's environment) and its net peaks in another started with glibc's mmap threshold
-    pinned (``benchmarks.allocator``: a net peak then does not depend on what the process did before). A crash or
-    a hang fails that process's cells only: its unreported measurements come back failed at both revisions
-    (which one killed the process is unknown)."""
-    root = Path(__file__).resolve().parent.parent
+    """The measurements of each (strategy, config, device) in ``units``, each from processes of its own, so a
+    crash or a hang fails that unit's cells only (its unreported measurements come back failed at both
+    revisions: which one killed the process is unknown).
+
+    Time: two processes started with ``env`` (the timing regime's environment), one with the base revision
+    first, one with the head first (``measure_cell``'s ``head_first``), as many pairs from each: two copies of
+    the same code in one process are not alike (their buffers and kernels sit at different addresses, and the
+    first allocated differs from the second), and swapping the order turns that process effect into noise the
+    pooled interval sees. The first samples to ``process_target`` within half the ``budget``; the second takes
+    as many pairs. Memory: a third process, started with glibc's mmap threshold pinned, so a net peak does not
+    depend on what the process did before (``benchmarks.allocator``).
+    """
+    arguments = ["--profile", profile, "--margin", str(margin), "--limit", str(limit)]
     for strategy, config, device in units:
-        for kind, environment in (("time", dict(env)), ("memory", pinned_environment(env))):
-            command = [sys.executable, "-m", "benchmarks.paired", str(base_tree), str(head_tree), strategy, config,
-                       "--kind", kind, "--device", device, "--profile", profile, "--budget", str(budget),
-                       "--target", str(target), "--margin", str(margin), "--limit", str(limit)]  # fmt: skip
-            try:
-                done = subprocess.run(command, cwd=root, env=environment, capture_output=True, text=True,
-                                      timeout=timeout)  # fmt: skip
-                why = f"the measuring process exited with status {done.returncode}: {done.stderr.strip()[-1500:]}"
-                stdout = done.stdout
-            except subprocess.TimeoutExpired as expired:
-                why = f"the measuring process took longer than {timeout:.0f} s and was killed"
-                stdout = expired.stdout.decode() if isinstance(expired.stdout, bytes) else (expired.stdout or "")
-            seen = set()
-            for line in stdout.splitlines():
-                if line.startswith("{"):
-                    row = json.loads(line)
-                    seen.add(row["measure"])
-                    yield row
-            for measure in measures(kind):
-                if measure not in seen:
-                    yield {"strategy": strategy, "config": config, "device": device, "measure": measure,
-                           "failed_at": "both", "error": why}  # fmt: skip
+        cell = {"strategy": strategy, "config": config, "device": device}
+        common = [sys.executable, "-m", "benchmarks.paired", str(base_tree), str(head_tree), strategy, config,
+                  "--device", device, *arguments]  # fmt: skip
+        first, why = _run_child([*common, "--budget", str(budget / 2), "--target",
+                                 str(process_target(target, margin))], env, timeout)  # fmt: skip
+        first_rows = {row["measure"]: row for row in first}
+        counts = {m.removeprefix("time_"): len(r["log_ratios"]) for m, r in first_rows.items() if "log_ratios" in r}
+        second: list[dict] = []
+        if counts:
+            fixed = ",".join(f"{which}={n}" for which, n in counts.items())
+            second, why_second = _run_child([*common, "--budget", str(budget / 2), "--head-first", "--pairs", fixed],
+                                            env, timeout)  # fmt: skip
+            why = why or why_second
+        second_rows = {row["measure"]: row for row in second}
+        for measure in measures("time"):
+            row = first_rows.get(measure)
+            if row is None:
+                yield {**cell, "measure": measure, "failed_at": "both", "error": why}
+            elif "log_ratios" not in row:
+                yield row  # failed at a revision, or absent
+            elif "log_ratios" not in second_rows.get(measure, {}):
+                yield second_rows.get(measure) or {**cell, "measure": measure, "failed_at": "both", "error": why}
+            else:
+                yield _pooled(row, second_rows[measure], margin)
+        memory, why = _run_child([*common, "--kind", "memory"], pinned_environment(env), timeout)
+        seen = {row["measure"] for row in memory}
+        yield from memory
+        for measure in measures("memory"):
+            if measure not in seen:
+                yield {**cell, "measure": measure, "failed_at": "both", "error": why}
+
+
+def _pooled(first: dict, second: dict, margin: float) -> dict:
+    """One time row from the two processes' pairs, as many from each (the second may have been cut short)."""
+    n = min(len(first["log_ratios"]), len(second["log_ratios"]))
+    processes = [np.asarray(first["log_ratios"][:n]), np.asarray(second["log_ratios"][:n])]
+    result = paired_ratio(np.concatenate(processes), margin)
+    return {key: value for key, value in first.items() if key != "log_ratios"} | {
+        "ratio": result.ratio, "low": result.low, "high": result.high, "pairs": result.pairs,
+        "resolution": result.resolution, "seconds": first["seconds"] + second["seconds"],
+        "process_ratios": [paired_ratio(d, margin).ratio for d in processes],
+    }  # fmt: skip
+
+
+def _fixed_pairs(text: str) -> dict[str, int]:
+    """``--pairs forward=N,forward_backward=M`` as a dict."""
+    pairs = {}
+    for item in filter(None, text.split(",")):
+        which, _, count = item.partition("=")
+        if which not in WHICH or not count.isdigit():
+            raise argparse.ArgumentTypeError(f"--pairs {text!r}: expected forward=N,forward_backward=M")
+        pairs[which] = int(count)
+    return pairs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -259,10 +330,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", type=float, default=1.08, help="stop sampling at this resolution")
     parser.add_argument("--margin", type=float, default=0.0, help="slowdown a change must clear")
     parser.add_argument("--limit", type=float, default=math.inf, help="a second budget below this resolution")
+    parser.add_argument("--head-first", action="store_true", help="load, set up and call the head revision first")
+    parser.add_argument("--pairs", type=_fixed_pairs, help="fixed pairs: forward=N,forward_backward=M")
     args = parser.parse_args(argv)
-    strategies = (load_strategies(args.base_tree), load_strategies(args.head_tree))
+    trees = (args.head_tree, args.base_tree) if args.head_first else (args.base_tree, args.head_tree)
+    loaded = [load_strategies(tree) for tree in trees]
+    strategies = (loaded[1], loaded[0]) if args.head_first else (loaded[0], loaded[1])
     rows = measure_cell(strategies, args.strategy, args.config, args.kind, args.profile, args.budget, args.target,
-                        args.margin, args.limit, args.device)  # fmt: skip
+                        args.margin, args.limit, args.device, args.head_first, args.pairs)  # fmt: skip
     for row in rows:
         print(json.dumps(row), flush=True)
 

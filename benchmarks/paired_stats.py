@@ -1,8 +1,8 @@
 """The paired timing statistic: the ratio of two revisions' times from adjacent calls, with an interval.
 
-A cell timed in pairs gives log-ratios :math:`d_i = \\log(t^{B}_i / t^{A}_i)`, one per pair of adjacent calls
-(revision A's call and revision B's, in the order A B B A A B ...). Drift of the machine and a neighbour's load
-hit both calls of a pair alike and cancel in :math:`d_i`.
+A cell timed in blocks of four adjacent calls, A B B A (revision A's and revision B's), gives one log-ratio per
+block, :math:`d_i = \\tfrac12 [\\log(t^{B}_1 / t^{A}_1) + \\log(t^{B}_2 / t^{A}_2)]`. Drift of the machine and a
+neighbour's load hit the calls of a block alike, and the order within a pair cancels between its two pairs.
 
 - **Estimate**: the Hodges-Lehmann estimator, the median of the Walsh averages :math:`(d_i + d_j) / 2`,
   :math:`i \\le j`; the ratio is its exponential. It is robust to the odd slow call (a breakdown point of 29%)

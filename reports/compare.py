@@ -346,7 +346,8 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
 
 
 def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
-    """Every paired time cell with its ratio, interval, resolution and pairs; memory cells that changed or failed."""
+    """Every paired time cell with its ratio, interval, resolution and blocks (``pairs``); memory cells that
+    changed or failed."""
     failed = table.failed_at.fillna("").astype(bool)
     time_rows = table[(table.unit == "seconds") & (all_rows | (table.verdict != "unchanged") | failed)]
     memory_rows = table[(table.unit == "bytes") & ((table.verdict != "unchanged") | failed)]
@@ -360,7 +361,7 @@ def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
             "interval": ["" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low,
                                                                                          time_rows.high)],
             "resolution": [_ratio(r) for r in time_rows.resolution],
-            "pairs": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
+            "blocks": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
         }).to_string(index=False))  # fmt: skip
     lines.append(
         format_table(memory_rows) if not memory_rows.empty else "memory: no net peak changed beyond its threshold"
@@ -379,8 +380,10 @@ def format_paired_row(m: dict) -> str:
         return f"{cell}: FAILED at {m['failed_at']}: {m.get('error', '')}"
     if m["measure"].startswith("net_peak"):
         return f"{cell}: {m['before'] / 2**20:.4g} MiB -> {m['after'] / 2**20:.4g} MiB"
+    processes = "/".join(f"{r:.3f}x" for r in m.get("process_ratios", []))
+    each = f"; per process {processes}" if processes else ""
     return (f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
-            f"{m['pairs']} pairs in {m['seconds']:.1f} s")  # fmt: skip
+            f"{m['pairs']} blocks in {m['seconds']:.1f} s{each}")  # fmt: skip
 
 
 def _ratio(value: float) -> str:

@@ -21,11 +21,13 @@ import torch
 from benchmarks.cells import Cell, Workload, profile_config
 from benchmarks.paired import (
     MIN_SECONDS,
+    _pooled,
     _share_inputs,
     load_strategies,
     measure_cell,
     measure_in_processes,
     paired_log_ratios,
+    process_target,
 )
 from benchmarks.paired_stats import MIN_PAIRS, paired_ratio
 from benchmarks.profiles import get_profile
@@ -134,16 +136,33 @@ def _slower(factor: float) -> Strategy:
     return Strategy("s", "native, slowed", (1, 2), ("cpu",), slower)
 
 
-def _measured(base: Strategy, head: Strategy, kind: str = "time") -> dict[str, dict]:
-    rows = measure_cell(({"s": base}, {"s": head}), "s", "example", kind=kind, budget=MIN_SECONDS + 0.5)
+def _measured(base: Strategy, head: Strategy, kind: str = "time", head_first: bool = False) -> dict[str, dict]:
+    rows = measure_cell(({"s": base}, {"s": head}), "s", "example", kind=kind, budget=MIN_SECONDS + 0.5,
+                        head_first=head_first)  # fmt: skip
     return {row["measure"]: row for row in rows}
 
 
-def test_the_ratio_is_head_over_base_with_each_side_timing_its_own_code():
-    rows = _measured(NATIVE, _slower(4.0))
-    assert rows["time_forward"]["low"] > 2 and rows["time_forward"]["pairs"] >= MIN_PAIRS
-    rows = _measured(_slower(4.0), NATIVE)
-    assert rows["time_forward"]["high"] < 0.5
+@pytest.mark.parametrize("head_first", [False, True])
+def test_the_ratio_is_head_over_base_whichever_revision_goes_first(head_first):
+    forward = _measured(NATIVE, _slower(4.0), head_first=head_first)["time_forward"]["log_ratios"]
+    assert len(forward) >= MIN_PAIRS and paired_ratio(forward).low > 2
+    forward = _measured(_slower(4.0), NATIVE, head_first=head_first)["time_forward"]["log_ratios"]
+    assert paired_ratio(forward).high < 0.5
+
+
+def test_two_processes_pool_as_many_blocks_from_each_order():
+    first = {"strategy": "s", "measure": "time_forward", "log_ratios": [0.1] * 40, "seconds": 1.0}
+    second = {"strategy": "s", "measure": "time_forward", "log_ratios": [-0.1] * 30, "seconds": 1.0}
+    pooled = _pooled(first, second, margin=0.02)
+    assert pooled["pairs"] == 60 and pooled["ratio"] == pytest.approx(1.0)  # an order effect of +-10% cancels
+    assert pooled["process_ratios"] == pytest.approx([math.exp(0.1), math.exp(-0.1)])
+    assert pooled["low"] <= 1 <= pooled["high"] and "log_ratios" not in pooled
+
+
+def test_one_process_stops_where_twice_its_blocks_reach_the_target():
+    d = np.random.default_rng(3).normal(0, 0.1, 800)
+    half, whole = paired_ratio(d[:400], 0.02).resolution, paired_ratio(d, 0.02).resolution
+    assert math.log(process_target(whole, 0.02) / 1.02) == pytest.approx(math.log(half / 1.02), rel=0.1)
 
 
 def test_no_call_runs_while_another_sides_output_is_alive_and_both_sides_share_the_inputs():
@@ -177,6 +196,8 @@ def test_a_wrong_side_is_not_timed_and_a_missing_strategy_is_new_not_failed():
     rows = _measured(NATIVE, Strategy("s", "wrong", (1, 2), ("cpu",), wrong))
     assert rows["time_forward"]["failed_at"] == "head" and "wrong output" in rows["time_forward"]["error"]
     assert rows["time_forward_backward"]["failed_at"] == "head"
+    rows = _measured(NATIVE, Strategy("s", "wrong", (1, 2), ("cpu",), wrong), head_first=True)
+    assert rows["time_forward"]["failed_at"] == "head" and rows["time_forward"]["error"].startswith("head: ")
     absent = list(measure_cell(({}, {"s": NATIVE}), "s", "example", kind="memory"))
     assert [row["absent_at"] for row in absent] == ["base", "base"]
 
