@@ -47,10 +47,12 @@ browser:
 			chromium chromium-driver >/dev/null; \
 	else echo "note: chromium/chromedriver missing and not installable here (not root): browser test skipped"; fi
 
-# The asv suite on this machine in the current environment, one asv run per config, then a summary, then the
-# website (reports/site/index.html); exits with the benchmarks' status.
+# The asv suite on this machine in the current environment, one asv run per config, then a summary, the
+# capability matrix (reports/capabilities/), then the website (reports/site/index.html); exits non-zero when a
+# benchmark failed or a capability fails undeclared.
 bench: venv
-	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/report.py; exit $$status
+	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/capabilities.py || status=1; \
+		$(PY) scripts/report.py; exit $$status
 
 # CI regression gate: both revisions' calls alternated in one process per cell (docs/regression-gate.md); exit 1
 # on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]

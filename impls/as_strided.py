@@ -37,8 +37,7 @@ def _as_strided_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
             *(t * s for t, s in zip(t_spatial, g.stride)),
             *(t * d for t, d in zip(t_spatial, g.dilation)),
         ),
-        storage_offset=padded.storage_offset(),
-    )
+    )  # storage_offset defaults to padded's own: the input's, when there is no padding and it is a view
     n = g.spatial_dims
     kernel_first = windows.permute(0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
     return kernel_first.clone(memory_format=torch.contiguous_format).view(g.output_shape)

@@ -58,12 +58,13 @@ def _unfold_expression(x: torch.Tensor, kernel: tuple, dilation: tuple, padding:
         windows = windows.unfold(2 + i, dilation[i] * (kernel[i] - 1) + 1, stride[i])  # (.., O_i, .., span_i)
     every_dth = (slice(None),) * (2 + n) + tuple(slice(None, None, d) for d in dilation)
     kernel_first = windows[every_dth].permute(0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
-    patches = 1
-    for size in windows.shape[2 : 2 + n]:
-        patches = patches * size
+    patches, rows = 1, x.shape[1]
+    for size, k in zip(windows.shape[2 : 2 + n], kernel):
+        patches, rows = patches * size, rows * k
     # The reshape copies, except for a one-element kernel, where it can be a view (of the padded input, in its
-    # layout: channels_last input would give a non-contiguous output); contiguous() is a no-op otherwise.
-    return kernel_first.reshape(x.shape[0], -1, patches).contiguous()
+    # layout: channels_last input would give a non-contiguous output); contiguous() is a no-op otherwise. Every
+    # size is given: with an empty batch a -1 would be ambiguous.
+    return kernel_first.reshape(x.shape[0], rows, patches).contiguous()
 
 
 def _gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple,

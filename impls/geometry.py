@@ -11,9 +11,9 @@ Row ``c * K + flat(j_1, ..., j_n)`` and column ``flat(o_1, ..., o_n)`` (row-majo
 ``torch.nn.functional.unfold`` returns.
 
 ``parse`` checks everything before any work is done, so every strategy rejects bad input with the same
-error naming the parameter and its value. Empty batch or channel dims are rejected: a tensor with no
-patches has nothing to benchmark, and the strategies disagree on it (``F.unfold`` accepts ``N == 0``,
-unfoldNd fails with a reshape error), so the contract refuses it uniformly.
+error naming the parameter and its value. As ``F.unfold``, it accepts an empty batch (``N == 0``, an output
+``(0, C K, L)``) and refuses an empty channel or spatial dim; a strategy that cannot do ``N == 0`` declares
+it (``Strategy.known_defects``).
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ class Geometry:
             raise ValueError(
                 f"input must be 3-d, 4-d or 5-d (N, C, *spatial), got a {len(shape)}-d tensor of shape {shape}"
             )
-        if shape[0] == 0 or shape[1] == 0:
-            raise ValueError(f"input has an empty batch or channel dim, shape {shape}; both must be >= 1")
+        if shape[1] == 0:  # as F.unfold: "possibly 0 batch size and other non-zero dimensions"
+            raise ValueError(f"input has an empty channel dim, shape {shape}; it must be >= 1")
         if any(s == 0 for s in shape[2:]):
             raise ValueError(f"input has an empty spatial dim, shape {shape}")
         geometry = cls(

@@ -47,6 +47,10 @@ unfold = Strategy(
     implementation=_onehot_unfold,
     exact_with_nonfinite=False,
     exact_under_tf32=False,
+    empty_batch_defect="unfoldNd reshapes the convolution's output to (N, C K, -1), which is ambiguous for N == 0 "
+    "(RuntimeError: cannot reshape tensor of 0 elements)",
+    compile_defect="Inductor cannot lower unfoldNd's grouped convolution with its one-hot weight "
+    "(LoweringException: GuardOnDataDependentSymNode, torch 2.13)",
     known_defects=(
         KnownDefect(
             device="cpu",

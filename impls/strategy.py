@@ -73,6 +73,11 @@ class Strategy:
             the benchmarks make an untimed call first and report the compile time as its own figure.
         missing_requirement: what this environment lacks for the strategy to run at all (an optional package),
             or None; such a strategy refuses every input, saying what to install.
+        empty_batch_defect: why the strategy cannot unfold an empty batch (``N == 0``), which ``F.unfold``
+            accepts, or None; such a strategy refuses it, and the tests check that the raw implementation
+            still fails there (so the refusal goes when the defect does).
+        compile_defect: why the strategy fails inside ``torch.compile(fullgraph=True)``, or None; checked both
+            ways by the tests (``impls.capabilities``).
     """
 
     name: str
@@ -86,6 +91,8 @@ class Strategy:
     reuses_output: bool = False
     compiles: bool = False
     missing_requirement: str | None = None
+    empty_batch_defect: str | None = None
+    compile_defect: str | None = None
 
     def unsupported_reason(
         self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None
@@ -116,6 +123,8 @@ class Strategy:
     ) -> torch.Tensor:
         geometry = parse(input, kernel_size, dilation, padding, stride)
         reason = self.unsupported_reason(geometry.spatial_dims, input.device, input.dtype)
+        if reason is None and geometry.batch_size == 0 and self.empty_batch_defect is not None:
+            reason = f"strategy {self.name!r} refuses an empty batch (N == 0): {self.empty_batch_defect}"
         if reason is not None:
             raise ValueError(f"input (shape {tuple(input.shape)}, device {input.device}): {reason}")
         return self.implementation(input, geometry)

@@ -97,3 +97,9 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def load_capabilities(directory: str | Path) -> list[dict]:
+    """The capability matrices in ``directory`` (``scripts/capabilities.py``: one file per machine, the newest
+    measurement), sorted by machine; empty when there are none."""
+    return [json.loads(path.read_text()) for path in sorted(Path(directory).glob("*.json"))]

@@ -26,7 +26,7 @@ import plotly.offline
 from benchmarks.allocator import REGIMES, regime_of_machine
 from impls import STRATEGIES
 from reports import analysis, figures
-from reports.results import load_results
+from reports.results import load_capabilities, load_results
 from reports.set_aside import SET_ASIDE
 
 PAGES = {
@@ -265,6 +265,10 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             page.figure(figures.bound_ratio_bars(cells, colors, title))
     page.heading("How the recommendations are made", anchor="rules")
     page.add(f"<ul>{rules}</ul>")
+    page.paragraph('The recommendations weigh speed and memory only. Whether a strategy works under autograd to '
+                   'second order, forward-mode AD, <code>vmap</code>, per-sample gradients, '
+                   '<code>torch.compile</code> or on an empty batch is in the '
+                   '<a href="strategies.html#capabilities">capability matrix</a>.')  # fmt: skip
     return page
 
 
@@ -345,11 +349,56 @@ def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     return page
 
 
-def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
+CAPABILITY_MARKS = {"works": ("works", "best"), "declared defect": ("defect", "failed"), "fails": ("FAILS", "failed"),
+                    "unsupported": ("unsupported", "skipped"), "unverified": ("unverified", "skipped")}  # fmt: skip
+
+
+def _capabilities_html(records: list[dict]) -> str:
+    """Each machine's newest capability matrix (``scripts/capabilities.py``): a table per device it could check,
+    every cell other than "works" numbered and explained under the table."""
+    parts = []
+    for record in records:
+        where = (f"{html.escape(record['machine'])}: commit <code>{html.escape(record['commit'][:8])}</code>, torch "
+                 f"{html.escape(record['torch'])}, {html.escape(record['date'])}")  # fmt: skip
+        for device, rows in record["cells"].items():
+            verdicts = {v.split(":")[0] for row in rows.values() for v in row.values()}
+            if verdicts == {"unverified"}:
+                parts.append(f"<p class=note>{html.escape(device)} on {where}: unverified (no such device).</p>")
+                continue
+            notes: list[str] = []
+            body = []
+            for strategy, row in rows.items():
+                line = [(strategy, "")]
+                for capability in record["capabilities"]:
+                    verdict = row[capability]
+                    label, css = CAPABILITY_MARKS.get(verdict.split(":")[0], (verdict, ""))
+                    if label != "works":
+                        notes.append(f"{strategy}, {capability}: {verdict}")
+                        label += f" [{len(notes)}]"
+                    line.append((label, css))
+                body.append(line)
+            parts.append(f"<p><b>{html.escape(device)}</b> on {where}</p>")
+            parts.append(_table(["strategy", *record["capabilities"]], body))
+            parts.append("<ol class=note>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ol>")
+    return "".join(parts) or "<p class=note>No capability matrix yet: run <code>make bench</code>.</p>"
+
+
+def strategies_page(table: pd.DataFrame, registry: dict[str, dict], capabilities: list[dict]) -> Page:
     page = Page("strategies.html")
     history = analysis.series(table)
     names = sorted(set(registry) | set(history.strategy.dropna()))
-    page.paragraph("Each strategy from the registry (<code>impls/</code>) and its figures across commits.")
+    page.paragraph("Each strategy from the registry (<code>impls/</code>), what it can do, and its figures across "
+                   "commits.")  # fmt: skip
+    page.heading("Capabilities", anchor="capabilities")
+    page.paragraph(
+        "Where each strategy works as <code>torch.nn.functional.unfold</code> does, measured by "
+        "<code>impls/capabilities.py</code> on the machine named (every cell compared with <code>F.unfold</code> "
+        "under the same transform; the test suite checks the same cells). <b>defect</b>: the strategy declares it "
+        "cannot, and the check confirms it still fails; <b>unsupported</b>: the strategy does not take that input "
+        "on that device; <b>unverified</b>: not checked there. Ship a strategy only where its row says "
+        "<b>works</b> for what your code needs (e.g. per-sample gradients for KFAC or BackPACK)."
+    )
+    page.add(_capabilities_html(capabilities))
     page.add("<p>" + " · ".join(f'<a href="#{html.escape(n)}">{html.escape(n)}</a>' for n in names) + "</p>")
     for name in names:
         page.heading(name, anchor=name)
@@ -415,12 +464,17 @@ def _registry() -> dict[str, dict]:
     }
 
 
+CAPABILITIES_DIR = Path(__file__).resolve().parent / "capabilities"
+
+
 def build_site(
     results_dir: str | Path,
     out_dir: str | Path,
     registry: Callable[[], dict[str, dict]] = _registry,
+    capabilities_dir: str | Path = CAPABILITIES_DIR,
 ) -> list[Path]:
-    """Write the site for every result under ``results_dir`` into ``out_dir``; return the pages written."""
+    """Write the site for every result under ``results_dir`` (and each machine's capability matrix in
+    ``capabilities_dir``) into ``out_dir``; return the pages written."""
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     table = load_results(results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -430,7 +484,7 @@ def build_site(
         overview_page(table, colors),
         trends_page(table, colors),
         tradeoff_page(table, colors),
-        strategies_page(table, registry()),
+        strategies_page(table, registry(), load_capabilities(capabilities_dir)),
         machines_page(table),
     ]
     asv_link = (out_dir / "asv" / "index.html").exists()

@@ -348,3 +348,21 @@ def test_the_summary_fits_a_screen_and_writes_the_full_tables_to_a_file(tmp_path
     assert "Timing regime: warm allocator" in out and "xnat" not in out
     assert "Which to ship for training (forward and backward): native" in out
     assert len(out.splitlines()) < 40
+
+
+def test_the_strategies_page_shows_each_machines_capability_matrix_and_explains_every_other_cell(tmp_path):
+    empty, missing = "empty batch (N=0)", "unverified: no cuda device on this machine"
+    cpu = {"gather": {"vmap": "works", empty: "works"},
+           "onehot": {"vmap": "works", empty: "declared defect: unfoldNd <reshape>"}}  # fmt: skip
+    cuda = {"gather": {"vmap": missing, empty: missing}}
+    record = {"machine": "m1", "commit": "a" * 40, "torch": "2.13.0", "date": "2026-11-25",
+              "capabilities": ["vmap", empty], "cells": {"cpu": cpu, "cuda": cuda}}  # fmt: skip
+    (tmp_path / "caps").mkdir()
+    (tmp_path / "caps" / "m1.json").write_text(json.dumps(record))
+    build_site(FIXTURE, tmp_path / "site", capabilities_dir=tmp_path / "caps")
+    page = (tmp_path / "site" / "strategies.html").read_text()
+    assert '<td class="best">works</td>' in page and '<td class="failed">defect [1]</td>' in page
+    assert "<li>onehot, empty batch (N=0): declared defect: unfoldNd &lt;reshape&gt;</li>" in page
+    assert "cuda on m1" in page and "unverified (no such device)" in page and "aaaaaaaa" in page
+    build_site(FIXTURE, tmp_path / "empty", capabilities_dir=tmp_path / "none")
+    assert "No capability matrix yet" in (tmp_path / "empty" / "strategies.html").read_text()

@@ -1,0 +1,167 @@
+"""What a strategy can do beyond a plain call: each capability checked against ``F.unfold`` on the same problem.
+
+A maintainer replacing ``torch.nn.functional.unfold`` needs the replacement to work wherever it works: under
+autograd to any order, under ``torch.func`` transforms (forward-mode AD, ``vmap``, per-sample gradients as
+KFAC and BackPACK compute them), inside ``torch.compile``, on an empty batch, on channels_last and
+non-contiguous input, in every dtype. ``check`` runs one capability on one strategy and says:
+
+- ``works``: the result matches ``F.unfold``'s under the same transform (float64: values exact, derivatives
+  within 1e-12 relative; other dtypes: ``impls.parity``'s bounds);
+- ``declared defect: ...``: the strategy declares it cannot (``Strategy.empty_batch_defect``,
+  ``Strategy.compile_defect``) and the check confirms that it still fails without the declaration;
+- ``unsupported: ...``: the strategy does not run on this device at all;
+- ``fails: ...``: an undeclared failure, which the tests reject, or ``declared defect no longer seen``.
+
+``matrix`` gives every strategy's row; the test suite checks every cell (``tests/test_capabilities.py``), and
+``scripts/capabilities.py`` writes the matrix of this machine for the site.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+
+from impls.geometry import parse
+from impls.parity import mismatch
+from impls.strategy import Strategy
+
+SHAPE = (2, 3, 7, 7)  # the problem of the capability checks: stride 2, padding 1, a 3x3 kernel
+KWARGS = {"kernel_size": 3, "padding": 1, "stride": 2}
+WORKS = "works"
+
+
+def _input(shape: tuple[int, ...] = SHAPE, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    if a.shape != b.shape:
+        return f"shape {tuple(a.shape)}, expected {tuple(b.shape)}"
+    if not torch.allclose(a, b, rtol=1e-12, atol=1e-12):
+        return f"differs from F.unfold's by up to {(a - b).abs().max().item():.3g}"
+    return None
+
+
+def _under(transform: Callable[[Callable], Callable[[torch.Tensor], object]]) -> Callable[[Strategy], str | None]:
+    """A check that ``transform(f)(x)`` agrees for the strategy and for ``F.unfold``."""
+
+    def check(strategy: Strategy) -> str | None:
+        x = _input()
+        got = transform(lambda v: strategy(v, **KWARGS))(x)
+        expected = transform(lambda v: F.unfold(v, **KWARGS))(x)
+        for a, b in zip(
+            got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)
+        ):
+            problem = _same(a, b)
+            if problem is not None:
+                return problem
+        return None
+
+    return check
+
+
+def _weights() -> torch.Tensor:
+    return torch.randn(27, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+def _per_sample(f: Callable) -> Callable:
+    """Per-sample gradients of a linear layer's loss, as KFAC and BackPACK compute them."""
+    w = _weights()
+    return torch.func.vmap(torch.func.grad(lambda xi: (f(xi.unsqueeze(0)).transpose(1, 2) @ w).square().sum()))
+
+
+def _double_backward(f: Callable) -> Callable:
+    def second(x: torch.Tensor) -> torch.Tensor:
+        x = x.detach().requires_grad_(True)
+        (first,) = torch.autograd.grad(f(x).square().sum(), x, create_graph=True)
+        (again,) = torch.autograd.grad(first.square().sum(), x)
+        return again
+
+    return second
+
+
+def _jvp(f: Callable) -> Callable:
+    return lambda x: torch.func.jvp(f, (x,), (_input(x.shape) + 1,))
+
+
+def _vmap(f: Callable) -> Callable:
+    return lambda x: torch.func.vmap(f)(torch.stack([x, 2 * x, x + 1]))
+
+
+def _compiled(f: Callable) -> Callable:
+    return lambda x: torch.compile(f, fullgraph=True, dynamic=False)(x)
+
+
+def _empty_batch(strategy: Strategy) -> str | None:
+    x = _input((0, *SHAPE[1:])).requires_grad_(True)
+    out = strategy.implementation(x, parse(x, **KWARGS))  # the raw implementation: a declaration must still hold
+    out.backward(torch.ones_like(out))
+    return _same(out, F.unfold(x.detach(), **KWARGS)) or _same(x.grad, torch.zeros_like(x))
+
+
+def _layout(make: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Strategy], str | None]:
+    return lambda strategy: mismatch(strategy, make(_input(dtype=torch.float32)), KWARGS, backward=True)
+
+
+def _dtype(dtype: torch.dtype) -> Callable[[Strategy], str | None]:
+    return lambda strategy: mismatch(strategy, _input(dtype=dtype), KWARGS, backward=True)
+
+
+CHECKS: dict[str, Callable[[Strategy], str | None]] = {
+    "gradient": _under(lambda f: lambda x: torch.func.grad(lambda v: f(v).square().sum())(x)),
+    "double backward": _under(_double_backward),
+    "forward-mode AD (jvp)": _under(_jvp),
+    "vmap": _under(_vmap),
+    "per-sample gradients": _under(_per_sample),
+    "torch.compile(fullgraph)": _under(_compiled),
+    "empty batch (N=0)": _empty_batch,
+    "channels_last": _layout(lambda x: x.contiguous(memory_format=torch.channels_last)),
+    "non-contiguous": _layout(lambda x: torch.cat([x, x], dim=-1)[..., ::2]),
+    **{
+        f"dtype {str(d).removeprefix('torch.')}": _dtype(d)
+        for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+    },  # fmt: skip
+}
+CAPABILITIES: tuple[str, ...] = tuple(CHECKS)
+
+
+def declared(strategy: Strategy, capability: str) -> str | None:
+    """The defect ``strategy`` declares for ``capability``, or None."""
+    return {"empty batch (N=0)": strategy.empty_batch_defect, "torch.compile(fullgraph)": strategy.compile_defect}.get(
+        capability
+    )
+
+
+def check(strategy: Strategy, capability: str, device: str = "cpu") -> str:
+    """One cell of the matrix (module docstring); on a device that is not here, ``unverified``."""
+    if device != "cpu" and not (device == "cuda" and torch.cuda.is_available()):
+        return f"unverified: no {device} device on this machine"
+    if device != "cpu":
+        return "unverified: the capability checks run on CPU only so far"
+    dtype = torch.float64 if not capability.startswith("dtype ") else getattr(torch, capability.split()[-1])
+    for known in strategy.known_defects:
+        if (known.device, known.dtype) == (device, dtype):
+            return f"declared defect: {known.description}"
+    reason = strategy.unsupported_reason(2, device, dtype)
+    if reason is not None:
+        return f"unsupported: {reason}"
+    defect = declared(strategy, capability)
+    unrefused = dataclasses.replace(strategy, empty_batch_defect=None, compile_defect=None)
+    try:
+        problem = CHECKS[capability](unrefused)
+    except Exception as error:  # a failing capability is a finding, reported as a cell
+        problem = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"
+    if defect is not None:
+        return f"declared defect: {defect}" if problem is not None else "fails: declared defect no longer seen"
+    return WORKS if problem is None else f"fails: {problem}"
+
+
+DEVICES = ("cpu", "cuda")
+
+
+def matrix(strategies: Mapping[str, Strategy]) -> dict[str, dict[str, dict[str, str]]]:
+    """Every capability of every strategy on every device: ``{device: {strategy: {capability: cell}}}``."""
+    return {d: {name: {c: check(s, c, d) for c in CAPABILITIES} for name, s in strategies.items()} for d in DEVICES}
