@@ -44,7 +44,10 @@ def test_pytest_benchmark_runs_a_config_and_skips_with_reasons():
 
 def test_regress_refuses_too_few_rounds_before_any_work():
     run = subprocess.run(
-        [sys.executable, "scripts/regress.py", "HEAD", "--rounds", "6"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "scripts/regress.py", "HEAD", "--mode", "asv", "--rounds", "6"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 2 and "--rounds 6" in run.stderr and "at least 7" in run.stderr, run.stderr
 
