@@ -328,6 +328,27 @@ def recommend(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = Ma
     return Recommendation(rule, best.strategy, best.time_score, best.configs, best.not_covered, ranking)
 
 
+def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, str]:
+    """The strategies a capability matrix (``scripts/capabilities.py``) does not show working for ``capability``
+    on ``device``, each with its cell (to set aside when a user needs that capability); none without a matrix."""
+    rows = (record or {}).get("cells", {}).get(device, {})
+    return {
+        s: f"no {capability} ({row[capability]})" for s, row in rows.items() if row.get(capability, "works") != "works"
+    }
+
+
+def needs_picks(cells: pd.DataFrame, rule: Rule, record: Mapping | None, device: str,
+                set_aside: Mapping[str, str]) -> list[tuple[str, str | None]]:  # fmt: skip
+    """(capability, pick under ``rule`` among the strategies that work for it) for every capability of the matrix
+    that some strategy of ``cells`` lacks: which strategy to ship when the user's code needs that capability."""
+    picks = []
+    for capability in (record or {}).get("capabilities", []):
+        without = {s: why for s, why in lacking(record, device, capability).items() if s in set(cells.strategy)}
+        if without:
+            picks.append((capability, recommend(cells, rule, {**set_aside, **without}).strategy))
+    return picks
+
+
 def other_regime_picks(
     table: pd.DataFrame, run: Mapping[str, str], device: str, rule: Rule, set_aside: Mapping[str, str]
 ) -> list[tuple[str, str | None]]:

@@ -155,7 +155,25 @@ def _cell_table_html(cells: pd.DataFrame) -> str:
     return _table(header, rows)
 
 
-def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str) -> str:
+def _capability_record(records: list[dict], machine: str) -> dict | None:
+    """The capability matrix of the machine a run was timed on (its name without the timing regime's suffix)."""
+    suffix = regime_of_machine(machine).machine_suffix
+    base = machine.removesuffix(suffix) if suffix else machine
+    return next((r for r in records if r["machine"] == base), None)
+
+
+def _needs_html(cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, device: str, pick: str | None) -> str:
+    picks = analysis.needs_picks(cells, rule, record, device, SET_ASIDE)
+    if not picks:
+        return ""
+    lines = "; ".join(f"{html.escape(c)}: <b>{html.escape(p or 'none')}</b>" + (" (the same)" if p == pick else "")
+                      for c, p in picks)  # fmt: skip
+    return (f'<div class="rule">If your code needs (<a href="strategies.html#capabilities">capability matrix</a>, '
+            f"{html.escape(record['machine'])}) {lines}.</div>")  # fmt: skip
+
+
+def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str,
+                         record: dict | None = None) -> str:  # fmt: skip
     parts = []
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule, SET_ASIDE)
@@ -199,7 +217,8 @@ def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, de
             f"geometric mean) among strategies whose M (summed net peak / summed lowest) is within "
             f"{rule.tolerance:g}x of the lowest M. Per config: the {html.escape(rule.short_text())}. "
             f"Candidates: {html.escape(ranking)}.{regime}</div>"
-            "<details><summary>Picks per config</summary>"
+            + _needs_html(cells, rule, record, device, advice.strategy)
+            + "<details><summary>Picks per config</summary>"
             + _table(["config", "pick", analysis.FIGURES[rule.time_metric][0], "eligible"], pick_rows)
             + "</details></div>"
         )
@@ -215,7 +234,7 @@ def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
     return f"Skipped (not supported, or not run on this machine): {html.escape(listed)}."
 
 
-def overview_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
+def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: list[dict] = ()) -> Page:
     page = Page("index.html")
     page.paragraph(
         "Each strategy computes exactly <code>torch.nn.functional.unfold</code> (values and gradients are "
@@ -256,7 +275,8 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                     f"No figures on {device}: every cell was skipped on this machine (for CUDA: no GPU).", "note"
                 )
                 continue
-            page.add(_recommendation_html(cells, table, run, device))
+            record = _capability_record(list(capabilities), run["machine"])
+            page.add(_recommendation_html(cells, table, run, device, record))
             page.add(_cell_table_html(cells))
             note = _skipped_note(run_table, device)
             if note:
@@ -480,11 +500,12 @@ def build_site(
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / PLOTLY_JS).write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
     colors = figures.strategy_colors(sorted(set(table.strategy.dropna()) | set(registry())))
+    capabilities = load_capabilities(capabilities_dir)
     pages = [
-        overview_page(table, colors),
+        overview_page(table, colors, capabilities),
         trends_page(table, colors),
         tradeoff_page(table, colors),
-        strategies_page(table, registry(), load_capabilities(capabilities_dir)),
+        strategies_page(table, registry(), capabilities),
         machines_page(table),
     ]
     asv_link = (out_dir / "asv" / "index.html").exists()

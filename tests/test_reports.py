@@ -366,3 +366,20 @@ def test_the_strategies_page_shows_each_machines_capability_matrix_and_explains_
     assert "cuda on m1" in page and "unverified (no such device)" in page and "aaaaaaaa" in page
     build_site(FIXTURE, tmp_path / "empty", capabilities_dir=tmp_path / "none")
     assert "No capability matrix yet" in (tmp_path / "empty" / "strategies.html").read_text()
+
+
+def test_the_recommendation_says_what_to_ship_when_a_capability_is_needed(tmp_path):
+    """The fixture's training pick is native; a matrix in which native lacks vmap moves the vmap pick elsewhere."""
+    strategies = ["native", "as_strided", "tiling"]
+    cells = {s: {"vmap": "works", "gradient": "works"} for s in strategies}
+    cells["native"]["vmap"] = "declared defect: made up"
+    record = {"machine": "fixture-cpu", "commit": "b" * 40, "torch": "2.13.0", "date": "2026-11-25",
+              "capabilities": ["gradient", "vmap"], "cells": {"cpu": cells}}  # fmt: skip
+    (tmp_path / "caps").mkdir()
+    (tmp_path / "caps" / "fixture-cpu.json").write_text(json.dumps(record))
+    build_site(FIXTURE, tmp_path / "site", capabilities_dir=tmp_path / "caps")
+    overview = (tmp_path / "site" / "index.html").read_text()
+    assert "Recommendation for training (forward and backward)</b>: <b>native</b>" in overview
+    needs = re.findall(r"If your code needs .*?</div>", overview)
+    assert needs and all("vmap: <b>" in line and "vmap: <b>native" not in line for line in needs)
+    assert all("gradient" not in line for line in needs)  # every strategy has it: no line for it
