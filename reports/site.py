@@ -168,7 +168,7 @@ def _needs_html(cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, d
         return ""
     lines = "; ".join(f"{html.escape(c)}: <b>{html.escape(p or 'none')}</b>" + (" (the same)" if p == pick else "")
                       for c, p in picks)  # fmt: skip
-    return (f'<div class="rule">If your code needs (<a href="strategies.html#capabilities">capability matrix</a>, '
+    return (f'<div class="rule">If your code needs (<a href="#capabilities">capability matrix</a>, '
             f"{html.escape(record['machine'])}) {lines}.</div>")  # fmt: skip
 
 
@@ -285,10 +285,18 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: lis
             page.figure(figures.bound_ratio_bars(cells, colors, title))
     page.heading("How the recommendations are made", anchor="rules")
     page.add(f"<ul>{rules}</ul>")
-    page.paragraph('The recommendations weigh speed and memory only. Whether a strategy works under autograd to '
-                   'second order, forward-mode AD, <code>vmap</code>, per-sample gradients, '
-                   '<code>torch.compile</code> or on an empty batch is in the '
-                   '<a href="strategies.html#capabilities">capability matrix</a>.')  # fmt: skip
+    page.paragraph('The recommendations weigh speed and memory only; under each, what to ship when your code needs '
+                   'a capability some strategy lacks, from the capability matrix below.')  # fmt: skip
+    page.heading("Capabilities", anchor="capabilities")
+    page.paragraph(
+        "Where each strategy works as <code>torch.nn.functional.unfold</code> does, measured by "
+        "<code>impls/capabilities.py</code> on the machine named (every cell compared with <code>F.unfold</code> "
+        "under the same transform; the test suite checks the same cells). <b>defect</b>: the strategy declares it "
+        "cannot, and the check confirms it still fails; <b>unsupported</b>: the strategy does not take that input "
+        "on that device; <b>unverified</b>: not checked there. Ship a strategy only where its row says "
+        "<b>works</b> for what your code needs (e.g. per-sample gradients for KFAC or BackPACK)."
+    )
+    page.add(_capabilities_html(capabilities))
     return page
 
 
@@ -403,22 +411,12 @@ def _capabilities_html(records: list[dict]) -> str:
     return "".join(parts) or "<p class=note>No capability matrix yet: run <code>make bench</code>.</p>"
 
 
-def strategies_page(table: pd.DataFrame, registry: dict[str, dict], capabilities: list[dict]) -> Page:
+def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
     page = Page("strategies.html")
     history = analysis.series(table)
     names = sorted(set(registry) | set(history.strategy.dropna()))
-    page.paragraph("Each strategy from the registry (<code>impls/</code>), what it can do, and its figures across "
-                   "commits.")  # fmt: skip
-    page.heading("Capabilities", anchor="capabilities")
-    page.paragraph(
-        "Where each strategy works as <code>torch.nn.functional.unfold</code> does, measured by "
-        "<code>impls/capabilities.py</code> on the machine named (every cell compared with <code>F.unfold</code> "
-        "under the same transform; the test suite checks the same cells). <b>defect</b>: the strategy declares it "
-        "cannot, and the check confirms it still fails; <b>unsupported</b>: the strategy does not take that input "
-        "on that device; <b>unverified</b>: not checked there. Ship a strategy only where its row says "
-        "<b>works</b> for what your code needs (e.g. per-sample gradients for KFAC or BackPACK)."
-    )
-    page.add(_capabilities_html(capabilities))
+    page.paragraph('Each strategy from the registry (<code>impls/</code>) and its figures across commits; what '
+                   'each can do is in the <a href="index.html#capabilities">capability matrix</a>.')  # fmt: skip
     page.add("<p>" + " · ".join(f'<a href="#{html.escape(n)}">{html.escape(n)}</a>' for n in names) + "</p>")
     for name in names:
         page.heading(name, anchor=name)
@@ -505,7 +503,7 @@ def build_site(
         overview_page(table, colors, capabilities),
         trends_page(table, colors),
         tradeoff_page(table, colors),
-        strategies_page(table, registry(), capabilities),
+        strategies_page(table, registry()),
         machines_page(table),
     ]
     asv_link = (out_dir / "asv" / "index.html").exists()

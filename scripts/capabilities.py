@@ -4,7 +4,8 @@ Every registered strategy, every capability of ``impls.capabilities`` (autograd 
 vmap, per-sample gradients, ``torch.compile``, an empty batch, layouts, dtypes) on every device: ``works``,
 ``declared defect: ...``, ``unsupported: ...`` or ``unverified: ...`` (a device this machine does not have).
 Written to ``reports/capabilities/<machine>.json`` with the commit, torch version and date; the site shows the
-newest file of each machine. The test suite checks the same cells (``tests/test_capabilities.py``).
+newest file of each machine on its which-to-ship page. The test suite checks the same cells
+(``tests/test_capabilities.py``).
 """
 
 from __future__ import annotations

@@ -350,7 +350,7 @@ def test_the_summary_fits_a_screen_and_writes_the_full_tables_to_a_file(tmp_path
     assert len(out.splitlines()) < 40
 
 
-def test_the_strategies_page_shows_each_machines_capability_matrix_and_explains_every_other_cell(tmp_path):
+def test_which_to_ship_shows_each_machines_capability_matrix_and_explains_every_other_cell(tmp_path):
     empty, missing = "empty batch (N=0)", "unverified: no cuda device on this machine"
     cpu = {"gather": {"vmap": "works", empty: "works"},
            "onehot": {"vmap": "works", empty: "declared defect: unfoldNd <reshape>"}}  # fmt: skip
@@ -360,12 +360,12 @@ def test_the_strategies_page_shows_each_machines_capability_matrix_and_explains_
     (tmp_path / "caps").mkdir()
     (tmp_path / "caps" / "m1.json").write_text(json.dumps(record))
     build_site(FIXTURE, tmp_path / "site", capabilities_dir=tmp_path / "caps")
-    page = (tmp_path / "site" / "strategies.html").read_text()
+    page = (tmp_path / "site" / "index.html").read_text()
     assert '<td class="best">works</td>' in page and '<td class="failed">defect [1]</td>' in page
     assert "<li>onehot, empty batch (N=0): declared defect: unfoldNd &lt;reshape&gt;</li>" in page
     assert "cuda on m1" in page and "unverified (no such device)" in page and "aaaaaaaa" in page
     build_site(FIXTURE, tmp_path / "empty", capabilities_dir=tmp_path / "none")
-    assert "No capability matrix yet" in (tmp_path / "empty" / "strategies.html").read_text()
+    assert "No capability matrix yet" in (tmp_path / "empty" / "index.html").read_text()
 
 
 def test_the_recommendation_says_what_to_ship_when_a_capability_is_needed(tmp_path):
