@@ -15,7 +15,7 @@ BENCH_FLAGS = --profile $(PROFILE) --regime $(REGIME) $(if $(filter 1,$(THP)),--
 	$(if $(filter 1,$(RESUME)),--resume)
 
 .PHONY: venv test lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
-	memprofile report regress regress-validate asv-check clean
+	memprofile report regress regress-validate advise asv-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,11 @@ regress: venv
 # Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md).
 regress-validate: venv
 	$(PY) scripts/validate_gate.py --out docs/gate-validation.txt $(VALIDATE_ARGS)
+
+# Which strategy to ship for your own layers: make advise ARGS="--input-shape 64,128,56,56 --kernel-size 3 --stride 2"
+# or ARGS="--model torchvision.models.resnet18 --input-shape 32,3,224,224" (unfold-bench advise --help).
+advise: venv
+	$(PY) -m unfold_bench.cli advise $(ARGS)
 
 # The static website from every result in results/ (all machines, commits, profiles): reports/site/.
 report: venv

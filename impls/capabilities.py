@@ -126,6 +126,12 @@ CHECKS: dict[str, Callable[[Strategy], str | None]] = {
     },  # fmt: skip
 }
 CAPABILITIES: tuple[str, ...] = tuple(CHECKS)
+# what a user names on the command line (``unfold-bench advise --needs vmap,forward-ad``) -> the capability
+NEEDS: dict[str, str] = {
+    "gradient": "gradient", "double-backward": "double backward", "forward-ad": "forward-mode AD (jvp)",
+    "vmap": "vmap", "per-sample-gradients": "per-sample gradients", "torch-compile": "torch.compile(fullgraph)",
+    "empty-batch": "empty batch (N=0)", "channels-last": "channels_last", "non-contiguous": "non-contiguous",
+}  # fmt: skip
 
 
 def declared(strategy: Strategy, capability: str) -> str | None:

@@ -1,0 +1,153 @@
+"""Which strategy to ship for a user's own layers: the judging half of ``unfold-bench advise``.
+
+From ``benchmarks.advise``'s measurements of each layer (each strategy's time per timing regime, with its
+interval against the baseline, and its net peaks), with the site's rules (``reports.analysis.RULES``):
+
+- **per layer**: the strategies ranked by the rule's time among those whose net peak is within the rule's
+  tolerance of the lowest; the pick is the first (``analysis.recommend_per_config``, as on the site);
+- **for the model**: each strategy's time summed over the layers, weighted by how often each occurs, among the
+  strategies that run every layer and whose summed net peak is within the tolerance of the lowest sum.
+
+``--needs`` sets aside the strategies that the capability matrix (``impls.capabilities``) does not show working
+for a capability the user names. Each regime is judged on its own; the text says when they disagree.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Mapping
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from benchmarks.advise import WHICH, Layer
+from reports import analysis
+
+METRICS = ("time_forward", "time_forward_backward", "track_net_peak_forward", "track_net_peak_forward_backward")
+
+
+def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> pd.DataFrame:
+    """One row per layer x strategy in the columns of ``analysis.cell_table`` (figures and their status), plus
+    each time's interval and the reason a strategy could not run the layer."""
+    rows = []
+    for layer, found in zip(layers, measured):
+        times, memory = found.get(f"time:{regime}", {}), found.get("memory", {})
+        for name in dict.fromkeys([*times, *memory]):
+            t, m = times.get(name, {}), memory.get(name, {})
+            problem = t.get("problem") or m.get("problem") or ("" if t and m else "not measured")
+            row = {"config": layer.config.name, "strategy": name, "count": layer.count, "problem": problem}
+            for metric in METRICS:
+                source = m if metric.startswith("track_") else t
+                value = source.get(metric.removeprefix("track_"))
+                row[metric] = math.nan if problem or value is None else value
+                row[f"{metric}:status"] = "skipped" if problem else "ok"
+            for which in WHICH:
+                for part in ("ratio", "low", "high"):
+                    row[f"{part}_{which}"] = t.get(f"{part}_{which}", math.nan)
+            row["compile_seconds"] = t.get("compile_seconds", 0.0)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def model_pick(
+    table: pd.DataFrame, rule: analysis.Rule, set_aside: Mapping[str, str]
+) -> tuple[str | None, pd.DataFrame]:
+    """The model-level pick and its ranking (module docstring): summed weighted time, summed net peak."""
+    ok = table[(table[f"{rule.time_metric}:status"] == "ok") & ~table.strategy.isin(list(set_aside))]
+    layers = table.config.nunique()
+    totals = []
+    for strategy, rows in ok.groupby("strategy"):
+        if rows.config.nunique() < layers:
+            continue  # it cannot run every layer
+        totals.append({"strategy": strategy, "time": (rows[rule.time_metric] * rows["count"]).sum(),
+                       "memory": rows[rule.memory_metric].sum()})  # fmt: skip
+    ranking = pd.DataFrame(totals, columns=["strategy", "time", "memory"])
+    if ranking.empty:
+        return None, ranking
+    ranking["eligible"] = ranking.memory <= rule.tolerance * ranking.memory.min()
+    ranking = ranking.sort_values(["eligible", "time"], ascending=[False, True]).reset_index(drop=True)
+    return ranking.strategy.iloc[0], ranking
+
+
+def advice(layers: list[Layer], measured: list[dict[str, dict]], regimes: list[str],
+           set_aside: Mapping[str, str]) -> dict:  # fmt: skip
+    """Everything the command reports, as plain data (what ``--json`` writes)."""
+    result = {"layers": [], "rules": [], "set_aside": dict(set_aside)}
+    for layer in layers:
+        c = layer.config
+        result["layers"].append({"name": c.name, "count": layer.count, "modules": list(layer.names),
+                                 "input_shape": list(c.input_shape), "kernel_size": c.kernel_size, "stride": c.stride,
+                                 "padding": c.padding, "dilation": c.dilation, "dtype": c.dtype})  # fmt: skip
+    for regime in regimes:
+        table = cells(layers, measured, regime)
+        for rule in analysis.RULES:
+            per_layer = analysis.recommend_per_config(table, rule, set_aside)
+            pick, ranking = model_pick(table, rule, set_aside)
+            result["rules"].append({
+                "regime": regime, "rule": rule.name, "text": rule.per_config_text(), "model_pick": pick,
+                "model_ranking": ranking.to_dict("records"),
+                "layer_picks": {p.config: p.strategy for p in per_layer.itertuples()},
+            })  # fmt: skip
+        result.setdefault("tables", {})[regime] = json.loads(table.to_json(orient="records"))
+    return result
+
+
+def _ms(seconds: float) -> str:
+    return "-" if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)) else f"{seconds * 1e3:.3g} ms"
+
+
+def format_text(report: dict) -> str:
+    """The ranked table per layer and regime, and the picks with their rule."""
+    lines = []
+    for regime, rows in report["tables"].items():
+        table = pd.DataFrame(rows)
+        for layer in report["layers"]:
+            mine = table[table.config == layer["name"]].sort_values("time_forward_backward", na_position="last")
+            where = ", ".join(layer["modules"][:3]) or "given"
+            lines.append(f"\n{layer['name']} x{layer['count']} ({where}): input {tuple(layer['input_shape'])}, kernel "
+                         f"{layer['kernel_size']}, stride {layer['stride']}, padding {layer['padding']}, dilation "
+                         f"{layer['dilation']}, {layer['dtype']}; {regime} regime")  # fmt: skip
+            for r in mine.itertuples():
+                if r.problem:
+                    lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
+                    continue
+                intervals = "  ".join(
+                    f"{which.replace('_', '-')} {_ms(getattr(r, 'time_' + which))} ({getattr(r, 'low_' + which):.2f}-"
+                    f"{getattr(r, 'high_' + which):.2f}x of the baseline)" for which in WHICH
+                )  # fmt: skip
+                memory = (f"net peak {r.track_net_peak_forward / 2**20:.3g} / "
+                          f"{r.track_net_peak_forward_backward / 2**20:.3g} MiB")  # fmt: skip
+                compiled = f"  (first compile {r.compile_seconds:.0f} s, excluded)" if r.compile_seconds else ""
+                lines.append(f"  {r.strategy:<15} {intervals}  {memory}{compiled}")
+    lines.append("")
+    for rule in report["rules"]:
+        picks = ", ".join(f"{layer}: {pick or 'none'}" for layer, pick in rule["layer_picks"].items())
+        pick = rule["model_pick"] or "nothing (none runs every layer)"
+        lines.append(
+            f"{rule['rule']}, {rule['regime']} regime: ship {pick} for the model; per layer {picks}. Rule: per layer "
+            f"{rule['text']}; for the model, the least time summed over layers (weighted by their count) among "
+            "strategies whose summed net peak is within the same tolerance."
+        )
+    if report["set_aside"]:
+        lines.append("Set aside: " + "; ".join(f"{s}: {why}" for s, why in report["set_aside"].items()))
+    return "\n".join(lines)
+
+
+def write_html(report: dict, path: str) -> None:
+    """A self-contained page: the text report and one chart per regime and call (time per layer and strategy)."""
+    figures = []
+    for regime, rows in report["tables"].items():
+        table = pd.DataFrame(rows)
+        for which in WHICH:
+            figure = go.Figure()
+            for strategy, mine in table[table.problem == ""].groupby("strategy"):
+                figure.add_bar(name=strategy, x=mine.config, y=mine[f"time_{which}"] * 1e3)
+            figure.update_layout(title=f"{which.replace('_', '-')} time per layer, {regime} regime",
+                                 yaxis_title="ms", barmode="group")  # fmt: skip
+            figures.append(figure.to_html(full_html=False, include_plotlyjs=not figures))
+    page = (f"<html><head><meta charset='utf-8'><title>unfold-bench advise</title></head><body>"
+            f"<pre>{html.escape(format_text(report))}</pre>{''.join(figures)}</body></html>")  # fmt: skip
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(page)

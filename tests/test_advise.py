@@ -1,0 +1,103 @@
+"""``unfold-bench advise``: its input checks, the layers it collects from a model, its picks, one real run."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+import torch
+
+from benchmarks.advise import Layer, layer_config, model_layers
+from reports.advice import advice, format_text
+from unfold_bench.cli import main
+
+MODELS = "tests.fixtures.models"
+
+
+@pytest.mark.parametrize(
+    "arguments, named",
+    [
+        (["--input-shape", "2,3,4,4", "--kernel-size", "7"], "kernel_size=7"),
+        (["--input-shape", "2,3,8,8", "--model", "no.such.module.factory"], "--model 'no.such.module.factory'"),
+        (["--input-shape", "2,5,8,8", "--model", f"{MODELS}.wants_three_channels"], "its forward failed"),
+        (["--input-shape", "2,3,8,8", "--model", f"{MODELS}.not_a_module"], "not a torch.nn.Module"),
+        (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--dtype", "int8"], "--dtype 'int8'"),
+        (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--device", "tpu"], "--device 'tpu'"),
+        (["--input-shape", "2,3,x,8", "--kernel-size", "3"], "'2,3,x,8'"),
+        (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--needs", "telepathy"], "telepathy: unknown"),
+        (["--input-shape", "2,3,8,8"], "--kernel-size"),
+    ],
+)  # fmt: skip
+def test_bad_input_exits_2_naming_the_parameter_before_any_measurement(arguments, named, capsys):
+    try:
+        status = main(["advise", *arguments])
+    except SystemExit as exit:  # argparse's own errors
+        status = exit.code
+    assert status == 2 and named in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has the device")
+def test_a_device_that_is_not_there_exits_2(capsys):
+    assert main(["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--device", "cuda"]) == 2
+    assert "--device 'cuda'" in capsys.readouterr().err
+
+
+def test_a_models_layers_are_collected_merged_and_counted():
+    layers, notes = model_layers(f"{MODELS}.two_blocks", (2, 4, 9, 9))
+    found = [(layer.config.input_shape, layer.config.kernel_size, layer.config.stride, layer.config.padding,
+              layer.count) for layer in layers]  # fmt: skip
+    assert found == [((2, 4, 9, 9), (3, 3), (1, 1), (1, 1), 2), ((2, 4, 9, 9), (3, 3), (2, 2), (0, 0), 1),
+                     ((2, 6, 4, 4), (3, 3), (1, 1), (1, 1), 1), ((2, 6, 4, 4), 2, 1, 0, 1)]  # fmt: skip
+    assert layers[0].names == ("0", "2") and notes == []
+
+
+def _measured(times: dict[str, float], peaks: dict[str, int]) -> dict[str, dict]:
+    rows = {s: {"strategy": s, "time_forward": t, "time_forward_backward": 2 * t, "ratio_forward": 1.0,
+                "low_forward": 1.0, "high_forward": 1.0, "ratio_forward_backward": 1.0, "low_forward_backward": 1.0,
+                "high_forward_backward": 1.0, "compile_seconds": 0.0} for s, t in times.items()}  # fmt: skip
+    memory = {s: {"strategy": s, "net_peak_forward": p, "net_peak_forward_backward": 2 * p} for s, p in peaks.items()}
+    return {"time:warm": rows, "memory": memory}
+
+
+def test_the_model_pick_weighs_each_layer_by_how_often_it_occurs_and_respects_the_memory_tolerance():
+    rare, common = layer_config((2, 3, 8, 8), 3, name="rare"), layer_config((2, 3, 8, 8), 1, name="common")
+    layers = [Layer(rare, 1), Layer(common, 10)]
+    measured = [_measured({"a": 1.0, "b": 3.0, "c": 0.1}, {"a": 100, "b": 100, "c": 500}),
+                _measured({"a": 1.0, "b": 0.5, "c": 0.1}, {"a": 100, "b": 100, "c": 500})]  # fmt: skip
+    report = advice(layers, measured, ["warm"], {})
+    forward = {rule["rule"]: rule for rule in report["rules"]}["forward only (e.g. KFAC statistics)"]
+    assert forward["layer_picks"] == {"rare": "a", "common": "b"}  # c is fastest but over 1.2x the lowest memory
+    assert forward["model_pick"] == "b"  # b: 3 + 10 * 0.5 = 8 s against a: 1 + 10 * 1 = 11 s
+    assert [r["strategy"] for r in forward["model_ranking"]][:2] == ["b", "a"]
+    set_aside = advice(layers, measured, ["warm"], {"b": "no vmap (made up)"})
+    assert {rule["rule"]: rule for rule in set_aside["rules"]}["forward only (e.g. KFAC statistics)"][
+        "model_pick"
+    ] == "a"
+    assert "b: no vmap (made up)" in format_text(set_aside)
+
+
+def test_a_strategy_that_cannot_run_a_layer_is_listed_with_its_reason_and_never_picked_for_the_model():
+    layers = [Layer(layer_config((2, 3, 8, 8), 3, name="only"), 1)]
+    measured = _measured({"a": 1.0, "b": 0.5}, {"a": 100, "b": 100})
+    measured["time:warm"]["b"] = {"strategy": "b", "problem": "wrong output: made up"}
+    report = advice(layers, [measured], ["warm"], {})
+    assert all(rule["model_pick"] == "a" for rule in report["rules"])
+    assert "b               cannot: wrong output: made up" in format_text(report)
+
+
+def test_one_geometry_end_to_end_writes_json_and_a_self_contained_page(tmp_path, capsys):
+    files = ["--json", str(tmp_path / "a.json"), "--html", str(tmp_path / "a.html")]
+    status = main(["advise", "--input-shape", "2,3,6,6", "--kernel-size", "3", "--padding", "1", "--budget", "0.2",
+                   "--regime", "warm", *files])  # fmt: skip
+    assert status == 0
+    report = json.loads((tmp_path / "a.json").read_text())
+    table = report["tables"]["warm"]
+    native = next(row for row in table if row["strategy"] == "native")
+    assert native["problem"] == "" and math.isclose(native["ratio_forward"], 1.0) and native["time_forward"] > 0
+    assert {rule["rule"] for rule in report["rules"]} == {"training (forward and backward)",
+                                                         "forward only (e.g. KFAC statistics)"}  # fmt: skip
+    page = (tmp_path / "a.html").read_text()
+    assert "<script" in page and not re.search(r"<script[^>]*\bsrc=", page)  # plotly inline: no network
+    assert "ship" in capsys.readouterr().out

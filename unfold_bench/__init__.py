@@ -1,0 +1,1 @@
+"""The ``unfold-bench`` command (``unfold_bench.cli``)."""
