@@ -38,7 +38,7 @@ import torch
 from benchmarks.allocator import REGIMES, pinned_environment, regime_environment
 from benchmarks.cells import Cell, Workload, charged_net_peak, check_cell, device_unavailable, use_exact_float32
 from benchmarks.configs import LayerConfig
-from benchmarks.paired import _share_inputs, _timed, paired_log_ratios
+from benchmarks.paired import paired_log_ratios, share_inputs, timed_call
 from benchmarks.paired_stats import paired_ratio
 from impls import STRATEGIES, Strategy
 
@@ -167,7 +167,7 @@ def _median_time(workload: Workload, which: str, seconds: float) -> float:
     times: list[float] = []
     end = time.monotonic() + seconds
     while len(times) < 5 or time.monotonic() < end:
-        times.append(_timed((workload, workload), 0, which))
+        times.append(timed_call((workload, workload), 0, which))
     workload.reset()
     return statistics.median(times)
 
@@ -193,7 +193,7 @@ def measure(config: LayerConfig, kind: str, budget: float, device: str = "cpu",
     baseline = BASELINE if BASELINE in workloads else next(iter(workloads))
     for name, workload in workloads.items():
         if name != baseline:
-            _share_inputs(workload, workloads[baseline])
+            share_inputs(workload, workloads[baseline])
     if kind == "memory":
         for name, workload in workloads.items():
             yield {"strategy": name, **{f"net_peak_{w}": charged_net_peak(workload, w != "forward") for w in WHICH}}

@@ -82,7 +82,7 @@ def load_strategies(tree: Path) -> dict[str, Strategy]:
         sys.modules.update(saved)
 
 
-def _timed(workloads: tuple[Workload, Workload], side: int, which: str) -> float:
+def timed_call(workloads: tuple[Workload, Workload], side: int, which: str) -> float:
     """One call of ``which`` by one side, after both sides' previous outputs are dropped (untimed): no call
     allocates while another's output is alive, so the two sides' outputs take the same freed memory in turn."""
     for workload in workloads:
@@ -107,8 +107,8 @@ def paired_log_ratios(workloads: tuple[Workload, Workload], which: str, budget: 
     start = checked = clock()
     budgets = 1
     while True:
-        a, b = _timed(workloads, 0, which), _timed(workloads, 1, which)
-        b2, a2 = _timed(workloads, 1, which), _timed(workloads, 0, which)
+        a, b = timed_call(workloads, 0, which), timed_call(workloads, 1, which)
+        b2, a2 = timed_call(workloads, 1, which), timed_call(workloads, 0, which)
         ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
         now = clock()
         if blocks is not None:
@@ -130,7 +130,7 @@ def paired_log_ratios(workloads: tuple[Workload, Workload], which: str, budget: 
     return np.asarray(ratios)
 
 
-def _share_inputs(workload: Workload, like: Workload) -> None:
+def share_inputs(workload: Workload, like: Workload) -> None:
     """Make ``workload`` call on ``like``'s input tensors (the same memory, so neither side has better-placed data)."""
     workload.input, workload.leaf, workload.grad_output = like.input, like.leaf, like.grad_output
 
@@ -140,7 +140,7 @@ def _warm_up(workloads: tuple[Workload, Workload], seconds: float) -> None:
         end = time.monotonic() + seconds
         while True:
             for side in (0, 1):
-                _timed(workloads, side, which)
+                timed_call(workloads, side, which)
             if time.monotonic() > end:
                 break
     for workload in workloads:
@@ -174,7 +174,7 @@ def _checked_workloads(strategies: tuple[Mapping[str, Strategy], Mapping[str, St
         if problems[side]["forward"] is None:
             workloads[side] = workload = Workload(Cell(registry[strategy], layer, device), backward=True)
             if side == 1 and workloads[0] is not None:
-                _share_inputs(workload, workloads[0])
+                share_inputs(workload, workloads[0])
             workload.compile()
     return workloads, problems
 

@@ -22,12 +22,12 @@ from benchmarks.cells import Cell, Workload, profile_config
 from benchmarks.paired import (
     MIN_SECONDS,
     _pooled,
-    _share_inputs,
     load_strategies,
     measure_cell,
     measure_in_processes,
     paired_log_ratios,
     process_target,
+    share_inputs,
 )
 from benchmarks.paired_stats import MIN_PAIRS, paired_ratio
 from benchmarks.profiles import get_profile
@@ -183,7 +183,7 @@ def test_no_call_runs_while_another_sides_output_is_alive_and_both_sides_share_t
         Workload(Cell(strategy, layer, "cpu"), backward=True),
         Workload(Cell(strategy, layer, "cpu"), backward=True),
     )
-    _share_inputs(pair[1], pair[0])
+    share_inputs(pair[1], pair[0])
     for which in ("forward", "forward_backward"):
         assert len(paired_log_ratios(pair, which, budget=0.2, target=math.inf, margin=0.0)) >= MIN_PAIRS
     assert inputs == {pair[0].input.data_ptr(), pair[0].leaf.data_ptr()}  # each shared by both sides
