@@ -101,8 +101,8 @@ def paired_log_ratios(workloads: tuple[Workload, Workload], which: str, budget: 
     cache, or its freed memory) cancels. Sampled until the resolution reaches ``target`` (after at least
     ``MIN_PAIRS`` blocks and ``MIN_SECONDS``) or ``budget`` seconds have passed (then at least ``MIN_PAIRS`` are
     taken); a cell that resolves no better than ``limit`` when its budget is spent gets a second budget once (a
-    neighbour's burst of load passes). With ``blocks``, exactly that many are taken instead, unless twice the
-    budget passes first."""
+    neighbour's burst of load passes). With ``blocks``, exactly that many are taken instead (the process's
+    timeout bounds it)."""
     ratios: list[float] = []
     start = checked = clock()
     budgets = 1
@@ -112,7 +112,7 @@ def paired_log_ratios(workloads: tuple[Workload, Workload], which: str, budget: 
         ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
         now = clock()
         if blocks is not None:
-            if len(ratios) >= blocks or now - start > 2 * budget:
+            if len(ratios) >= blocks:
                 break
             continue
         if len(ratios) >= MAX_PAIRS:
@@ -153,6 +153,7 @@ def measures(kind: str) -> tuple[str, ...]:
 
 
 Problems = dict[str, str | None]  # per call (forward, forward_backward): why it cannot be timed, or None
+SKIPPED = "skipped: "  # a problem that is no failure: the cell does not run here
 
 
 def _checked_workloads(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]], strategy: str,
@@ -165,7 +166,7 @@ def _checked_workloads(strategies: tuple[Mapping[str, Strategy], Mapping[str, St
         cell = Cell(registry[strategy], layer, device)
         reason = cell.skip_reason()
         if reason is not None:
-            problems[side] = {which: f"skipped: {reason}" for which in WHICH}
+            problems[side] = {which: f"{SKIPPED}{reason}" for which in WHICH}
             continue
         verdict = check_cell(cell)
         problems[side] = {which: verdict.problem(backward=which != "forward") for which in WHICH}
@@ -201,12 +202,18 @@ def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy
     workloads, problems = _checked_workloads((strategies[order[0]], strategies[order[1]]), strategy, layer, device)
     runnable = []
     for which, measure in zip(WHICH, measures(kind)):
-        failed = sorted(order[side] for side in (0, 1) if problems[side][which] is not None)
-        if not failed:
+        at = {order[side]: problems[side][which] for side in (0, 1)}  # revision -> its problem
+        skipped = sorted(r for r, problem in at.items() if problem is not None and problem.startswith(SKIPPED))
+        failed = sorted(r for r, problem in at.items() if problem is not None and r not in skipped)
+        if not failed and not skipped:
             runnable.append((which, measure))
-            continue
-        why = "; ".join(f"{SIDES[revision]}: {problems[order.index(revision)][which]}" for revision in failed)
-        yield {**base, "measure": measure, "failed_at": "both" if len(failed) == 2 else SIDES[failed[0]], "error": why}
+        elif failed:
+            why = "; ".join(f"{SIDES[revision]}: {at[revision]}" for revision in failed)
+            yield {**base, "measure": measure, "failed_at": "both" if len(failed) == 2 else SIDES[failed[0]],
+                   "error": why}  # fmt: skip
+        else:  # not supported here (no GPU, spatial dims, a refused dtype): nothing to compare
+            yield {**base, "measure": measure, "failed_at": "", "skipped_at": "both" if len(skipped) == 2 else
+                   SIDES[skipped[0]], "error": "; ".join(f"{SIDES[r]}: {at[r]}" for r in skipped)}  # fmt: skip
     pair = (workloads[0], workloads[1])
     if kind == "memory":
         for which, measure in runnable:
@@ -249,8 +256,8 @@ def measure_in_processes(base_tree: Path, head_tree: Path, units: list[tuple[str
                          budget: float, target: float, margin: float, limit: float, env: Mapping[str, str],
                          timeout: float = 600.0) -> Iterator[dict]:  # fmt: skip
     """The measurements of each (strategy, config, device) in ``units``, each from processes of its own, so a
-    crash or a hang fails that unit's cells only (its unreported measurements come back failed at both
-    revisions: which one killed the process is unknown).
+    crash or a hang fails that unit's cells only (its unreported measurements come back failed at an
+    ``unknown`` revision: which one killed the process cannot be told).
 
     Time: two processes started with ``env`` (the timing regime's environment), one with the base revision
     first, one with the head first (``measure_cell``'s ``head_first``), as many pairs from each: two copies of
@@ -279,11 +286,11 @@ def measure_in_processes(base_tree: Path, head_tree: Path, units: list[tuple[str
         for measure in measures("time"):
             row = first_rows.get(measure)
             if row is None:
-                yield {**cell, "measure": measure, "failed_at": "both", "error": why}
+                yield {**cell, "measure": measure, "failed_at": "unknown", "error": why}
             elif "log_ratios" not in row:
                 yield row  # failed at a revision, or absent
             elif "log_ratios" not in second_rows.get(measure, {}):
-                yield second_rows.get(measure) or {**cell, "measure": measure, "failed_at": "both", "error": why}
+                yield second_rows.get(measure) or {**cell, "measure": measure, "failed_at": "unknown", "error": why}
             else:
                 yield _pooled(row, second_rows[measure], margin)
         memory, why = _run_child([*common, "--kind", "memory"], pinned_environment(env), timeout)
@@ -291,12 +298,15 @@ def measure_in_processes(base_tree: Path, head_tree: Path, units: list[tuple[str
         yield from memory
         for measure in measures("memory"):
             if measure not in seen:
-                yield {**cell, "measure": measure, "failed_at": "both", "error": why}
+                yield {**cell, "measure": measure, "failed_at": "unknown", "error": why}
 
 
 def _pooled(first: dict, second: dict, margin: float) -> dict:
     """One time row from the two processes' pairs, as many from each (the second may have been cut short)."""
     n = min(len(first["log_ratios"]), len(second["log_ratios"]))
+    if n < MIN_PAIRS:
+        return {key: value for key, value in first.items() if key != "log_ratios"} | {
+            "failed_at": "unknown", "error": f"the second process took {n} blocks, fewer than {MIN_PAIRS}"}  # fmt: skip
     processes = [np.asarray(first["log_ratios"][:n]), np.asarray(second["log_ratios"][:n])]
     result = paired_ratio(np.concatenate(processes), margin)
     return {key: value for key, value in first.items() if key != "log_ratios"} | {
@@ -333,9 +343,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--head-first", action="store_true", help="load, set up and call the head revision first")
     parser.add_argument("--pairs", type=_fixed_pairs, help="fixed pairs: forward=N,forward_backward=M")
     args = parser.parse_args(argv)
-    trees = (args.head_tree, args.base_tree) if args.head_first else (args.base_tree, args.head_tree)
-    loaded = [load_strategies(tree) for tree in trees]
-    strategies = (loaded[1], loaded[0]) if args.head_first else (loaded[0], loaded[1])
+    sides = (1, 0) if args.head_first else (0, 1)  # load in the order they are set up
+    loaded: dict[int, dict[str, Strategy]] = {}
+    errors: dict[int, str] = {}
+    for side in sides:
+        try:
+            loaded[side] = load_strategies((args.base_tree, args.head_tree)[side])
+        except Exception as error:  # a revision whose impls does not import fails there, not at both
+            errors[side] = f"{SIDES[side]}: its impls does not import ({type(error).__name__}: {error})"
+    if errors:
+        at = "both" if len(errors) == 2 else SIDES[next(iter(errors))]
+        for measure in measures(args.kind):
+            row = {"strategy": args.strategy, "config": args.config, "device": args.device, "measure": measure}
+            print(json.dumps({**row, "failed_at": at, "error": "; ".join(errors.values())}), flush=True)
+        return
+    strategies = (loaded[0], loaded[1])
     rows = measure_cell(strategies, args.strategy, args.config, args.kind, args.profile, args.budget, args.target,
                         args.margin, args.limit, args.device, args.head_first, args.pairs)  # fmt: skip
     for row in rows:

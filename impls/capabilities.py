@@ -8,7 +8,9 @@ non-contiguous input, in every dtype. ``check`` runs one capability on one strat
 - ``works``: the result matches ``F.unfold``'s under the same transform (float64: values exact, derivatives
   within 1e-12 relative; other dtypes: ``impls.parity``'s bounds);
 - ``declared defect: ...``: the strategy declares it cannot (``Strategy.empty_batch_defect``,
-  ``Strategy.compile_defect``) and the check confirms that it still fails without the declaration;
+  ``Strategy.compile_defect``) and the check confirms that it still fails without the declaration; or it
+  refuses the dtype for a ``KnownDefect`` (whose reproducer ``tests/test_caveats.py`` checks: a backend crash
+  is not run here);
 - ``unsupported: ...``: the strategy does not run on this device at all;
 - ``fails: ...``: an undeclared failure, which the tests reject, or ``declared defect no longer seen``.
 
@@ -150,7 +152,7 @@ def check(strategy: Strategy, capability: str, device: str = "cpu") -> str:
     dtype = torch.float64 if not capability.startswith("dtype ") else getattr(torch, capability.split()[-1])
     for known in strategy.known_defects:
         if (known.device, known.dtype) == (device, dtype):
-            return f"declared defect: {known.description}"
+            return f"declared defect: {known.description} (reproducer checked by tests/test_caveats.py)"
     reason = strategy.unsupported_reason(2, device, dtype)
     if reason is not None:
         return f"unsupported: {reason}"

@@ -329,8 +329,9 @@ def recommend(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = Ma
 
 
 def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, str]:
-    """The strategies a capability matrix (``scripts/capabilities.py``) does not show working for ``capability``
-    on ``device``, each with its cell (to set aside when a user needs that capability); none without a matrix."""
+    """The strategies a capability matrix (``scripts/capabilities.py``) shows not working for ``capability`` on
+    ``device``, each with its cell (to set aside when a user needs that capability); an unverified cell is not
+    counted (nothing is known), and there are none without a matrix."""
     rows = (record or {}).get("cells", {}).get(device, {})
     return {
         s: f"no {capability} ({row[capability]})" for s, row in rows.items() if row.get(capability, "works") != "works"

@@ -303,14 +303,17 @@ def callgrind_rows(counts: dict[str, tuple[int | None, int | None]], thresholds:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def paired_verdict(low: float, high: float, resolution: float, thresholds: Thresholds = Thresholds()) -> str:
+def paired_verdict(low: float, high: float, resolution: float, thresholds: Thresholds = Thresholds(),
+                   process_ratios: tuple[float, ...] = ()) -> str:  # fmt: skip
     """The paired mode's verdict on one time cell from its interval of the ratio head / base
-    (``benchmarks.paired_stats``): a regression when the whole interval lies above ``1 + paired_margin``, an
-    improvement when it lies below ``1 / (1 + paired_margin)``; otherwise ``unresolved`` when the cell could not
-    resolve ``resolution_limit`` (the gate cannot vouch for it), else ``unchanged``."""
-    if low > 1 + thresholds.paired_margin:
+    (``benchmarks.paired_stats``): a regression when the whole interval lies above ``1 + paired_margin`` and
+    so does the ratio of each process that measured it (an effect of one process alone does not count), an
+    improvement when they all lie below ``1 / (1 + paired_margin)``; otherwise ``unresolved`` when the cell could
+    not resolve ``resolution_limit`` (the gate cannot vouch for it), else ``unchanged``."""
+    above, below = 1 + thresholds.paired_margin, 1 / (1 + thresholds.paired_margin)
+    if low > above and all(r > above for r in process_ratios):
         return "regression"
-    if high < 1 / (1 + thresholds.paired_margin):
+    if high < below and all(r < below for r in process_ratios):
         return "improvement"
     return "unresolved" if resolution > thresholds.resolution_limit else "unchanged"
 
@@ -329,17 +332,24 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
                "after": math.nan, "ratio": math.nan, "significant": None, "failed_at": m.get("failed_at", ""),
                "low": math.nan, "high": math.nan, "resolution": math.nan, "pairs": 0,
                "error": m.get("error", "")}  # fmt: skip
-        if m.get("absent_at"):
-            rows.append({**row, "verdict": {"base": "new", "head": "removed"}.get(m["absent_at"], "not measured")})
+        if m.get("skipped_at") == "both":
+            continue  # runs at neither revision here (no GPU, unsupported dims or dtype), as in ``compare``
+        if m.get("absent_at") or m.get("skipped_at"):
+            side = m.get("absent_at") or m["skipped_at"]
+            rows.append({**row, "verdict": {"base": "new", "head": "removed" if m.get("absent_at") else
+                                            "not measured"}.get(side, "not measured")})  # fmt: skip
         elif row["failed_at"]:
-            verdict = {"both": "failed (also before)", "head": "failed", "base": "fixed"}[row["failed_at"]]
+            verdict = {"both": "failed (also before)", "head": "failed", "base": "fixed",
+                       "unknown": "failed (revision unknown)"}[row["failed_at"]]  # fmt: skip
             rows.append({**row, "verdict": verdict})
         elif unit == "bytes":
             ratio, _, verdict, mode = judge(m["before"], m["after"], None, None, None, None, unit, thresholds)
             rows.append({**row, "before": m["before"], "after": m["after"], "ratio": ratio, "verdict": verdict})
         else:
-            verdict = paired_verdict(m["low"], m["high"], m["resolution"], thresholds)
-            significant = m["low"] > 1 + thresholds.paired_margin or m["high"] < 1 / (1 + thresholds.paired_margin)
+            verdict = paired_verdict(
+                m["low"], m["high"], m["resolution"], thresholds, tuple(m.get("process_ratios", ()))
+            )
+            significant = verdict in ("regression", "improvement")
             rows.append({**row, "ratio": m["ratio"], "low": m["low"], "high": m["high"], "significant": significant,
                          "resolution": m["resolution"], "pairs": m["pairs"], "verdict": verdict})  # fmt: skip
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
@@ -376,6 +386,8 @@ def format_paired_row(m: dict) -> str:
     cell = f"{m['strategy']} {m['config']} {m['device']} {m['measure']}"
     if m.get("absent_at"):
         return f"{cell}: not registered at {m['absent_at']}"
+    if m.get("skipped_at"):
+        return f"{cell}: not run at {m['skipped_at']} ({m.get('error', '')})"
     if m.get("failed_at"):
         return f"{cell}: FAILED at {m['failed_at']}: {m.get('error', '')}"
     if m["measure"].startswith("net_peak"):
@@ -415,8 +427,8 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
     failed_at = table.failed_at.fillna("")
     if (table["mode"] != "callgrind").sum() == 0:
         return 2, "FAIL: no benchmark cell was compared (all skipped or none selected)"
-    if failed_at.isin(["head", "both"]).any():
-        return 2, "FAIL: a benchmark failed at head"
+    if failed_at.isin(["head", "both", "unknown"]).any():
+        return 2, "FAIL: a benchmark failed at head (or a measuring process died, revision unknown)"
     if asv_status == 2:
         if failed_at.astype(bool).any():
             return 2, ("FAIL: asv reported a failed benchmark; rows marked base failed at BASE, and asv does not "

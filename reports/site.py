@@ -389,9 +389,9 @@ def _capabilities_html(records: list[dict]) -> str:
         where = (f"{html.escape(record['machine'])}: commit <code>{html.escape(record['commit'][:8])}</code>, torch "
                  f"{html.escape(record['torch'])}, {html.escape(record['date'])}")  # fmt: skip
         for device, rows in record["cells"].items():
-            verdicts = {v.split(":")[0] for row in rows.values() for v in row.values()}
-            if verdicts == {"unverified"}:
-                parts.append(f"<p class=note>{html.escape(device)} on {where}: unverified (no such device).</p>")
+            cells = [v for row in rows.values() for v in row.values()]
+            if all(v.startswith("unverified") for v in cells):
+                parts.append(f"<p class=note>{html.escape(device)} on {where}: {html.escape(cells[0])}.</p>")
                 continue
             notes: list[str] = []
             body = []

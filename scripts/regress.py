@@ -2,15 +2,16 @@
 
     python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--budget 12] [--callgrind CELL]
 
-**paired** (the default): each revision is checked out in a git worktree, and for every strategy and config a
-process imports both revisions' ``impls`` side by side and alternates their calls on the same inputs (A B B A
-..., ``benchmarks.paired``), after the correctness check of each. A time cell's unit is the ratio of two adjacent
-calls, so the machine's drift and its neighbours' load cancel; its ratio, interval and resolution come from the
-signed-rank statistics of ``benchmarks.paired_stats``, and it is sampled until it resolves ``--target`` or its
-``--budget`` is spent. Net peaks are measured in the same process, deterministic as in the asv suite. Both
-revisions run in this environment (a change of dependencies is not measured), and the harness (inputs,
-correctness check) is this working tree's. The table and the raw measurements go to ``.asv/regress/paired-*``,
-never into ``results/``.
+**paired** (the default): each revision is checked out in a git worktree, and for every strategy and config two
+processes import both revisions' ``impls`` side by side, one setting up the base revision first and one the
+head, and alternate their calls on the same inputs in blocks of four, A B B A (``benchmarks.paired``), after the
+correctness check of each. A time cell's unit is a block's ratio, so the machine's drift and its neighbours'
+load cancel; its ratio, interval and resolution come from the signed-rank statistics of
+``benchmarks.paired_stats`` over both processes' blocks, and it is sampled until it resolves ``--target`` or its
+``--budget`` is spent. Net peaks are measured in a third process, started with glibc's threshold pinned,
+deterministic as in the asv suite. Both revisions run in this environment (a change of dependencies is not
+measured), and the harness (inputs, correctness check) is this working tree's. The table and the raw
+measurements go to ``.asv/regress/paired-*``, never into ``results/``.
 
 **asv**: asv builds each revision's project into its own virtualenv and runs the strategies' benchmarks of both,
 interleaving rounds of one process per cell and revision (``asv continuous --interleave-rounds``), judged by a
@@ -20,7 +21,8 @@ adjacent calls do, so this mode resolves less; it measures in the environment ea
 ``--callgrind`` adds a cell judged by its instruction count at each revision (``benchmarks.instructions``).
 
 Exit status: 0 pass; 1 a regression beyond its threshold; 2 a benchmark (or an instruction count) failed at
-HEAD, asv reported a failed benchmark, or no benchmark cell was compared (``reports.compare.gate_decision``).
+HEAD or in a process that died, asv reported a failed benchmark, no benchmark cell was compared
+(``reports.compare.gate_decision``), or the gate itself failed (a revision that does not check out, an error).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -138,7 +141,14 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
     regime = get_regime(args.regime)
     measurements: list[dict] = []
     with checkout(base, "base") as base_tree, checkout(head, "head") as head_tree:
-        names = list(dict.fromkeys([*load_strategies(base_tree), *load_strategies(head_tree)]))
+        names: list[str] = []
+        for tree in (base_tree, head_tree):
+            try:
+                names += [name for name in load_strategies(tree) if name not in names]
+            except Exception as error:  # its processes report it as a failure at that revision
+                print(f"paired: {tree.name}'s impls does not import: {type(error).__name__}: {error}", flush=True)
+        if not names:
+            raise RuntimeError("neither revision's impls imports")
         devices = [d for d in ("cpu", "cuda") if device_unavailable(d) is None]
         units = [(s, c.name, d) for c in PROFILES[args.profile].configs() for s in names for d in devices
                  if re.search(args.bench, f"{s}, {c.name}, {d}")]  # fmt: skip
@@ -200,7 +210,9 @@ def main() -> int:
     parser.add_argument("--instruction-threshold", type=float, default=defaults.instructions,
                         help="callgrind growth that fails")  # fmt: skip
     paired = parser.add_argument_group("paired mode")
-    paired.add_argument("--budget", type=float, default=12.0, help="seconds of pairs per time cell at most (12)")
+    paired.add_argument("--budget", type=float, default=12.0,
+                        help="seconds of blocks per time cell, split between its two processes; a cell that "
+                        "resolves no better than --resolution-limit gets a second helping (12)")  # fmt: skip
     paired.add_argument("--target", type=float, default=1.08, help="stop sampling a cell at this resolution (1.08)")
     paired.add_argument("--margin", type=float, default=defaults.paired_margin,
                         help="slowdown the whole interval must clear to fail")  # fmt: skip
@@ -266,6 +278,8 @@ def main() -> int:
     print(f"\nGate: {len(table)} cells compared, {base[:8]} -> {head[:8]}")
     if args.mode == "paired":
         print(format_paired(table, all_rows=True))
+        if (table["mode"] == "callgrind").any():
+            print(format_table(table[table["mode"] == "callgrind"], only_changed=False))
     else:
         print(format_table(table, only_changed=not args.all_rows))
     print(power)
@@ -277,5 +291,15 @@ def main() -> int:
     return status
 
 
+def guarded_main() -> int:
+    """``main``, with any error of the gate itself an exit status of 2 (never 1, which means a regression)."""
+    try:
+        return main()
+    except Exception:
+        traceback.print_exc()
+        print("GATE ERROR: the gate itself failed (above); no verdict")
+        return 2
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(guarded_main())

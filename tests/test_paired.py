@@ -6,6 +6,7 @@ resolution promises), the sampler on strategies made here whose cost or behaviou
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import subprocess
@@ -227,3 +228,24 @@ def test_regress_refuses_bad_paired_settings_before_any_work(arguments, named):
     run = subprocess.run([sys.executable, "scripts/regress.py", "HEAD", *arguments], cwd=ROOT, capture_output=True,
                          text=True)  # fmt: skip
     assert run.returncode == 2 and named in run.stderr, run.stderr
+
+
+def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is_not_a_failure():
+    half = dataclasses.replace(NATIVE, spatial_dims=(1,))  # cannot run the 2-d example config
+    rows = _measured(half, half)
+    assert rows["time_forward"]["skipped_at"] == "both" and not rows["time_forward"]["failed_at"]
+    rows = list(_measured(NATIVE, half).values())
+    assert rows[0]["skipped_at"] == "head"
+    table = paired_table(rows, "quick")
+    assert set(table.verdict) == {"not measured"} and gate_decision(table)[0] != 2
+    both = paired_table(list(_measured(half, half).values()), "quick")
+    assert both.empty
+
+
+def test_a_process_effect_alone_is_no_regression():
+    cell = {"strategy": "s", "config": "c", "device": "cpu", "measure": "time_forward", "failed_at": "",
+            "ratio": 1.05, "low": 1.03, "high": 1.07, "resolution": 1.04, "pairs": 100, "seconds": 1.0}  # fmt: skip
+    assert paired_table([{**cell, "process_ratios": [1.10, 1.00]}], "quick").verdict[0] == "unchanged"
+    assert paired_table([{**cell, "process_ratios": [1.06, 1.04]}], "quick").verdict[0] == "regression"
+    died = paired_table([{**cell, "failed_at": "unknown", "error": "killed"}], "quick")
+    assert died.verdict[0] == "failed (revision unknown)" and gate_decision(died)[0] == 2

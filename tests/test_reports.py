@@ -363,7 +363,7 @@ def test_which_to_ship_shows_each_machines_capability_matrix_and_explains_every_
     page = (tmp_path / "site" / "index.html").read_text()
     assert '<td class="best">works</td>' in page and '<td class="failed">defect [1]</td>' in page
     assert "<li>onehot, empty batch (N=0): declared defect: unfoldNd &lt;reshape&gt;</li>" in page
-    assert "cuda on m1" in page and "unverified (no such device)" in page and "aaaaaaaa" in page
+    assert "cuda on m1" in page and "unverified: no cuda device on this machine" in page and "aaaaaaaa" in page
     build_site(FIXTURE, tmp_path / "empty", capabilities_dir=tmp_path / "none")
     assert "No capability matrix yet" in (tmp_path / "empty" / "index.html").read_text()
 

@@ -46,7 +46,8 @@ def _needs(text: str) -> list[str]:
 
 
 def _set_aside(needs: list[str]) -> dict[str, str]:
-    """The site's set-aside strategies (those that overwrite their result), and those lacking what is needed."""
+    """The site's set-aside strategies (those that overwrite their result), and those lacking what is needed,
+    from the capability checks on the CPU (the only device they run on so far)."""
     from impls import STRATEGIES
     from impls.capabilities import NEEDS, WORKS, check
     from reports.set_aside import SET_ASIDE
@@ -96,6 +97,8 @@ def advise(argv: list[str]) -> int:
         print(f"unfold-bench advise: error: {error}", file=sys.stderr)
         return 2
     set_aside = _set_aside(args.needs)
+    if args.needs and args.device != "cpu":
+        print(f"note: --needs is judged by the capability checks on the CPU, not on {args.device}")
     regimes = list(REGIMES) if args.regime == "both" else [args.regime]
     print(f"{len(layers)} geometries ({sum(layer.count for layer in layers)} layers)", flush=True)
     started = time.monotonic()
