@@ -56,7 +56,7 @@ class Thresholds:
     memory: float = 0.05
     instructions: float = 0.02  # callgrind counts repeat to about 0.01%: a 2% change is real
     memory_floor_bytes: int = MEMORY_FLOOR_BYTES
-    paired_margin: float = 0.02  # paired mode: the slowdown a change must clear with confidence
+    paired_margin: float = 0.05  # paired mode: the slowdown a change must clear with confidence (see docs)
     resolution_limit: float = 1.25  # paired mode: a time cell that resolves no better is reported unresolved
 
 

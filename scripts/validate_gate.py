@@ -115,6 +115,30 @@ def _asv_table(output: str) -> pd.DataFrame:
     )
 
 
+def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
+    """The saved tables of an earlier validation (``WORKDIR/{AA,injected}-N.csv``) judged again with another
+    margin: time cells only (the check of each process's ratio is not in the tables; it can only remove flags)."""
+    changed = INJECTED | ALSO_CHANGED
+    flags = cells = caught = runs = 0
+    lines = []
+    for path in sorted(workdir.glob("*.csv"), key=lambda p: (p.name[0], int(re.search(r"(\d+)", p.name).group(1)))):
+        table = pd.read_csv(path)
+        table = table[(table.unit == "seconds") & (table.pairs > 0)]
+        injected = path.name.startswith("injected")
+        keys = [(p.split(", ")[0], b.rsplit(".", 1)[-1]) for b, p in zip(table.benchmark, table.params)]
+        same = pd.Series([not injected or key not in changed for key in keys], index=table.index)
+        flags += int(((table.low > 1 + margin) & same).sum())
+        cells += int(same.sum())
+        if injected:
+            runs += 1
+            gather = table[[key == ("gather", "time_forward") for key in keys]]
+            caught += bool(len(gather)) and bool((gather.low > 1 + margin).all())
+        resolution = table[same].resolution * (1 + margin) / (1 + measured_margin)  # the margin scales it
+        lines.append(f"  {path.stem}: resolution median {resolution.median():.3f}x, worst {resolution.max():.3f}x")
+    return [f"judged again with margin {margin:g} ({workdir}): {flags} of {cells} time cells of unchanged code "
+            f"flagged; gather's forward caught in {caught} of {runs} injected runs", *lines]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
@@ -123,7 +147,13 @@ def main() -> int:
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired")
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
     parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")
+    parser.add_argument("--rejudge", type=Path, help="judge an earlier validation's saved tables (its --workdir) again")
+    parser.add_argument("--margin", type=float, default=0.05, help="with --rejudge: the margin to judge with")
+    parser.add_argument("--measured-margin", type=float, default=0.02, help="with --rejudge: the margin they ran with")
     args = parser.parse_args()
+    if args.rejudge:
+        print("\n".join(rejudge(args.rejudge, args.margin, args.measured_margin)))
+        return 0
     lines: list[str] = []
 
     def say(line: str) -> None:

@@ -245,7 +245,9 @@ def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is
 def test_a_process_effect_alone_is_no_regression():
     cell = {"strategy": "s", "config": "c", "device": "cpu", "measure": "time_forward", "failed_at": "",
             "ratio": 1.05, "low": 1.03, "high": 1.07, "resolution": 1.04, "pairs": 100, "seconds": 1.0}  # fmt: skip
-    assert paired_table([{**cell, "process_ratios": [1.10, 1.00]}], "quick").verdict[0] == "unchanged"
-    assert paired_table([{**cell, "process_ratios": [1.06, 1.04]}], "quick").verdict[0] == "regression"
+    two_percent = Thresholds(paired_margin=0.02)
+    assert paired_table([{**cell, "process_ratios": [1.10, 1.00]}], "quick", two_percent).verdict[0] == "unchanged"
+    assert paired_table([{**cell, "process_ratios": [1.06, 1.04]}], "quick", two_percent).verdict[0] == "regression"
+    assert paired_table([{**cell, "process_ratios": [1.06, 1.04]}], "quick").verdict[0] == "unchanged"  # 5%
     died = paired_table([{**cell, "failed_at": "unknown", "error": "killed"}], "quick")
     assert died.verdict[0] == "failed (revision unknown)" and gate_decision(died)[0] == 2
