@@ -7,6 +7,7 @@ resolution promises), the sampler on strategies made here whose cost or behaviou
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.allocator import pinned_environment
 from benchmarks.cells import Cell, Workload, profile_config
 from benchmarks.paired import (
     MIN_SECONDS,
@@ -145,10 +147,12 @@ def _measured(base: Strategy, head: Strategy, kind: str = "time", head_first: bo
 
 @pytest.mark.parametrize("head_first", [False, True])
 def test_the_ratio_is_head_over_base_whichever_revision_goes_first(head_first):
+    # a four times slower head: the ratio is far above 1 (a swap of the sides would put it far below), whatever
+    # another process on the machine does to single calls
     forward = _measured(NATIVE, _slower(4.0), head_first=head_first)["time_forward"]["log_ratios"]
-    assert len(forward) >= MIN_PAIRS and paired_ratio(forward).low > 2
+    assert len(forward) >= MIN_PAIRS and paired_ratio(forward).low > 1.5
     forward = _measured(_slower(4.0), NATIVE, head_first=head_first)["time_forward"]["log_ratios"]
-    assert paired_ratio(forward).high < 0.5
+    assert paired_ratio(forward).high < 1 / 1.5
 
 
 def test_two_processes_pool_as_many_blocks_from_each_order():
@@ -204,9 +208,12 @@ def test_a_wrong_side_is_not_timed_and_a_missing_strategy_is_new_not_failed():
 
 
 def test_net_peaks_of_the_same_code_agree_in_their_pinned_process():
-    rows = _measured(NATIVE, NATIVE, kind="memory")
-    for measure in ("net_peak_forward", "net_peak_forward_backward"):
-        assert rows[measure]["before"] > 0 and rows[measure]["before"] == rows[measure]["after"], rows[measure]
+    """As the gate measures them: in a process of their own, started with glibc's threshold pinned."""
+    command = [sys.executable, "-m", "benchmarks.paired", str(ROOT), str(ROOT), "native", "example", "--kind", "memory"]
+    done = subprocess.run(command, cwd=ROOT, env=pinned_environment(), capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [row["measure"] for row in rows] == ["net_peak_forward", "net_peak_forward_backward"]
+    assert all(row["before"] > 0 and row["before"] == row["after"] for row in rows), rows
 
 
 def test_a_process_that_dies_fails_its_cells_only():
@@ -215,7 +222,7 @@ def test_a_process_that_dies_fails_its_cells_only():
     died = [r for r in rows if r["strategy"] == "native"]
     assert {r["measure"] for r in died} == {"time_forward", "time_forward_backward", "net_peak_forward",
                                             "net_peak_forward_backward"}  # fmt: skip
-    assert all(r["failed_at"] == "both" and "no-such-config" in r["error"] for r in died)
+    assert all(r["failed_at"] == "unknown" and "no-such-config" in r["error"] for r in died)
     assert all(r["absent_at"] == "both" for r in rows if r["strategy"] == "nonexistent")
 
 
