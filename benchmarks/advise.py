@@ -31,21 +31,19 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from benchmarks.allocator import REGIMES, pinned_environment, regime_environment
 from benchmarks.cells import Cell, Workload, charged_net_peak, check_cell, device_unavailable, use_exact_float32
 from benchmarks.configs import LayerConfig
-from benchmarks.paired import paired_log_ratios, share_inputs, timed_call
+from benchmarks.paired import ROOT, WHICH, paired_log_ratios, share_inputs, timed_call
 from benchmarks.paired_stats import paired_ratio
 from impls import STRATEGIES, Strategy
+from impls.geometry import SUPPORTED_DTYPES
 
-ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "native"
-WHICH = ("forward", "forward_backward")
-DTYPES = ("float32", "float64", "float16", "bfloat16")
+DTYPES = tuple(str(dtype).removeprefix("torch.") for dtype in SUPPORTED_DTYPES)
 
 
 class AdviceError(ValueError):

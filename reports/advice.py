@@ -25,7 +25,7 @@ import plotly.graph_objects as go
 from benchmarks.advise import WHICH, Layer
 from reports import analysis
 
-METRICS = ("time_forward", "time_forward_backward", "track_net_peak_forward", "track_net_peak_forward_backward")
+METRICS = tuple(analysis.FIGURES)  # the site's four figures
 
 
 def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> pd.DataFrame:

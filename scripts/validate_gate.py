@@ -115,18 +115,27 @@ def _asv_table(output: str) -> pd.DataFrame:
     )
 
 
+def _keys(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """(strategy, metric) of each row of a gate table."""
+    return [(p.split(", ")[0], b.rsplit(".", 1)[-1]) for b, p in zip(table.benchmark, table.params)]
+
+
+def _unchanged(table: pd.DataFrame, injected: bool) -> pd.Series:
+    """Which rows measured code the run left as it was (every row of an A/A run)."""
+    changed = INJECTED | ALSO_CHANGED if injected else set()
+    return pd.Series([key not in changed for key in _keys(table)], index=table.index)
+
+
 def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
     """The saved tables of an earlier validation (``WORKDIR/{AA,injected}-N.csv``) judged again with another
     margin: time cells only (the check of each process's ratio is not in the tables; it can only remove flags)."""
-    changed = INJECTED | ALSO_CHANGED
     flags = cells = caught = runs = 0
     lines = []
     for path in sorted(workdir.glob("*.csv"), key=lambda p: (p.name[0], int(re.search(r"(\d+)", p.name).group(1)))):
         table = pd.read_csv(path)
         table = table[(table.unit == "seconds") & (table.pairs > 0)]
         injected = path.name.startswith("injected")
-        keys = [(p.split(", ")[0], b.rsplit(".", 1)[-1]) for b, p in zip(table.benchmark, table.params)]
-        same = pd.Series([not injected or key not in changed for key in keys], index=table.index)
+        keys, same = _keys(table), _unchanged(table, injected)
         flags += int(((table.low > 1 + margin) & same).sum())
         cells += int(same.sum())
         if injected:
@@ -201,9 +210,7 @@ def main() -> int:
                 timed = table[(table.benchmark.str.endswith("time_forward")) & table.params.str.startswith("gather,")]
                 injected_ratios += [r for r in timed.get("ratio", []) if r == r]
             if args.mode == "paired":
-                keys = [(p.split(", ")[0], b.rsplit(".", 1)[-1]) for b, p in zip(table.benchmark, table.params)]
-                changed = INJECTED | ALSO_CHANGED if kind == "injected" else set()
-                same_code = pd.Series([key not in changed for key in keys], index=table.index)
+                same_code = _unchanged(table, kind == "injected")
                 aa_cells += sum(same_code)
                 aa_time.append(table[same_code & (table.unit == "seconds") & (table.pairs > 0)])
             aa_flags += len(unexpected)
