@@ -4,19 +4,21 @@ A layer is an unfold problem (``benchmarks.configs.LayerConfig``): given directl
 forward pre-hooks on its convolutions (``torch.nn.Conv1d``/``2d``/``3d``) and ``torch.nn.Unfold`` modules, run
 once on zeros of the given input shape; layers with the same geometry are merged and counted.
 
-Each layer is measured in processes of its own (``measure_layer``), so a crash fails that layer only:
+Each layer is measured in a process of its own (``measure_layer``, so a crash fails that layer only), started
+with glibc's allocator as a user's process has it:
 
-- **time**, once per timing regime (``benchmarks.allocator``): each strategy passes the correctness check
-  (``benchmarks.cells.check_cell``) or is listed with the reason; then each is timed against a baseline
-  (``native`` where it runs the layer) in blocks of four calls A B B A on the same inputs
-  (``benchmarks.paired.paired_log_ratios``), which gives its ratio to the baseline with an interval
-  (``benchmarks.paired_stats``); the baseline's own median time turns ratios into times;
-- **memory**, in a process started with glibc's threshold pinned: each strategy's net peak
-  (``benchmarks.cells.charged_net_peak``).
+1. **correctness**: each strategy passes the check (``benchmarks.cells.check_cell``, the reference's answers
+   computed once for all) or is listed with the reason; a first call compiles, and its time is reported;
+2. **time**, per timing regime (``benchmarks.allocator``), the warm one first, then the fresh-pages one (the
+   threshold pinned, which cannot be undone): forward and forward-backward in a ``race``, rounds of one call
+   per strategy with the order reversed every round, each strategy's per-round log-ratio to the baseline
+   (``native`` where it runs the layer) being a paired sample; its ratio is their Hodges-Lehmann estimate with
+   a 95% signed-rank interval (``benchmarks.paired_stats``), its time the ratio times the baseline's median;
+3. **memory**, the threshold pinned: each strategy's net peak (``benchmarks.cells.charged_net_peak``).
 
-Run as a module it measures one layer (given as JSON) and prints one JSON object per strategy::
+Run as a module it measures one layer (given as JSON), printing progress lines and one JSON object per row::
 
-    python -m benchmarks.advise LAYER_JSON --kind time|memory [--budget S]
+    python -m benchmarks.advise LAYER_JSON [--budget S] [--regimes warm,fresh-pages] [--device cpu]
 """
 
 from __future__ import annotations
@@ -25,24 +27,36 @@ import argparse
 import dataclasses
 import importlib
 import json
+import math
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
-from benchmarks.allocator import REGIMES, pinned_environment, regime_environment
-from benchmarks.cells import Cell, Workload, charged_net_peak, check_cell, device_unavailable, use_exact_float32
+from benchmarks.allocator import FRESH_PAGES, REGIMES, WARM, pin_mmap_threshold_now, regime_environment
+from benchmarks.cells import (
+    Cell,
+    Workload,
+    charged_net_peak,
+    check_cell,
+    device_unavailable,
+    reference_for,
+    use_exact_float32,
+)
 from benchmarks.configs import LayerConfig
-from benchmarks.paired import ROOT, WHICH, paired_log_ratios, share_inputs, timed_call
-from benchmarks.paired_stats import paired_ratio
+from benchmarks.paired import ROOT, WHICH, measures, share_inputs, timed_call
+from benchmarks.paired_stats import PairedRatio, paired_ratio
 from impls import STRATEGIES, Strategy
 from impls.geometry import SUPPORTED_DTYPES
 
 BASELINE = "native"
+BUDGET = 3.0  # seconds of rounds per call (forward, forward-backward) and regime, at most, after MIN_ROUNDS
 DTYPES = tuple(str(dtype).removeprefix("torch.") for dtype in SUPPORTED_DTYPES)
 
 
@@ -161,94 +175,200 @@ def model_layers(path: str, input_shape: tuple[int, ...], dtype: str = "float32"
     return layers, notes
 
 
-def _median_time(workload: Workload, which: str, seconds: float) -> float:
-    times: list[float] = []
-    end = time.monotonic() + seconds
-    while len(times) < 5 or time.monotonic() < end:
-        times.append(timed_call((workload, workload), 0, which))
-    workload.reset()
-    return statistics.median(times)
+CONFIDENCE = 0.95  # of each ratio's interval (two-sided): a ranking, not a gate
+MIN_ROUNDS = 6  # the fewest rounds with a 95% signed-rank interval (the exact tail 2^-6 < 0.025)
+TARGET = 1.05  # a strategy is timed until its interval is within this factor of its ratio, or it is out of the race
+EARLY_ROUNDS, FAR_BEHIND = 3, 2.0  # after 3 rounds, out when its fastest call is over 2x the leader's slowest
 
 
-def measure(config: LayerConfig, kind: str, budget: float, device: str = "cpu",
-            strategies: Mapping[str, Strategy] = STRATEGIES) -> Iterator[dict]:  # fmt: skip
-    """One row per strategy: its problem (why it cannot run the layer) or its measurements (module docstring)."""
+@dataclass
+class Race:
+    """Each strategy's time in every round it ran (the baseline runs in every round), and those that left the
+    race far behind the leader."""
+
+    baseline: str
+    times: dict[str, list[float]]
+    far_behind: set[str] = dataclasses.field(default_factory=set)
+
+    def ratio(self, name: str) -> PairedRatio:
+        """The strategy's ratio to the baseline: its interval from the signed-rank statistics of its per-round
+        log-ratios; for one that left far behind, before ``MIN_ROUNDS``, the range of those (no resolution)."""
+        if name == self.baseline:
+            return PairedRatio(1.0, 1.0, 1.0, len(self.times[name]), 1.0)
+        d = [math.log(t / b) for t, b in zip(self.times[name], self.times[self.baseline])]
+        if len(d) >= MIN_ROUNDS:
+            return paired_ratio(d, alpha=(1 - CONFIDENCE) / 2, min_pairs=MIN_ROUNDS)
+        return PairedRatio(math.exp(statistics.median(d)), math.exp(min(d)), math.exp(max(d)), len(d), math.nan)
+
+
+def race(workloads: Mapping[str, Workload], baseline: str, which: str, budget: float, target: float = TARGET,
+         set_aside: Collection[str] = (), clock: Callable[[], float] = time.monotonic) -> Race:  # fmt: skip
+    """Time ``which`` of every workload in rounds: each round calls each strategy still racing once, the baseline
+    always, in the registry's order and the next round in the reverse order (so each position's bias cancels in
+    pairs of rounds), every output dropped before the next call. A strategy's per-round log-ratio to the
+    baseline is its paired sample. A strategy leaves the race after ``EARLY_ROUNDS`` if its fastest call took
+    over ``FAR_BEHIND`` times the leader's slowest (it is no contender, whatever the noise); after
+    ``MIN_ROUNDS`` once its ratio is resolved to ``target``, or its interval lies wholly above the leader's;
+    the race ends when none is left or ``budget`` seconds have passed. The leader is the fastest so far of the
+    strategies not ``set_aside`` (those the advice will not pick), so every contender for the pick is resolved."""
+    names = list(workloads)
+    leaders = [name for name in names if name not in set_aside] or names
+    calls = tuple(workloads.values())
+    found = Race(baseline, {name: [] for name in names})
+    racing = [name for name in names if name != baseline]
+    rounds, start = 0, clock()
+    while racing or rounds < MIN_ROUNDS:
+        order = [baseline, *racing]
+        for name in reversed(order) if rounds % 2 else order:
+            found.times[name].append(timed_call(calls, names.index(name), which))
+        rounds += 1
+        if rounds >= EARLY_ROUNDS:
+            leader = min(leaders, key=lambda name: statistics.median(found.times[name]))
+            limit = FAR_BEHIND * max(found.times[leader])
+            found.far_behind.update(name for name in racing if min(found.times[name]) > limit)
+            racing = [name for name in racing if name not in found.far_behind]
+        if rounds < MIN_ROUNDS:
+            continue
+        if clock() - start > budget:
+            break
+        ratios = {name: found.ratio(name) for name in names if name not in found.far_behind}
+        leader_high = min(r.high for name, r in ratios.items() if name in leaders)
+        racing = [n for n in racing if ratios[n].high / ratios[n].low > target**2 and ratios[n].low <= leader_high]
+    for workload in calls:
+        workload.reset()
+    return found
+
+
+def measure(config: LayerConfig, budget: float, regimes: Sequence[str] = tuple(REGIMES), device: str = "cpu",
+            set_aside: Collection[str] = (), strategies: Mapping[str, Strategy] = STRATEGIES,
+            progress: Callable[[str], None] = lambda line: None) -> Iterator[dict]:  # fmt: skip
+    """Rows of the layer's measurements (module docstring), in a process started with the allocator unpinned:
+    per strategy its problem (why it cannot run the layer) or its compile time; per regime and strategy its
+    times and ratios to the baseline with intervals; per strategy its net peaks (the threshold pinned)."""
     use_exact_float32(device)
     workloads: dict[str, Workload] = {}
-    compiled: dict[str, float] = {}
+    reference = None
     for name, strategy in strategies.items():
         cell = Cell(strategy, config, device)
         started = time.monotonic()
-        problem = cell.skip_reason() or check_cell(cell).problem(backward=True)  # a first call compiles here
+        problem = cell.skip_reason()
+        if problem is None:
+            reference = reference_for(cell) if reference is None else reference
+            problem = check_cell(cell, reference).problem(backward=True)  # a first call compiles here
         if problem is not None:
             yield {"strategy": name, "problem": problem}
             continue
         workloads[name] = Workload(cell, backward=True)
         workloads[name].compile()
-        compiled[name] = time.monotonic() - started if strategy.compiles else 0.0
+        seconds = time.monotonic() - started
+        progress(f"checked {name} in {seconds:.1f} s")
+        yield {"strategy": name, "compile_seconds": seconds if strategy.compiles else 0.0}
+    del reference
     if not workloads:
         return
     baseline = BASELINE if BASELINE in workloads else next(iter(workloads))
     for name, workload in workloads.items():
         if name != baseline:
             share_inputs(workload, workloads[baseline])
-    if kind == "memory":
-        for name, workload in workloads.items():
-            yield {"strategy": name, **{f"net_peak_{w}": charged_net_peak(workload, w != "forward") for w in WHICH}}
-        return
-    row = {name: {"strategy": name, "baseline": baseline, "compile_seconds": compiled[name]} for name in workloads}
-    for which in WHICH:
-        for workload in workloads.values():  # untimed: lazy set-up, and the allocator's state, as in the suite
-            _median_time(workload, which, 0.1)
-        base_time = _median_time(workloads[baseline], which, 0.3)
-        for name, workload in workloads.items():
-            if name == baseline:
-                ratio, low, high, resolution = 1.0, 1.0, 1.0, 1.0
-            else:
-                result = paired_ratio(paired_log_ratios((workloads[baseline], workload), which, budget, 1.05, 0.0))
-                ratio, low, high, resolution = result.ratio, result.low, result.high, result.resolution
-            row[name].update({f"time_{which}": ratio * base_time, f"ratio_{which}": ratio, f"low_{which}": low,
-                              f"high_{which}": high, f"resolution_{which}": resolution})  # fmt: skip
-    yield from row.values()
+    for regime in REGIMES:  # warm first: pinning the threshold cannot be undone
+        if regime not in regimes:
+            continue
+        if regime == FRESH_PAGES.name and not pin_mmap_threshold_now():
+            raise RuntimeError("cannot pin glibc's mmap threshold here (no mallopt): no fresh-pages regime")
+        for which in WHICH:
+            started = time.monotonic()
+            for workload in workloads.values():  # untimed: lazy set-up, and the allocator's state, as in the suite
+                timed_call((workload,), 0, which)
+            found = race(workloads, baseline, which, budget, set_aside=set_aside)
+            base_time = statistics.median(found.times[baseline])
+            for name in workloads:
+                result = found.ratio(name)
+                yield {"strategy": name, "regime": regime, "which": which, "time": result.ratio * base_time,
+                       "ratio": result.ratio, "low": result.low, "high": result.high, "rounds": result.pairs,
+                       "far_behind": name in found.far_behind, "baseline": baseline}  # fmt: skip
+            rounds = len(found.times[baseline])
+            progress(f"{regime} {which}: {rounds} rounds in {time.monotonic() - started:.1f} s")
+    started = time.monotonic()
+    warm_up = FRESH_PAGES.name not in regimes  # else each strategy's calls already ran with the threshold pinned
+    for name, workload in workloads.items():
+        yield {"strategy": name, "regime": "memory",
+               **{f"net_peak_{w}": charged_net_peak(workload, w != "forward", warm_up) for w in WHICH}}  # fmt: skip
+    progress(f"net peaks in {time.monotonic() - started:.1f} s")
 
 
-def measure_layer(config: LayerConfig, budget: float, device: str = "cpu", timeout: float = 900.0,
+def measure_layer(config: LayerConfig, budget: float, regimes: Sequence[str] = tuple(REGIMES), device: str = "cpu",
+                  set_aside: Collection[str] = (), timeout: float = 900.0,
                   progress: Callable[[str], None] = print) -> dict[str, dict]:  # fmt: skip
-    """Each strategy's measurements of ``config`` in every timing regime and its net peaks, from processes of
-    their own: ``{"time:<regime>": {strategy: row}, "memory": {strategy: row}}``; a process that fails leaves
-    its strategies with the reason as their problem."""
-    layer = json.dumps(dataclasses.asdict(config))
-    runs = [(f"time:{name}", "time", regime_environment(regime)) for name, regime in REGIMES.items()]
-    runs.append(("memory", "memory", pinned_environment()))
-    found: dict[str, dict] = {}
-    for key, kind, env in runs:
-        started = time.monotonic()
-        command = [sys.executable, "-m", "benchmarks.advise", layer, "--kind", kind, "--budget", str(budget),
-                   "--device", device]  # fmt: skip
-        try:
-            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-            rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-            why = "" if done.returncode == 0 else f"the measuring process failed: {done.stderr.strip()[-800:]}"
-        except subprocess.TimeoutExpired:
-            rows, why = [], f"the measuring process took longer than {timeout:.0f} s"
-        found[key] = {row["strategy"]: row for row in rows}
+    """The layer's measurements from a process of its own (a crash fails this layer only), started with the
+    allocator as a user's process has it: ``{"time:<regime>": {strategy: row}, "memory": {strategy: row}}``,
+    rows keyed as ``reports.advice`` reads them; a failed process leaves its strategies the reason as problem."""
+    command = [sys.executable, "-m", "benchmarks.advise", json.dumps(dataclasses.asdict(config)), "--budget",
+               str(budget), "--device", device, "--regimes", ",".join(regimes),
+               "--set-aside", ",".join(set_aside)]  # fmt: skip
+    rows: list[dict] = []
+    why = ""
+    try:
+        with subprocess.Popen(command, cwd=ROOT, env=regime_environment(WARM), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) as process:  # fmt: skip
+            timer = threading.Timer(timeout, process.kill)
+            timer.start()
+            errors = threading.Thread(target=lambda: setattr(process, "errors", process.stderr.read()))
+            errors.start()
+            for line in process.stdout:
+                if line.startswith("{"):
+                    rows.append(json.loads(line))
+                elif line.strip():
+                    progress(f"  {config.name}: {line.strip()}")
+            errors.join()
+            timer.cancel()
+        if process.returncode != 0:
+            why = f"the measuring process failed: {process.errors.strip()[-800:] or f'exit {process.returncode}'}"
+            if process.returncode == -9 and not timer.is_alive():
+                why = f"the measuring process took longer than {timeout:.0f} s"
+    except OSError as error:
+        why = f"the measuring process could not start: {error}"
+    found: dict[str, dict] = {f"time:{regime}": {} for regime in regimes}
+    found["memory"] = {}
+    compile_seconds = {}
+    for row in rows:
+        name = row["strategy"]
+        if "problem" in row:
+            for key in found:
+                found[key][name] = {"strategy": name, "problem": row["problem"]}
+        elif "compile_seconds" in row:
+            compile_seconds[name] = row["compile_seconds"]
+        elif row["regime"] == "memory":
+            found["memory"][name] = row
+        else:
+            first = {"strategy": name, "baseline": row["baseline"], "compile_seconds": compile_seconds[name]}
+            mine = found[f"time:{row['regime']}"].setdefault(name, first)
+            which = row["which"]
+            parts = ("time", "ratio", "low", "high", "rounds", "far_behind")
+            mine.update({f"{part}_{which}": row[part] for part in parts})
+    for key, table in found.items():
+        wanted = measures("memory" if key == "memory" else "time")
         for name in STRATEGIES:
-            if why and name not in found[key]:
-                found[key][name] = {"strategy": name, "problem": why}
-        progress(f"  {config.name}: {kind} ({key.partition(':')[2] or 'pinned'}) in {time.monotonic() - started:.0f} s")
+            row = table.get(name, {})
+            if why and "problem" not in row and not set(wanted) <= set(row):
+                table[name] = {"strategy": name, "problem": why}
     return found
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("layer", help="a LayerConfig as JSON")
-    parser.add_argument("--kind", choices=("time", "memory"), default="time")
-    parser.add_argument("--budget", type=float, default=2.0)
+    parser.add_argument("--budget", type=float, default=BUDGET)
+    parser.add_argument("--regimes", default=",".join(REGIMES))
+    parser.add_argument("--set-aside", default="", help="strategies the advice will not pick (never the leader)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     fields = json.loads(args.layer)
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-    for row in measure(LayerConfig(**fields), args.kind, args.budget, args.device):
+    progress = partial(print, flush=True)
+    set_aside = [name for name in args.set_aside.split(",") if name]
+    for row in measure(
+        LayerConfig(**fields), args.budget, args.regimes.split(","), args.device, set_aside, progress=progress
+    ):
         print(json.dumps(row), flush=True)
 
 

@@ -36,7 +36,7 @@ from benchmarks.configs import LayerConfig, configs
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import Profile
 from impls import STRATEGIES, Strategy
-from impls.parity import problems, random_grad_output
+from impls.parity import Reference, problems, random_grad_output
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
@@ -118,16 +118,23 @@ class Verdict:
         return None
 
 
+def reference_for(cell: Cell) -> Reference:
+    """The reference's answers on ``cell``'s benchmark input (the same for every strategy on its config and device)."""
+    return Reference(cell.config.make_input(cell.device, seed=INPUT_SEED), cell.config.unfold_kwargs())
+
+
 class WrongResultError(AssertionError):
     """A strategy failed the correctness gate: its figures must not count."""
 
 
-def check_cell(cell: Cell) -> Verdict:
-    """Run the correctness gate on ``cell``'s benchmark inputs; exceptions become the verdict's ``error``."""
+def check_cell(cell: Cell, reference: Reference | None = None) -> Verdict:
+    """Run the correctness gate on ``cell``'s benchmark inputs; exceptions become the verdict's ``error``.
+    ``reference``: the reference's answers on those inputs (``reference_for``), shared by the cells of a config."""
     use_exact_float32(cell.device)
     try:
-        x = cell.config.make_input(cell.device, seed=INPUT_SEED)
-        forward_problem, gradient_problem = problems(cell.strategy, x, cell.config.unfold_kwargs(), backward=True)
+        reference = reference_for(cell) if reference is None else reference
+        kwargs = cell.config.unfold_kwargs()
+        forward_problem, gradient_problem = problems(cell.strategy, reference.x, kwargs, reference=reference)
         return Verdict(forward_problem, gradient_problem)
     except Exception as error:  # one cell's failure (e.g. out of memory) must not stop the others
         return Verdict(error=f"{type(error).__name__}: {error}")
@@ -372,14 +379,16 @@ class Workload:
         synchronize(self.cell.device)
 
 
-def charged_net_peak(workload: Workload, backward: bool) -> int:
+def charged_net_peak(workload: Workload, backward: bool, warm_up: bool = True) -> int:
     """Net peak bytes of one call (forward, or forward-backward with ``grad_output`` made inside the call), after
-    one untimed warm-up call (lazy initialisation, first-touched library pages), with glibc's mmap threshold
-    pinned from here on (``benchmarks.allocator``); a strategy that keeps its output buffer between calls
+    one untimed warm-up call (lazy initialisation, first-touched library pages; not needed when the same call
+    already ran with the threshold pinned), with glibc's mmap threshold pinned from here on
+    (``benchmarks.allocator``); a strategy that keeps its output buffer between calls
     (``Strategy.reuses_output``) is charged that buffer on top, since it was allocated before the call."""
     pin_mmap_threshold_now()
     call = workload.forward_backward_fresh_grad if backward else workload.forward
-    call()
+    if warm_up:
+        call()
     workload.reset()
     peak = net_peak_bytes(call, workload.cell.device)
     workload.reset()

@@ -48,20 +48,39 @@ def _z(probability: float) -> float:
     return NormalDist().inv_cdf(probability)
 
 
-def paired_ratio(log_ratios: np.ndarray | list[float], margin: float = 0.0, alpha: float = ALPHA) -> PairedRatio:
+def _exact_count(n: int, alpha: float) -> int:
+    """The largest ``c`` with P(T <= c) <= ``alpha`` for the signed-rank statistic T of ``n`` pairs (its exact
+    null distribution: every sign pattern equally likely), or -1 when even T = 0 is likelier than ``alpha``."""
+    ways = np.zeros(n * (n + 1) // 2 + 1)
+    ways[0] = 1.0
+    for rank in range(1, n + 1):
+        ways[rank:] = ways[rank:] + ways[:-rank].copy()
+    below = np.cumsum(ways) / 2.0**n
+    return int(np.searchsorted(below, alpha, side="right")) - 1
+
+
+def paired_ratio(
+    log_ratios: np.ndarray | list[float], margin: float = 0.0, alpha: float = ALPHA, min_pairs: int = MIN_PAIRS
+) -> PairedRatio:
     """Hodges-Lehmann ratio, signed-rank interval and resolution of the paired log-ratios (module docstring).
 
     ``margin``: the relative slowdown a change must clear before it counts (the resolution includes it).
+    ``min_pairs``: fewer pairs are an error; below ``MIN_PAIRS`` the interval comes from the exact signed-rank
+    distribution instead of its normal approximation (an error when ``alpha`` is below its smallest tail, 2^-n).
     """
     d = np.asarray(log_ratios, dtype=float)
     n = d.size
-    if n < MIN_PAIRS:
-        raise ValueError(f"log_ratios: {n} pairs; the signed-rank interval needs at least {MIN_PAIRS}")
+    if n < min_pairs:
+        raise ValueError(f"log_ratios: {n} pairs; the signed-rank interval needs at least {min_pairs}")
     upper = np.triu_indices(n)
     walsh = np.sort((d[upper[0]] + d[upper[1]]) / 2)
     z = _z(1 - alpha)
-    c = math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24))
-    c = max(c, 0)
+    if n < MIN_PAIRS:
+        c = _exact_count(n, alpha)
+        if c < 0:
+            raise ValueError(f"log_ratios: {n} pairs; no signed-rank interval at alpha={alpha} (needs 2^-n <= alpha)")
+    else:
+        c = max(math.floor(n * (n + 1) / 4 - z * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)), 0)
     low, high = walsh[c], walsh[walsh.size - 1 - c]
     estimate = float(np.median(walsh))
     standard_error = (high - low) / (2 * z)

@@ -22,10 +22,14 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from benchmarks.advise import WHICH, Layer
+from benchmarks.advise import EARLY_ROUNDS, FAR_BEHIND, WHICH, Layer
 from reports import analysis
 
 METRICS = tuple(analysis.FIGURES)  # the site's four figures
+MODEL_RULE = (
+    "the least time summed over the layers, each weighted by how often it occurs, among the strategies that run every "
+    "layer and whose net peak summed over the layers is within the same limit of the lowest sum"
+)
 
 
 def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> pd.DataFrame:
@@ -44,8 +48,9 @@ def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> 
                 row[metric] = math.nan if problem or value is None else value
                 row[f"{metric}:status"] = "skipped" if problem else "ok"
             for which in WHICH:
-                for part in ("ratio", "low", "high"):
+                for part in ("ratio", "low", "high", "rounds"):
                     row[f"{part}_{which}"] = t.get(f"{part}_{which}", math.nan)
+                row[f"far_behind_{which}"] = bool(t.get(f"far_behind_{which}", False))
             row["compile_seconds"] = t.get("compile_seconds", 0.0)
             rows.append(row)
     return pd.DataFrame(rows)
@@ -66,7 +71,7 @@ def model_pick(
     ranking = pd.DataFrame(totals, columns=["strategy", "time", "memory"])
     if ranking.empty:
         return None, ranking
-    ranking["eligible"] = ranking.memory <= rule.tolerance * ranking.memory.min()
+    ranking["eligible"] = ranking.memory <= rule.memory_limit(ranking.memory.min())
     ranking = ranking.sort_values(["eligible", "time"], ascending=[False, True]).reset_index(drop=True)
     return ranking.strategy.iloc[0], ranking
 
@@ -98,9 +103,19 @@ def _ms(seconds: float) -> str:
     return "-" if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)) else f"{seconds * 1e3:.3g} ms"
 
 
+def _time_text(row: Mapping, which: str) -> str:
+    low, high, rounds = row[f"low_{which}"], row[f"high_{which}"], row[f"rounds_{which}"]
+    how = f"{rounds:.0f} rounds, far behind" if row[f"far_behind_{which}"] else "95%"
+    return f"{which.replace('_', '-')} {_ms(row[f'time_{which}'])} ({low:.2f}-{high:.2f}x, {how})"
+
+
 def format_text(report: dict) -> str:
     """The ranked table per layer and regime, and the picks with their rule."""
-    lines = []
+    lines = [
+        "Times: each strategy's ratio to the baseline (native) with its 95% interval, times the baseline's median; "
+        f"'far behind': it left the race after {EARLY_ROUNDS} rounds, its fastest call over {FAR_BEHIND:g}x the "
+        "leader's slowest, and the range is that of its rounds."
+    ]
     for regime, rows in report["tables"].items():
         table = pd.DataFrame(rows)
         for layer in report["layers"]:
@@ -113,23 +128,19 @@ def format_text(report: dict) -> str:
                 if r.problem:
                     lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
                     continue
-                intervals = "  ".join(
-                    f"{which.replace('_', '-')} {_ms(getattr(r, 'time_' + which))} ({getattr(r, 'low_' + which):.2f}-"
-                    f"{getattr(r, 'high_' + which):.2f}x of the baseline)" for which in WHICH
-                )  # fmt: skip
+                intervals = "  ".join(_time_text(r._asdict(), which) for which in WHICH)
                 memory = (f"net peak {r.track_net_peak_forward / 2**20:.3g} / "
                           f"{r.track_net_peak_forward_backward / 2**20:.3g} MiB")  # fmt: skip
-                compiled = f"  (first compile {r.compile_seconds:.0f} s, excluded)" if r.compile_seconds else ""
+                seconds = r.compile_seconds
+                compiled = f"  (checked, first compile included, in {seconds:.0f} s: excluded)" if seconds else ""
                 lines.append(f"  {r.strategy:<15} {intervals}  {memory}{compiled}")
     lines.append("")
     for rule in report["rules"]:
-        picks = ", ".join(f"{layer}: {pick or 'none'}" for layer, pick in rule["layer_picks"].items())
+        picks = ", ".join(f"{layer} {pick or 'none'}" for layer, pick in rule["layer_picks"].items())
         pick = rule["model_pick"] or "nothing (none runs every layer)"
-        lines.append(
-            f"{rule['rule']}, {rule['regime']} regime: ship {pick} for the model; per layer {picks}. Rule: per layer "
-            f"{rule['text']}; for the model, the least time summed over layers (weighted by their count) among "
-            "strategies whose summed net peak is within the same tolerance."
-        )
+        lines.append(f"{rule['rule']}, {rule['regime']} regime: ship {pick} (per layer: {picks})")
+    lines.append("Rules: per layer, " + "; ".join(dict.fromkeys(f"{r['rule']}: {r['text']}" for r in report["rules"])))
+    lines.append(f"For the model: {MODEL_RULE}.")
     if report["set_aside"]:
         lines.append("Set aside: " + "; ".join(f"{s}: {why}" for s, why in report["set_aside"].items()))
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from reports.advice import advice, format_text
 from unfold_bench.cli import main
 
 MODELS = "tests.fixtures.models"
+MIB = 2**20
 
 
 @pytest.mark.parametrize(
@@ -64,8 +65,8 @@ def _measured(times: dict[str, float], peaks: dict[str, int]) -> dict[str, dict]
 def test_the_model_pick_weighs_each_layer_by_how_often_it_occurs_and_respects_the_memory_tolerance():
     rare, common = layer_config((2, 3, 8, 8), 3, name="rare"), layer_config((2, 3, 8, 8), 1, name="common")
     layers = [Layer(rare, 1), Layer(common, 10)]
-    measured = [_measured({"a": 1.0, "b": 3.0, "c": 0.1}, {"a": 100, "b": 100, "c": 500}),
-                _measured({"a": 1.0, "b": 0.5, "c": 0.1}, {"a": 100, "b": 100, "c": 500})]  # fmt: skip
+    peaks = {"a": 100 * MIB, "b": 100 * MIB, "c": 500 * MIB}
+    measured = [_measured({"a": 1.0, "b": 3.0, "c": 0.1}, peaks), _measured({"a": 1.0, "b": 0.5, "c": 0.1}, peaks)]
     report = advice(layers, measured, ["warm"], {})
     forward = {rule["rule"]: rule for rule in report["rules"]}["forward only (e.g. KFAC statistics)"]
     assert forward["layer_picks"] == {"rare": "a", "common": "b"}  # c is fastest but over 1.2x the lowest memory
@@ -76,6 +77,14 @@ def test_the_model_pick_weighs_each_layer_by_how_often_it_occurs_and_respects_th
         "model_pick"
     ] == "a"
     assert "b: no vmap (made up)" in format_text(set_aside)
+
+
+def test_net_peaks_closer_than_their_resolution_do_not_decide():
+    layers = [Layer(layer_config((2, 3, 8, 8), 3, name="tiny"), 1)]
+    report = advice(layers, [_measured({"a": 1.0, "b": 4.0}, {"a": 8192, "b": 4096})], ["warm"], {})
+    assert all(rule["model_pick"] == "a" and rule["layer_picks"] == {"tiny": "a"} for rule in report["rules"])
+    over = advice(layers, [_measured({"a": 1.0, "b": 4.0}, {"a": 8192 + 2 * 2**17, "b": 4096})], ["warm"], {})
+    assert all(rule["model_pick"] == "b" for rule in over["rules"])
 
 
 def test_a_strategy_that_cannot_run_a_layer_is_listed_with_its_reason_and_never_picked_for_the_model():
@@ -101,3 +110,30 @@ def test_one_geometry_end_to_end_writes_json_and_a_self_contained_page(tmp_path,
     page = (tmp_path / "a.html").read_text()
     assert "<script" in page and not re.search(r"<script[^>]*\bsrc=", page)  # plotly inline: no network
     assert "ship" in capsys.readouterr().out
+
+
+class _Fake:
+    """A workload whose calls take a fixed time, drawn with a little noise, read by a fake ``timed_call``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def reset(self) -> None:
+        pass
+
+
+def test_the_race_drops_a_strategy_far_behind_the_leader_and_resolves_the_contenders(monkeypatch):
+    import random
+
+    from benchmarks import advise
+
+    noise = random.Random(0)
+    monkeypatch.setattr(advise, "timed_call", lambda calls, i, which: calls[i].seconds * noise.uniform(0.97, 1.03))
+    workloads = {"native": _Fake(1.0), "fast": _Fake(0.5), "slow": _Fake(5.0), "reusing": _Fake(0.1)}
+    found = advise.race(workloads, "native", "forward", budget=1e9, set_aside=["reusing"])
+    assert found.far_behind == {"slow"} and len(found.times["slow"]) == advise.EARLY_ROUNDS
+    fast = found.ratio("fast")
+    assert fast.low <= 0.5 <= fast.high and fast.high / fast.low <= advise.TARGET**2
+    assert len(found.times["native"]) >= advise.MIN_ROUNDS
+    # the set-aside strategy is 5x faster than "fast", yet "fast" was not dropped as far behind it
+    assert "fast" not in found.far_behind and "reusing" not in found.far_behind

@@ -32,7 +32,7 @@ from benchmarks.paired import (
     process_target,
     share_inputs,
 )
-from benchmarks.paired_stats import MIN_PAIRS, paired_ratio
+from benchmarks.paired_stats import MIN_PAIRS, _exact_count, paired_ratio
 from benchmarks.profiles import get_profile
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
@@ -72,6 +72,15 @@ def test_the_ratio_is_head_over_base_and_robust_to_one_wild_pair():
 def test_too_few_pairs_is_refused_naming_the_count():
     with pytest.raises(ValueError, match=f"{MIN_PAIRS - 1} pairs"):
         paired_ratio([0.0] * (MIN_PAIRS - 1))
+
+
+def test_few_pairs_take_the_exact_signed_rank_tail_of_the_published_tables():
+    # two-sided 5% critical values of the Wilcoxon signed-rank statistic, n = 6 to 15 (Hollander & Wolfe, A.4)
+    assert [_exact_count(n, 0.025) for n in range(6, 16)] == [0, 2, 3, 5, 8, 10, 13, 17, 21, 25]
+    six = paired_ratio([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], alpha=0.025, min_pairs=6)
+    assert (six.low, six.high) == pytest.approx((math.exp(0.1), math.exp(0.6)))  # n = 6: the extreme Walsh averages
+    with pytest.raises(ValueError, match="no signed-rank interval"):
+        paired_ratio([0.1] * 5, alpha=0.025, min_pairs=5)  # 2^-5 > 0.025
 
 
 @pytest.mark.parametrize(

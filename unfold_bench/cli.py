@@ -18,7 +18,16 @@ import json
 import sys
 import time
 
-from benchmarks.advise import AdviceError, Layer, check_device, layer_config, measure_layer, model_layers
+from benchmarks.advise import (
+    BUDGET,
+    MIN_ROUNDS,
+    AdviceError,
+    Layer,
+    check_device,
+    layer_config,
+    measure_layer,
+    model_layers,
+)
 from benchmarks.allocator import REGIMES
 
 
@@ -73,7 +82,9 @@ def advise(argv: list[str]) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--model", help="an importable nn.Module factory, e.g. torchvision.models.resnet18")
     parser.add_argument("--needs", type=_needs, default=[], help="capabilities the strategy must have, e.g. vmap")
-    parser.add_argument("--budget", type=float, default=2.0, help="seconds of interleaved calls per strategy and call")
+    parser.add_argument("--budget", type=float, default=BUDGET,
+                        help=f"seconds of timing rounds per call and regime, at most, after the first {MIN_ROUNDS} "
+                        f"(default {BUDGET:g})")  # fmt: skip
     parser.add_argument("--regime", choices=[*REGIMES, "both"], default="both", help="timing regime(s) (both)")
     parser.add_argument("--json", help="write the report as JSON here")
     parser.add_argument("--html", help="write a self-contained page here")
@@ -106,7 +117,9 @@ def advise(argv: list[str]) -> int:
     for index, layer in enumerate(layers):
         print(f"[{index + 1}/{len(layers)}] {layer.config.name}: input {layer.config.input_shape}, kernel "
               f"{layer.config.kernel_size}, stride {layer.config.stride} (x{layer.count})", flush=True)  # fmt: skip
-        measured.append(measure_layer(layer.config, args.budget, args.device))
+        layer_started = time.monotonic()
+        measured.append(measure_layer(layer.config, args.budget, regimes, args.device, set_aside))
+        print(f"  {layer.config.name}: measured in {time.monotonic() - layer_started:.0f} s", flush=True)
     from reports.advice import advice, format_text, write_html
 
     report = advice(layers, measured, regimes, set_aside)
