@@ -1,7 +1,7 @@
 """Net peak memory of one call: the most memory in use during the call minus what was in use before it.
 
 asv's ``peakmem_*`` is the whole process's maximum resident set size, interpreter, torch and inputs
-included, so it cannot tell a 27 MiB output from an 864 MiB one. The suite reports this net figure instead.
+included, so a call's own allocations are lost in that baseline. The suite reports this net figure instead.
 
 CPU: the kernel's resident-set high-water mark (``VmHWM`` in ``/proc/self/status``) is reset to the current
 resident set by writing ``5`` to ``/proc/self/clear_refs`` (Linux >= 4.0). Before the reset, garbage is

@@ -19,11 +19,10 @@ contiguous shifted slots, and the phases are interleaved by a stack that Inducto
 gradient. (Zero-inserted slots in the innermost dim made every position load all K offsets through a mask.)
 
 Compilation: once per geometry, dtype and layout (``dynamic=False``: sizes are constants, so each kernel is
-static and specialised; cold, forward plus backward, 9.7 to 18.5 s per geometry in the committed full runs on
-the 2-core CPU). Dynamic shapes would compile fewer kernels over many geometries, but Inductor's symbolic path
-failed on a 3-d float16 geometry in torch 2.13 (``InductorError: Exponent must be non-negative``); a benchmark
-process sees one geometry anyway. ``compiles=True`` in the registry makes the benchmarks call it once in setup
-and report the compile time on its own (``benchmarks.compile_time``).
+static and specialised). Dynamic shapes would compile fewer kernels over many geometries, but Inductor's symbolic
+path failed on a 3-d float16 geometry in torch 2.13 (``InductorError: Exponent must be non-negative``); a
+benchmark process sees one geometry anyway. ``compiles=True`` in the registry makes the benchmarks call it once
+in setup and report the cold compile time of forward plus backward on its own (``benchmarks.compile_time``).
 
 ``unfold_into(..., out=buffer)`` compiles a second forward that stores into ``buffer`` (an input mutation,
 which Inductor writes in place: no temporary), for the ``compiled_reuse`` strategy.
@@ -93,9 +92,9 @@ def _strided_gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dila
     only if ``q = (r + p - j d) / s`` is an integer, and then by window ``o = m + q``. So phase ``r``'s gradient
     sums, over those offsets only, slot ``j`` shifted by ``q`` (zeros where ``m + q`` leaves ``[0, O)``):
     contiguous loads, where a zero-inserted innermost dim made every position load all K offsets through a
-    mask with a halved index (conv3's backward at batch 256 on the 2-core AMD VM: 214 ms that way). The
-    phases are stacked along a new last dim, which Inductor writes straight into the gradient's buffer:
-    ``(..., M, s)`` is ``(..., M s)``, so interleaving costs no copy when the size is a multiple of ``s``.
+    mask with a halved index. The phases are stacked along a new last dim, which Inductor writes straight into
+    the gradient's buffer: ``(..., M, s)`` is ``(..., M s)``, so interleaving costs no copy when the size is a
+    multiple of ``s``.
     """
     n = len(kernel)
     windows = grad_slotted.shape[2 + n :]

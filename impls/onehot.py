@@ -15,8 +15,7 @@ TF32's 10-bit mantissa, so the result is not the exact unfold.
 
 Known defects of PyTorch's CPU convolution (oneDNN, torch 2.13.0), so these inputs are refused:
 - bfloat16: the depthwise convolution returns values at the wrong positions for some strided geometries
-  with padding or dilation (about 0.6% of random 2-d problems in a 3,000-draw sample; exact with
-  ``torch.backends.mkldnn`` disabled).
+  with padding or dilation (found by the randomised tests; exact with ``torch.backends.mkldnn`` disabled).
 - float16: the convolution segfaults for a dilated, padded kernel over a size-1 spatial dim (a bare
   ``F.conv2d`` reproduces it, grouped or not), which would kill a whole benchmark run.
 float32 and float64 on CPU are exact.

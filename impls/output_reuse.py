@@ -1,10 +1,10 @@
 """Writing an unfold into a buffer the caller keeps: the ``out=`` check and the one-buffer cache that the
 ``*_reuse`` strategies share.
 
-Why reuse at all: on CPU a fresh output costs more than the unfold. A large block comes from the kernel
-(glibc ``mmap``) and every page faults on first touch, which on the benchmark machines took about four
-times as long as writing the same bytes into resident memory (``bounds.time_fresh_output`` against
-``time_fill``). A caller who unfolds the same layer every step can keep the output and overwrite it.
+Why reuse at all: on CPU a fresh output can cost more than the unfold. A large block comes from the kernel
+(glibc ``mmap``) and every page faults on first touch, which costs more than writing the same bytes into
+resident memory (the benchmarks measure both: ``bounds.time_fresh_output`` against ``time_fill``). A caller
+who unfolds the same layer every step can keep the output and overwrite it.
 
 What it costs: **a call overwrites the previous call's result of the same shape, dtype and device**, so a
 reusing strategy is a labelled variant (``Strategy.reuses_output``), never a drop-in: the reports never
