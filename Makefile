@@ -14,7 +14,13 @@ BENCH ?=
 BENCH_FLAGS = --profile $(PROFILE) --regime $(REGIME) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench '$(BENCH)') \
 	$(if $(filter 1,$(RESUME)),--resume)
 
-.PHONY: venv test lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
+.DEFAULT_GOAL := help
+
+help:  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
+		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+.PHONY: help venv test lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
 	memprofile report regress regress-validate advise asv-check clean
 
 $(STAMP): pyproject.toml
@@ -24,11 +30,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $(STAMP)
 
-venv: $(STAMP)
+venv: $(STAMP)  ## set up .venv (torch first, then the project with its extras)
 
-lint: venv
+lint: venv  ## ruff, and the GitHub workflows against their schema (check-jsonschema, offline)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 # Two pytest workers (pytest-xdist): compiling (torch.compile) is mostly single-threaded, so two processes
 # halve the suite's time on a 2-core machine (measured: 7 min 7 s serial, 5 min 16 s with two).
@@ -50,62 +57,62 @@ browser:
 # The asv suite on this machine in the current environment, one asv run per config, then a summary, the
 # capability matrix (reports/capabilities/), then the website (reports/site/index.html); exits non-zero when a
 # benchmark failed or a capability fails undeclared.
-bench: venv
+bench: venv  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), the capability matrix, the site
 	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/capabilities.py || status=1; \
 		$(PY) scripts/report.py; exit $$status
 
 # CI regression gate: both revisions' calls alternated in one process per cell (docs/regression-gate.md); exit 1
 # on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]
-regress: venv
+regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] [BENCH=regex]
 	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
 	$(PY) scripts/regress.py '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
 		$(REGRESS_ARGS)
 
 # Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md).
-regress-validate: venv
+regress-validate: venv  ## measure the gate's false alarms and catches on this machine (long)
 	$(PY) scripts/validate_gate.py --out docs/gate-validation.txt $(VALIDATE_ARGS)
 
 # Which strategy to ship for your own layers: make advise ARGS="--input-shape 64,128,56,56 --kernel-size 3 --stride 2"
 # or ARGS="--model torchvision.models.resnet18 --input-shape 32,3,224,224" (unfold-bench advise --help).
-advise: venv
+advise: venv  ## which strategy for your own layers: make advise ARGS="--input-shape ... --kernel-size ..."
 	$(PY) -m unfold_bench.cli advise $(ARGS)
 
 # The static website from every result in results/ (all machines, commits, profiles): reports/site/.
-report: venv
+report: venv  ## rebuild the site (reports/site/) from every result in results/
 	$(PY) scripts/report.py
 
 # The configs' real batch size (256 for All-CNN-C).
-bench-full:
+bench-full:  ## make bench at the configs' real batch sizes
 	$(MAKE) bench PROFILE=full
 
 # The same suite timed with every output on first-touched memory (recorded as the machine name + -freshpages).
-bench-fresh-pages:
+bench-fresh-pages:  ## make bench with every output on first-touched memory
 	$(MAKE) bench REGIME=fresh-pages
 
 # A few cells timed by the harness and by torch.utils.benchmark in one run, same threads and regime: the ratios.
-agreement: venv
+agreement: venv  ## the harness against torch.utils.benchmark on a few cells
 	$(PY) scripts/agreement.py $(AGREEMENT_ARGS)
 
 # The same suite with PyTorch's CPU allocations on transparent huge pages, recorded as a separate machine.
-bench-thp:
+bench-thp:  ## make bench with PyTorch CPU allocations on transparent huge pages
 	$(MAKE) bench THP=1
 
 # asv builds a virtualenv per commit and benchmarks each commit of RANGE (e.g. RANGE=main~5..main).
-bench-commits: venv
+bench-commits: venv  ## asv's own mode: a virtualenv per commit of RANGE, each benchmarked
 	@test -n "$(RANGE)" || (echo "usage: make bench-commits RANGE=<git range> [PROFILE=quick|full]" && exit 2)
 	$(PY) scripts/bench.py $(BENCH_FLAGS) --commits '$(RANGE)'
 
 # The same matrix with pytest-benchmark (quick profile unless UNFOLD_BENCH_PROFILE=full); pass
 # PYTEST_ARGS='--benchmark-autosave' or '--benchmark-compare' to save or compare runs.
-bench-pytest: venv
+bench-pytest: venv  ## the same matrix with pytest-benchmark
 	$(PY) -m benchmarks.allocator $(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
 
 # Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
-memprofile: venv
+memprofile: venv  ## where one strategy's memory goes: STRATEGY=... CONFIG=...
 	$(PY) scripts/memory_profile.py $(STRATEGY) $(CONFIG) --profile $(PROFILE) $(MEMPROFILE_ARGS)
 
-asv-check: venv
+asv-check: venv  ## asv's own check of the suite
 	$(PY) -m asv check --python=same
 
-clean:
+clean:  ## remove .venv, caches, the site and asv state
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info .asv .benchmarks reports/site artifacts

@@ -24,13 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment
+from benchmarks.cells import Cell
+from benchmarks.profiles import PROFILES
+from benchmarks.runner import scratch_config
 
-from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment  # noqa: E402
-from benchmarks.cells import Cell  # noqa: E402
-from benchmarks.profiles import PROFILES  # noqa: E402
-from benchmarks.runner import scratch_config  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_CELLS = (
     "native:allcnnc-conv2:forward",

@@ -7,20 +7,16 @@ Example: ``python scripts/memory_profile.py as_strided allcnnc-conv2 --profile f
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.allocator import pin_mmap_threshold  # noqa: E402
+from benchmarks.allocator import pin_mmap_threshold
 
 pin_mmap_threshold()  # before torch allocates: memory and time must not depend on the process's history
 
-from benchmarks.cells import Cell  # noqa: E402
-from benchmarks.configs import CONFIGS_BY_NAME  # noqa: E402
-from benchmarks.memory_timeline import profile_cell  # noqa: E402
-from benchmarks.profiles import PROFILES  # noqa: E402
-from impls import STRATEGIES  # noqa: E402
+from benchmarks.cells import Cell  # noqa: E402 (after the pin)
+from benchmarks.configs import CONFIGS_BY_NAME  # noqa: E402 (after the pin)
+from benchmarks.memory_timeline import profile_cell  # noqa: E402 (after the pin)
+from benchmarks.profiles import PROFILES  # noqa: E402 (after the pin)
+from impls import STRATEGIES  # noqa: E402 (after the pin)
 
 
 def main() -> int:

@@ -34,10 +34,9 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.paired_stats import ALPHA
 
-from benchmarks.paired_stats import ALPHA  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SLOWDOWN = 0.15
 SLOWER_GATHER = f"""
