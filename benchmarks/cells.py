@@ -10,7 +10,7 @@ not support the config's spatial dims). A runnable cell's figures only count if 
 checked once per profile on the very inputs the benchmarks use, outside any timed region.
 
 Timed calls keep their results alive (``Workload.result``) until ``Workload.reset`` runs in the next setup,
-so freeing an 864 MiB output is not timed, while allocating it (and, on CPU, faulting its pages in) is:
+so freeing an output is not timed, while allocating it (and, on CPU, faulting its pages in) is:
 every strategy that returns a fresh tensor pays that, and ``bounds`` measures what it costs on its own.
 """
 
@@ -418,8 +418,8 @@ def analytic_minimum_bytes(config: LayerConfig, backward: bool) -> int:
 
     A one-element kernel with stride 1 and no padding (allcnnc-conv8) is no exception: its unfold is a reshape
     of the input, but the contract is ``F.unfold``'s, whose output is new memory, so the output is counted.
-    (The results committed up to commit ``f26b0bd`` recorded less for such configs: ``as_strided`` returned a
-    view of the input there, and this minimum allowed it.)
+    (Older committed results record less for such configs: ``as_strided`` returned a view of the input there
+    then, and this minimum allowed it.)
     """
     geometry = config.geometry
     itemsize = config.torch_dtype.itemsize
