@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -103,38 +103,49 @@ def _ms(seconds: float) -> str:
     return "-" if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)) else f"{seconds * 1e3:.3g} ms"
 
 
-def _time_text(row: Mapping, which: str) -> str:
+MIB = 2**20
+
+
+def _interval_text(row: Mapping, which: str) -> str:
     low, high, rounds = row[f"low_{which}"], row[f"high_{which}"], row[f"rounds_{which}"]
     how = f"{rounds:.0f} rounds, far behind" if row[f"far_behind_{which}"] else "95%"
-    return f"{which.replace('_', '-')} {_ms(row[f'time_{which}'])} ({low:.2f}-{high:.2f}x, {how})"
+    return f"{low:.2f}-{high:.2f}x, {how}"
 
 
-def format_text(report: dict) -> str:
-    """The ranked table per layer and regime, and the picks with their rule."""
-    lines = [
-        "Times: each strategy's ratio to the baseline (native) with its 95% interval, times the baseline's median; "
-        f"'far behind': it left the race after {EARLY_ROUNDS} rounds, its fastest call over {FAR_BEHIND:g}x the "
-        "leader's slowest, and the range is that of its rounds."
-    ]
+def _time_text(row: Mapping, which: str) -> str:
+    return f"{which.replace('_', '-')} {_ms(row[f'time_{which}'])} ({_interval_text(row, which)})"
+
+
+LEGEND = (
+    "Times: each strategy's ratio to the baseline (native) with its 95% interval, times the baseline's median; "
+    f"'far behind': it left the race after {EARLY_ROUNDS} rounds, its fastest call over {FAR_BEHIND:g}x the leader's "
+    "slowest, and the range is that of its rounds."
+)
+
+
+def _layer_heading(layer: Mapping, regime: str) -> str:
+    where = ", ".join(layer["modules"][:3]) or "given"
+    return (f"{layer['name']} x{layer['count']} ({where}): input {tuple(layer['input_shape'])}, kernel "
+            f"{layer['kernel_size']}, stride {layer['stride']}, padding {layer['padding']}, dilation "
+            f"{layer['dilation']}, {layer['dtype']}; {regime} regime")  # fmt: skip
+
+
+def _ranked(report: dict) -> Iterator[tuple[str, Mapping, pd.DataFrame]]:
+    """Per regime and layer, its rows ranked by forward-backward time (those that cannot run it last)."""
     for regime, rows in report["tables"].items():
         table = pd.DataFrame(rows)
         for layer in report["layers"]:
             mine = table[table.config == layer["name"]].sort_values("time_forward_backward", na_position="last")
-            where = ", ".join(layer["modules"][:3]) or "given"
-            lines.append(f"\n{layer['name']} x{layer['count']} ({where}): input {tuple(layer['input_shape'])}, kernel "
-                         f"{layer['kernel_size']}, stride {layer['stride']}, padding {layer['padding']}, dilation "
-                         f"{layer['dilation']}, {layer['dtype']}; {regime} regime")  # fmt: skip
-            for r in mine.itertuples():
-                if r.problem:
-                    lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
-                    continue
-                intervals = "  ".join(_time_text(r._asdict(), which) for which in WHICH)
-                memory = (f"net peak {r.track_net_peak_forward / 2**20:.3g} / "
-                          f"{r.track_net_peak_forward_backward / 2**20:.3g} MiB")  # fmt: skip
-                seconds = r.compile_seconds
-                compiled = f"  (checked, first compile included, in {seconds:.0f} s: excluded)" if seconds else ""
-                lines.append(f"  {r.strategy:<15} {intervals}  {memory}{compiled}")
-    lines.append("")
+            yield regime, layer, mine
+
+
+def _compile_note(seconds: float) -> str:
+    return f"checked, first compile included, in {seconds:.0f} s: excluded" if seconds else ""
+
+
+def picks_text(report: dict) -> list[str]:
+    """The picks per rule and regime, the rules, and what was set aside."""
+    lines = []
     for rule in report["rules"]:
         picks = ", ".join(f"{layer} {pick or 'none'}" for layer, pick in rule["layer_picks"].items())
         pick = rule["model_pick"] or "nothing (none runs every layer)"
@@ -143,22 +154,76 @@ def format_text(report: dict) -> str:
     lines.append(f"For the model: {MODEL_RULE}.")
     if report["set_aside"]:
         lines.append("Set aside: " + "; ".join(f"{s}: {why}" for s, why in report["set_aside"].items()))
-    return "\n".join(lines)
+    return lines
+
+
+def format_text(report: dict) -> str:
+    """The ranked table per layer and regime, then the picks with their rule."""
+    lines = [LEGEND]
+    for regime, layer, mine in _ranked(report):
+        lines.append(f"\n{_layer_heading(layer, regime)}")
+        for r in mine.itertuples():
+            if r.problem:
+                lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
+                continue
+            intervals = "  ".join(_time_text(r._asdict(), which) for which in WHICH)
+            memory = f"net peak {_mib(r.track_net_peak_forward)} / {_mib(r.track_net_peak_forward_backward)} MiB"
+            note = _compile_note(r.compile_seconds)
+            lines.append(f"  {r.strategy:<15} {intervals}  {memory}{f'  ({note})' if note else ''}")
+    return "\n".join([*lines, "", *picks_text(report)])
+
+
+def _mib(value: float) -> str:
+    return f"{value / MIB:.3g}"
+
+
+def _html_table(mine: pd.DataFrame) -> str:
+    rows = []
+    for r in mine.to_dict("records"):
+        row = {"strategy": r["strategy"]}
+        for which in WHICH:
+            label = which.replace("_", "-")
+            shown = not r["problem"]
+            row[f"{label} ms"] = f"{r[f'time_{which}'] * 1e3:.3g}" if shown else ""
+            row[f"{label} x native"] = _interval_text(r, which) if shown else ""
+        row["net peak MiB (fwd / fwd-bwd)"] = (
+            f"{_mib(r['track_net_peak_forward'])} / {_mib(r['track_net_peak_forward_backward'])}"
+            if not r["problem"]
+            else ""
+        )
+        row["note"] = f"cannot: {r['problem']}" if r["problem"] else _compile_note(r["compile_seconds"])
+        rows.append(row)
+    return pd.DataFrame(rows).to_html(index=False, escape=True, border=0)
+
+
+def _chart(table: pd.DataFrame, regime: str, which: str) -> go.Figure:
+    """Time per layer and strategy, with each time's interval (its ratio's, scaled by the baseline's median)."""
+    figure = go.Figure()
+    for strategy, mine in table[table.problem == ""].groupby("strategy", sort=False):
+        time, ratio = mine[f"time_{which}"] * 1e3, mine[f"ratio_{which}"]
+        above, below = time * (mine[f"high_{which}"] / ratio - 1), time * (1 - mine[f"low_{which}"] / ratio)
+        figure.add_bar(name=strategy, x=mine.config, y=time,
+                       error_y={"type": "data", "array": above, "arrayminus": below})  # fmt: skip
+    figure.update_layout(title=f"{which.replace('_', '-')} time per layer, {regime} regime", yaxis_title="ms",
+                         barmode="group")  # fmt: skip
+    return figure
 
 
 def write_html(report: dict, path: str) -> None:
-    """A self-contained page: the text report and one chart per regime and call (time per layer and strategy)."""
-    figures = []
+    """A self-contained page: the picks and their rules, one chart per regime and call (time per layer and
+    strategy with its interval), and the ranked table of each layer."""
+    parts = ["<h1>unfold-bench advise</h1>", *(f"<p>{html.escape(line)}</p>" for line in picks_text(report))]
+    first = True
     for regime, rows in report["tables"].items():
         table = pd.DataFrame(rows)
         for which in WHICH:
-            figure = go.Figure()
-            for strategy, mine in table[table.problem == ""].groupby("strategy"):
-                figure.add_bar(name=strategy, x=mine.config, y=mine[f"time_{which}"] * 1e3)
-            figure.update_layout(title=f"{which.replace('_', '-')} time per layer, {regime} regime",
-                                 yaxis_title="ms", barmode="group")  # fmt: skip
-            figures.append(figure.to_html(full_html=False, include_plotlyjs=not figures))
-    page = (f"<html><head><meta charset='utf-8'><title>unfold-bench advise</title></head><body>"
-            f"<pre>{html.escape(format_text(report))}</pre>{''.join(figures)}</body></html>")  # fmt: skip
+            parts.append(_chart(table, regime, which).to_html(full_html=False, include_plotlyjs=first))
+            first = False
+    parts.append(f"<p>{html.escape(LEGEND)}</p>")
+    for regime, layer, mine in _ranked(report):
+        parts.append(f"<h3>{html.escape(_layer_heading(layer, regime))}</h3>{_html_table(mine)}")
+    style = "body{font-family:sans-serif;margin:2em} td,th{padding:2px 8px;text-align:left}"
+    page = (f"<html><head><meta charset='utf-8'><title>unfold-bench advise</title><style>{style}</style></head>"
+            f"<body>{''.join(parts)}</body></html>")  # fmt: skip
     with open(path, "w", encoding="utf-8") as out:
         out.write(page)
