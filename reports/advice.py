@@ -23,9 +23,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from benchmarks.advise import EARLY_ROUNDS, FAR_BEHIND, WHICH, Layer
-from reports import analysis
+from reports import analysis, units
+from reports.units import BYTES, SECONDS
 
-METRICS = tuple(analysis.FIGURES)  # the site's four figures
+METRICS = tuple(units.METRICS)  # the site's four figures
 MODEL_RULE = (
     "the least time summed over the layers, each weighted by how often it occurs, among the strategies that run every "
     "layer and whose net peak summed over the layers is within the same limit of the lowest sum"
@@ -100,10 +101,10 @@ def advice(layers: list[Layer], measured: list[dict[str, dict]], regimes: list[s
 
 
 def _ms(seconds: float) -> str:
-    return "-" if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)) else f"{seconds * 1e3:.3g} ms"
+    return units.format_value(seconds, SECONDS.recorded, digits=3)
 
 
-MIB = 2**20
+MIB = units.MIB  # the name it had
 
 
 def _interval_text(row: Mapping, which: str) -> str:
@@ -167,14 +168,15 @@ def format_text(report: dict) -> str:
                 lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
                 continue
             intervals = "  ".join(_time_text(r._asdict(), which) for which in WHICH)
-            memory = f"net peak {_mib(r.track_net_peak_forward)} / {_mib(r.track_net_peak_forward_backward)} MiB"
+            memory = (f"net peak {_mib(r.track_net_peak_forward)} / {_mib(r.track_net_peak_forward_backward)} "
+                      f"{BYTES.shown}")  # fmt: skip
             note = _compile_note(r.compile_seconds)
             lines.append(f"  {r.strategy:<15} {intervals}  {memory}{f'  ({note})' if note else ''}")
     return "\n".join([*lines, "", *picks_text(report)])
 
 
 def _mib(value: float) -> str:
-    return f"{value / MIB:.3g}"
+    return units.format_number(BYTES.scaled(value), digits=3)
 
 
 def _html_table(mine: pd.DataFrame) -> str:
@@ -184,9 +186,11 @@ def _html_table(mine: pd.DataFrame) -> str:
         for which in WHICH:
             label = which.replace("_", "-")
             shown = not r["problem"]
-            row[f"{label} ms"] = f"{r[f'time_{which}'] * 1e3:.3g}" if shown else ""
+            row[f"{label} {SECONDS.shown}"] = (
+                units.format_number(SECONDS.scaled(r[f"time_{which}"]), 3) if shown else ""
+            )
             row[f"{label} x native"] = _interval_text(r, which) if shown else ""
-        row["net peak MiB (fwd / fwd-bwd)"] = (
+        row[f"net peak {BYTES.shown} (fwd / fwd-bwd)"] = (
             f"{_mib(r['track_net_peak_forward'])} / {_mib(r['track_net_peak_forward_backward'])}"
             if not r["problem"]
             else ""
@@ -200,12 +204,12 @@ def _chart(table: pd.DataFrame, regime: str, which: str) -> go.Figure:
     """Time per layer and strategy, with each time's interval (its ratio's, scaled by the baseline's median)."""
     figure = go.Figure()
     for strategy, mine in table[table.problem == ""].groupby("strategy", sort=False):
-        time, ratio = mine[f"time_{which}"] * 1e3, mine[f"ratio_{which}"]
+        time, ratio = SECONDS.scaled(mine[f"time_{which}"]), mine[f"ratio_{which}"]
         above, below = time * (mine[f"high_{which}"] / ratio - 1), time * (1 - mine[f"low_{which}"] / ratio)
         figure.add_bar(name=strategy, x=mine.config, y=time,
                        error_y={"type": "data", "array": above, "arrayminus": below})  # fmt: skip
-    figure.update_layout(title=f"{which.replace('_', '-')} time per layer, {regime} regime", yaxis_title="ms",
-                         barmode="group")  # fmt: skip
+    figure.update_layout(title=f"{which.replace('_', '-')} time per layer, {regime} regime",
+                         yaxis_title=SECONDS.shown, barmode="group")  # fmt: skip
     return figure
 
 

@@ -14,7 +14,11 @@ Pure pandas, no plotting, so the tests can check every claim the site makes:
 - ``fastest_against_bounds``: per config, the fastest strategy's time over the roofline and its net peak
   over the analytic minimum; ``floors_against_copy``: the fill and fresh-output floors over the roofline;
   ``with_bandwidth``: the fastest's achieved bandwidth beside ``copy_``'s measured one.
-- ``regressions``: asv's own step detection (``asv.step_detect``) on each series across commits.
+- ``steps``: asv's own step detection (``asv.step_detect``) on each series across commits. The site calls
+  what it finds steps; a "regression" is only ever the CI gate's verdict (``reports.compare``).
+- ``skipped_cells``: the cells a run skipped, the one list the site and the summary both print.
+
+Names, units and bounds of the figures come from ``reports.units``.
 """
 
 from __future__ import annotations
@@ -30,22 +34,15 @@ from asv.step_detect import detect_regressions, detect_steps
 from benchmarks.allocator import PINNED_MMAP_THRESHOLD, REGIMES, regime_of_machine
 from benchmarks.cells import analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved, profile_config
 from benchmarks.profiles import get_profile
+from reports.units import METRICS
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
-# the four figures of a cell: metric -> (short label, unit shown, scale from seconds/bytes, bound metric)
-FIGURES = {
-    "time_forward": ("forward time", "ms", 1e3, "time_copy"),
-    "time_forward_backward": ("forward-backward time", "ms", 1e3, "time_copy"),
-    "track_net_peak_forward": ("forward net peak memory", "MiB", 2.0**-20, "track_min_peak_forward"),
-    "track_net_peak_forward_backward": (
-        "forward-backward net peak memory",
-        "MiB",
-        2.0**-20,
-        "track_min_peak_forward_backward",
-    ),
-}
+# the four figures of a cell as (label, unit shown, scale from seconds/bytes, bound metric), for code that
+# unpacks them; the vocabulary itself is ``reports.units.METRICS``
+FIGURES = {name: (m.label, m.unit.shown, m.unit.scale, m.bound) for name, m in METRICS.items()}
 REFERENCE_STRATEGY = "native"
-REGRESSION_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
+STEP_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
+REGRESSION_THRESHOLD = STEP_THRESHOLD  # the name it had
 
 
 def regime_label(run_table: pd.DataFrame) -> str:
@@ -91,7 +88,7 @@ def select_run(table: pd.DataFrame, run: pd.Series | dict) -> pd.DataFrame:
 def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     """One row per config x strategy of one run on ``device``.
 
-    Columns per metric ``m`` of ``FIGURES``: ``m`` (value in seconds or bytes, NaN unless ``ok``),
+    Columns per metric ``m`` of ``reports.units.METRICS``: ``m`` (value in seconds or bytes, NaN unless ``ok``),
     ``m:status``, ``m:q_25``, ``m:q_75``, ``m:x_native`` and ``m:x_bound``. Cells skipped for every metric
     are dropped (a strategy that does not support the config, or a device this machine lacks).
     """
@@ -107,7 +104,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
         if (by_metric.status == "skipped").all():
             continue
         line: dict = {"config": config, "strategy": strategy}
-        for metric, (*_, bound_metric) in FIGURES.items():
+        for metric, figure in METRICS.items():
             if metric not in by_metric.index:
                 line[f"{metric}:status"] = "not run"
                 line[metric] = math.nan
@@ -120,7 +117,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:q_25"] = entry.q_25 if ok else math.nan
             line[f"{metric}:q_75"] = entry.q_75 if ok else math.nan
             line[f"{metric}:x_native"] = _ratio(value, natives.get((config, metric)))
-            line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, bound_metric)))
+            line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, figure.bound)))
         out.append(line)
     return pd.DataFrame(out)
 
@@ -200,7 +197,7 @@ def winners(cells: pd.DataFrame) -> pd.DataFrame:
     strategy that ties for the best gets a row."""
     out = []
     for config, rows in cells.groupby("config", sort=False):
-        for metric in FIGURES:
+        for metric in METRICS:
             ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
             for best in ok[ok[metric] == ok[metric].min()].itertuples():
                 out.append({"config": config, "metric": metric, "strategy": best.strategy, "value": ok[metric].min()})
@@ -226,19 +223,22 @@ class Rule:
     def _within(self) -> str:
         return f"within {self.tolerance:g}x of the lowest (plus {self.slack // 1024} KiB, its resolution)"
 
+    def _labels(self) -> tuple[str, str]:
+        return METRICS[self.time_metric].label, METRICS[self.memory_metric].label
+
     def short_text(self) -> str:
-        time, memory = FIGURES[self.time_metric][0], FIGURES[self.memory_metric][0]
+        time, memory = self._labels()
         return f"fastest {time} among strategies whose {memory} is {self._within()}"
 
     def per_config_text(self) -> str:
-        time, memory = FIGURES[self.time_metric][0], FIGURES[self.memory_metric][0]
+        time, memory = self._labels()
         return (
             f"the fastest {time} among the strategies whose {memory} is {self._within()} on that config (only "
             "cells that ran and passed the correctness gate count)"
         )
 
     def per_device_text(self) -> str:
-        time, memory = FIGURES[self.time_metric][0], FIGURES[self.memory_metric][0]
+        time, memory = self._labels()
         return (
             f"a strategy with a failed cell in either figure is out; every other one is scored over the configs "
             f"it supports: T, the geometric mean of its {time} divided by the config's fastest, and M, its "
@@ -406,21 +406,21 @@ def pareto_front(points: pd.DataFrame, x: str, y: str) -> pd.Series:
 def series(table: pd.DataFrame) -> pd.DataFrame:
     """The strategies' figures across commits: one row per (machine, env, profile, device, config, strategy,
     metric, commit), with the commit's position in its machine's run order (``order``)."""
-    cells = table[(table.suite == "unfold") & table.metric.isin(list(FIGURES))].copy()
+    cells = table[(table.suite == "unfold") & table.metric.isin(list(METRICS))].copy()
     order = runs(table).drop_duplicates(["machine", "env", "commit"]).copy()
     order["order"] = order.groupby(["machine", "env"]).cumcount()
     cells = cells.merge(order[["machine", "env", "commit", "order"]], on=["machine", "env", "commit"])
     return cells.sort_values("order", ignore_index=True, kind="stable")  # keeps the config table's order
 
 
-def regressions(history: pd.DataFrame, threshold: float = REGRESSION_THRESHOLD) -> pd.DataFrame:
+def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFrame:
     """Upward steps (slower or hungrier) in each series of ``series(table)``, found by asv's step detection.
 
     A step is reported where asv's ``detect_regressions`` finds one: the last commit at the good level
     (``before``), the first at the worse level (``after``), and the two levels. Failed and skipped points
     are left out of the series (they are not measurements). A change of the machine's allocator variant
     (e.g. glibc's mmap threshold pinned or dynamic) starts a new series: it moves time and memory without a
-    code change, so a step across it is not a regression of the code.
+    code change, so a step across it is not a step of the code.
     """
     keys = ["machine", "env", "profile", "allocator", "device", "config", "strategy", "metric"]
     out = []
@@ -429,8 +429,7 @@ def regressions(history: pd.DataFrame, threshold: float = REGRESSION_THRESHOLD) 
         if len(rows) < 2:
             continue
         values = rows.value.astype(float).tolist()
-        steps = detect_steps(values)
-        _, _, found = detect_regressions(steps, threshold=threshold)
+        _, _, found = detect_regressions(detect_steps(values), threshold=threshold)
         for before, after, value_before, value_after in found or []:
             out.append(
                 {
@@ -444,3 +443,15 @@ def regressions(history: pd.DataFrame, threshold: float = REGRESSION_THRESHOLD) 
             )
     columns = [*keys, "commit_before", "commit_after", "value_before", "value_after", "ratio"]
     return pd.DataFrame(out, columns=columns)
+
+
+regressions = steps  # the name it had
+
+
+def skipped_cells(run_table: pd.DataFrame, device: str | None = None) -> pd.DataFrame:
+    """The strategy x config x device cells of one run that were skipped (asv's n/a) in any figure, once each
+    (on ``device`` only, if given): what the site's note and the summary's count both list."""
+    rows = run_table[(run_table.suite == "unfold") & (run_table.status == "skipped")]
+    if device is not None:
+        rows = rows[rows.device == device]
+    return rows.drop_duplicates(["strategy", "config", "device"])[["strategy", "config", "device"]]

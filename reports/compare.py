@@ -27,12 +27,14 @@ For every benchmark cell measured at both revisions on one machine:
   about 0.01%, so a regression is growth by more than the instruction threshold (default 2%), no test needed.
 
 Rows name the mode that judged them (``wall clock``, ``net peak``, ``callgrind``), so a reader knows how to
-read the significance column.
+read the significance column. Every mode ends in ``ratio_verdict`` (a ratio, or an interval of it, against a
+threshold); a failure's verdict comes from ``FAILED_VERDICTS``; every default the gate uses is a field of
+``Thresholds``; results are read through ``reports.results.unroll_result`` and written with
+``reports.units``.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 import statistics
@@ -43,6 +45,8 @@ from asv._stats import binom, is_different, mann_whitney_u
 from asv.results import Results, iter_results_for_machine_and_hash
 
 from benchmarks.paired_stats import ALPHA, POWER
+from reports.results import ResultCell, unroll_result
+from reports.units import BYTES, format_value, recorded_unit
 
 MEMORY_FLOOR_BYTES = 256 * 1024
 P_THRESHOLD = 0.002  # asv's own (asv._stats.is_different)
@@ -52,12 +56,40 @@ PAIRED_COLUMNS = [*COLUMNS, "low", "high", "resolution", "pairs", "error"]
 
 @dataclass(frozen=True)
 class Thresholds:
+    """The gate's thresholds and how much it measures: the one place of their defaults (``scripts/regress.py``'s
+    options read them from here)."""
+
     time: float = 0.10
     memory: float = 0.05
     instructions: float = 0.02  # callgrind counts repeat to about 0.01%: a 2% change is real
     memory_floor_bytes: int = MEMORY_FLOOR_BYTES
     paired_margin: float = 0.05  # paired mode: the slowdown a change must clear with confidence (see docs)
     resolution_limit: float = 1.25  # paired mode: a time cell that resolves no better is reported unresolved
+    target: float = 1.08  # paired mode: a time cell is sampled until it resolves this slowdown factor ...
+    budget: float = 12.0  # ... or these seconds of blocks are spent (split between its two processes)
+    rounds: int = 8  # asv mode: interleaved rounds (processes) a side; ``min_rounds()`` is the fewest that can pass
+    repeat: int = 3  # asv mode: samples per round (fixed, so that a lost round shows)
+
+
+# a cell that failed, by the revision it failed at (``failed_at``)
+FAILED_VERDICTS = {"both": "failed (also before)", "head": "failed", "base": "fixed",
+                   "unknown": "failed (revision unknown)"}  # fmt: skip
+
+
+def ratio_verdict(low: float, high: float, threshold: float) -> str:
+    """The verdict on a change whose ratio head / base lies in [``low``, ``high``] (a point estimate: both the
+    ratio): ``regression`` when all of it is above ``1 + threshold``, ``improvement`` when all of it is below
+    ``1 / (1 + threshold)``, else ``unchanged``. Every mode of the gate ends here."""
+    if low > 1 + threshold:
+        return "regression"
+    if high < 1 / (1 + threshold):
+        return "improvement"
+    return "unchanged"
+
+
+def change_ratio(before: float, after: float) -> float:
+    """after / before; a growth from 0 is infinite, 0 to 0 no change."""
+    return after / before if before > 0 else (math.inf if after > 0 else 1.0)
 
 
 def load_run(results_dir: str, machine: str, commit: str, env: str | None = None) -> Results:
@@ -70,17 +102,9 @@ def load_run(results_dir: str, machine: str, commit: str, env: str | None = None
     return found[0]
 
 
-def _cells(result: Results, name: str) -> list[tuple[tuple, float | None, dict | None, list | None]]:
-    params = result.get_result_params(name)
-    combos = list(itertools.product(*params)) if params else [()]
-    values = result.get_result_value(name, params)
-    stats = result.get_result_stats(name, params)
-    samples = result.get_result_samples(name, params)
-    return list(zip(combos, values, stats, samples))
-
-
-def _missing(value: float | None) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+def _by_params(result: Results, name: str) -> dict[tuple[str, ...], ResultCell]:
+    """The cells of benchmark ``name`` in ``result`` by their parameters (none if it did not run ``name``)."""
+    return {cell.params: cell for cell in unroll_result(result, [name])}
 
 
 def _lost_a_round(samples: list | None, rounds: int | None, repeat: int | None) -> bool:
@@ -130,7 +154,7 @@ def judge(before: float, after: float, stats_before: dict | None, stats_after: d
           samples_before: list | None, samples_after: list | None, unit: str,
           thresholds: Thresholds, rounds: int | None = None) -> tuple[float, bool | None, str, str]:  # fmt: skip
     """(ratio, significant, verdict, mode) of one cell measured at both revisions."""
-    ratio = after / before if before > 0 else (math.inf if after > 0 else 1.0)
+    ratio = change_ratio(before, after)
     if unit == "seconds":
         medians_before, medians_after = round_medians(samples_before, rounds), round_medians(samples_after, rounds)
         if medians_before is not None and medians_after is not None:
@@ -141,18 +165,11 @@ def judge(before: float, after: float, stats_before: dict | None, stats_after: d
             significant = bool(stats_before and stats_after) and is_different(
                 samples_before, samples_after, stats_before, stats_after
             )
-        if significant and ratio > 1 + thresholds.time:
-            return ratio, True, "regression", mode
-        if significant and ratio < 1 / (1 + thresholds.time):
-            return ratio, True, "improvement", mode
-        return ratio, significant, "unchanged", mode
-    mode = "net peak"
-    grew = after - before
-    if ratio > 1 + thresholds.memory and grew > thresholds.memory_floor_bytes:
-        return ratio, None, "regression", mode
-    if ratio < 1 / (1 + thresholds.memory) and -grew > thresholds.memory_floor_bytes:
-        return ratio, None, "improvement", mode
-    return ratio, None, "unchanged", mode
+        verdict = ratio_verdict(ratio, ratio, thresholds.time) if significant else "unchanged"
+        return ratio, significant, verdict, mode
+    beyond_floor = abs(after - before) > thresholds.memory_floor_bytes  # a few pages on a tiny cell do not count
+    verdict = ratio_verdict(ratio, ratio, thresholds.memory) if beyond_floor else "unchanged"
+    return ratio, None, verdict, "net peak"
 
 
 def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(), include: str = "",
@@ -170,33 +187,32 @@ def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(),
         metric = name.rsplit(".", 1)[-1]
         if not metric.startswith(("time_", "track_net_peak")):
             continue  # the analytic minima do not depend on the code
-        unit = "seconds" if metric.startswith("time_") else "bytes"
+        unit = recorded_unit(metric)
         metric_mode = "wall clock" if unit == "seconds" else "net peak"
-        old = {c[0]: c[1:] for c in _cells(base, name)} if name in base.get_all_result_keys() else {}
-        new = {c[0]: c[1:] for c in _cells(head, name)} if name in head.get_all_result_keys() else {}
+        old, new = _by_params(base, name), _by_params(head, name)
         for params in sorted(set(old) | set(new)):
-            before, stats_before, samples_before = old.get(params, (math.nan, None, None))
-            after, stats_after, samples_after = new.get(params, (math.nan, None, None))
-            row = {"benchmark": name, "params": ", ".join(p.strip("'") for p in params), "mode": metric_mode,
-                   "unit": unit, "before": before, "after": after, "ratio": math.nan, "significant": None,
+            absent = ResultCell(name, params, math.nan, None, None, "skipped")  # not run at that revision
+            was, now = old.get(params, absent), new.get(params, absent)
+            row = {"benchmark": name, "params": ", ".join(params), "mode": metric_mode, "unit": unit,
+                   "before": was.value, "after": now.value, "ratio": math.nan, "significant": None,
                    "failed_at": ""}  # fmt: skip
-            if after is None:
-                both = before is None
-                rows.append({**row, "verdict": "failed (also before)" if both else "failed",
-                             "failed_at": "both" if both else "head"})  # fmt: skip
-            elif _missing(after) and _missing(before):
-                continue  # skipped at both (no GPU, unsupported dims, or not selected)
-            elif unit == "seconds" and _lost_a_round(samples_after, rounds, repeat):
-                rows.append({**row, "verdict": "failed (a round)", "failed_at": "both" if before is None else "head"})
-            elif before is None:
-                rows.append({**row, "verdict": "fixed", "failed_at": "base"})
-            elif _missing(before) or _missing(after):
-                rows.append({**row, "verdict": "new" if _missing(before) else "not measured"})
+            if now.status == "failed":
+                failed_at = "both" if was.status == "failed" else "head"
+                rows.append({**row, "verdict": FAILED_VERDICTS[failed_at], "failed_at": failed_at})
+            elif not now.ok and not was.ok:
+                continue  # skipped at both (no GPU, unsupported dims, or not selected), or failed then skipped
+            elif unit == "seconds" and _lost_a_round(now.samples, rounds, repeat):
+                failed_at = "both" if was.status == "failed" else "head"
+                rows.append({**row, "verdict": "failed (a round)", "failed_at": failed_at})
+            elif was.status == "failed":
+                rows.append({**row, "verdict": FAILED_VERDICTS["base"], "failed_at": "base"})
+            elif not was.ok or not now.ok:
+                rows.append({**row, "verdict": "new" if not was.ok else "not measured"})
             else:
                 ratio, significant, verdict, mode = judge(
-                    before, after, stats_before, stats_after, samples_before, samples_after, unit, thresholds, rounds
+                    was.value, now.value, was.stats, now.stats, was.samples, now.samples, unit, thresholds, rounds
                 )
-                lost = "base" if unit == "seconds" and _lost_a_round(samples_before, rounds, repeat) else ""
+                lost = "base" if unit == "seconds" and _lost_a_round(was.samples, rounds, repeat) else ""
                 rows.append({**row, "mode": mode, "ratio": ratio, "significant": significant, "verdict": verdict,
                              "failed_at": lost})  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -253,13 +269,14 @@ def resolution(base: Results, head: Results, rounds: int, thresholds: Thresholds
     for name in sorted(set(base.get_all_result_keys()) & set(head.get_all_result_keys())):
         if include not in name or not name.rsplit(".", 1)[-1].startswith("time_"):
             continue
-        after = {c[0]: c[3] for c in _cells(head, name)}
-        for params, _, _, samples in _cells(base, name):
-            medians_before, medians_after = round_medians(samples, rounds), round_medians(after.get(params), rounds)
+        after = {params: cell.samples for params, cell in _by_params(head, name).items()}
+        for cell in unroll_result(base, [name]):
+            medians_before = round_medians(cell.samples, rounds)
+            medians_after = round_medians(after.get(cell.params), rounds)
             if medians_before is None or medians_after is None:
                 continue
             spread = round_spread(medians_before, medians_after)
-            rows.append({"benchmark": name, "params": ", ".join(p.strip("'") for p in params), "spread": spread,
+            rows.append({"benchmark": name, "params": ", ".join(cell.params), "spread": spread,
                          "detectable": detectable_slowdown(spread, rounds, thresholds)})  # fmt: skip
     return pd.DataFrame(rows, columns=["benchmark", "params", "spread", "detectable"])
 
@@ -288,15 +305,8 @@ def callgrind_rows(counts: dict[str, tuple[int | None, int | None]], thresholds:
         failed_at = {(True, True): "both", (False, True): "head", (True, False): "base"}.get(
             (before is None, after is None), ""
         )
-        ratio = math.nan if failed_at else after / before
-        if failed_at:
-            verdict = {"both": "failed (also before)", "head": "failed", "base": "fixed"}[failed_at]
-        elif ratio > 1 + thresholds.instructions:
-            verdict = "regression"
-        elif ratio < 1 / (1 + thresholds.instructions):
-            verdict = "improvement"
-        else:
-            verdict = "unchanged"
+        ratio = math.nan if failed_at else change_ratio(before, after)
+        verdict = FAILED_VERDICTS[failed_at] if failed_at else ratio_verdict(ratio, ratio, thresholds.instructions)
         rows.append({"benchmark": "instructions (callgrind)", "params": cell, "mode": "callgrind",
                      "unit": "instructions", "before": before, "after": after, "ratio": ratio,
                      "significant": None, "verdict": verdict, "failed_at": failed_at})  # fmt: skip
@@ -310,12 +320,13 @@ def paired_verdict(low: float, high: float, resolution: float, thresholds: Thres
     so does the ratio of each process that measured it (an effect of one process alone does not count), an
     improvement when they all lie below ``1 / (1 + paired_margin)``; otherwise ``unresolved`` when the cell could
     not resolve ``resolution_limit`` (the gate cannot vouch for it), else ``unchanged``."""
-    above, below = 1 + thresholds.paired_margin, 1 / (1 + thresholds.paired_margin)
-    if low > above and all(r > above for r in process_ratios):
-        return "regression"
-    if high < below and all(r < below for r in process_ratios):
-        return "improvement"
-    return "unresolved" if resolution > thresholds.resolution_limit else "unchanged"
+    lows, highs = (low, *process_ratios), (high, *process_ratios)
+    lowest = math.nan if any(math.isnan(r) for r in lows) else min(lows)  # NaN: nothing is known, never beyond
+    highest = math.nan if any(math.isnan(r) for r in highs) else max(highs)
+    verdict = ratio_verdict(lowest, highest, thresholds.paired_margin)
+    if verdict == "unchanged" and resolution > thresholds.resolution_limit:
+        return "unresolved"
+    return verdict
 
 
 def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
@@ -326,7 +337,7 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
         benchmark = (
             f"unfold.{profile.capitalize()}.{'track_' if m['measure'].startswith('net_peak') else ''}{m['measure']}"
         )
-        unit = "bytes" if m["measure"].startswith("net_peak") else "seconds"
+        unit = recorded_unit(benchmark.rsplit(".", 1)[-1])
         row = {"benchmark": benchmark, "params": f"{m['strategy']}, {m['config']}, {m['device']}", "unit": unit,
                "mode": "net peak" if unit == "bytes" else "wall clock (paired)", "before": math.nan,
                "after": math.nan, "ratio": math.nan, "significant": None, "failed_at": m.get("failed_at", ""),
@@ -339,9 +350,7 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
             rows.append({**row, "verdict": {"base": "new", "head": "removed" if m.get("absent_at") else
                                             "not measured"}.get(side, "not measured")})  # fmt: skip
         elif row["failed_at"]:
-            verdict = {"both": "failed (also before)", "head": "failed", "base": "fixed",
-                       "unknown": "failed (revision unknown)"}[row["failed_at"]]  # fmt: skip
-            rows.append({**row, "verdict": verdict})
+            rows.append({**row, "verdict": FAILED_VERDICTS[row["failed_at"]]})
         elif unit == "bytes":
             ratio, _, verdict, mode = judge(m["before"], m["after"], None, None, None, None, unit, thresholds)
             rows.append({**row, "before": m["before"], "after": m["after"], "ratio": ratio, "verdict": verdict})
@@ -391,7 +400,7 @@ def format_paired_row(m: dict) -> str:
     if m.get("failed_at"):
         return f"{cell}: FAILED at {m['failed_at']}: {m.get('error', '')}"
     if m["measure"].startswith("net_peak"):
-        return f"{cell}: {m['before'] / 2**20:.4g} MiB -> {m['after'] / 2**20:.4g} MiB"
+        return f"{cell}: {BYTES.format(m['before'])} -> {BYTES.format(m['after'])}"
     processes = "/".join(f"{r:.3f}x" for r in m.get("process_ratios", []))
     each = f"; per process {processes}" if processes else ""
     return (f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
@@ -450,11 +459,7 @@ def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
     def value(v: float | None, unit: str, failed: bool) -> str:
         if v is None or (failed and isinstance(v, float) and math.isnan(v)):
             return "failed"
-        if isinstance(v, float) and math.isnan(v):
-            return "n/a"
-        if unit == "instructions":
-            return f"{v:,.0f} instr"
-        return f"{v * 1e3:.4g} ms" if unit == "seconds" else f"{v / 2**20:.4g} MiB"
+        return format_value(v, unit, missing="n/a")
 
     lines = pd.DataFrame(
         {

@@ -2,7 +2,8 @@
 
 Every figure has axis titles with units, a legend, and hover text with the exact value and its spread
 (asv's interquartile range). Several configs or metrics share one figure through a dropdown, so a page
-holds a handful of figures rather than hundreds. Nothing here decides anything: the analysis does.
+holds a handful of figures rather than hundreds. Nothing here decides anything: the analysis does. Labels, units
+and bounds come from ``reports.units``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.analysis import FIGURES
+from reports.units import METRICS, format_number
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
@@ -22,7 +23,13 @@ def _number(value: float, unit: str = "", digits: int = 4) -> str | None:
     """``value`` with ``digits`` significant digits and its unit; None for a missing value (NaN or None)."""
     if value is None or pd.isna(value):
         return None
-    return f"{value:.{digits}g}{' ' + unit if unit else ''}"
+    return f"{format_number(value, digits)}{' ' + unit if unit else ''}"
+
+
+def _shown(metric: str) -> tuple[str, str, float]:
+    """A figure's label, the unit it is shown in and the scale to that unit (``reports.units.METRICS``)."""
+    figure = METRICS[metric]
+    return figure.label, figure.unit.shown, figure.unit.scale
 
 
 def _commit_axis(commits: pd.DataFrame) -> dict:
@@ -54,9 +61,9 @@ def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) ->
     """Per config, one bar per strategy: each figure as a multiple of its bound (time / copy_ roofline,
     memory / analytic minimum); a dropdown picks the metric. Missing bars are skipped or failed cells."""
     figure = go.Figure()
-    metrics = [m for m in FIGURES if f"{m}:x_bound" in cells]
+    metrics = [m for m in METRICS if f"{m}:x_bound" in cells]
     for k, metric in enumerate(metrics):
-        label, unit, scale, _ = FIGURES[metric]
+        label, unit, scale = _shown(metric)
         for strategy, rows in cells.groupby("strategy", sort=True):
             figure.add_bar(
                 x=rows.config,
@@ -77,7 +84,7 @@ def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) ->
             )
     n = len(figure.data) // max(len(metrics), 1)
     visibility = [[i // n == k for i in range(len(figure.data))] for k in range(len(metrics))]
-    titles = [f"{FIGURES[m][0]} / {'copy_ time' if m.startswith('time') else 'analytic minimum'} (x)" for m in metrics]
+    titles = [f"{METRICS[m].label} / {METRICS[m].bound_info.name} (x)" for m in metrics]
     figure.update_layout(
         **LAYOUT,
         title=title,
@@ -86,7 +93,7 @@ def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) ->
         yaxis_title=titles[0] if titles else "",
         yaxis_type="log",
         legend_title_text="strategy",
-        updatemenus=_dropdown([FIGURES[m][0] for m in metrics], visibility, titles),
+        updatemenus=_dropdown([METRICS[m].label for m in metrics], visibility, titles),
     )
     figure.add_hline(y=1, line_dash="dot", line_color="#444", annotation_text="bound", annotation_position="top left")
     return figure
@@ -96,8 +103,9 @@ def trend_lines(
     history: pd.DataFrame, metric: str, colors: dict[str, str], flagged: pd.DataFrame, title: str
 ) -> go.Figure:
     """One line per strategy over commit order for ``metric``; a dropdown picks the config. Error bars are
-    asv's interquartile range; red triangles mark where asv's step detection found a regression."""
-    label, unit, scale, _ = FIGURES[metric]
+    asv's interquartile range; red triangles mark where asv's step detection found a step up (``flagged``:
+    ``analysis.steps``)."""
+    label, unit, scale = _shown(metric)
     rows = history[history.metric == metric]
     configs = list(dict.fromkeys(rows.config))
     commits = rows.drop_duplicates("order").sort_values("order")
@@ -144,11 +152,11 @@ def trend_lines(
                 x=after.order,
                 y=after.value_after * scale,
                 mode="markers",
-                name="regression (asv step detection)",
+                name="step up (asv step detection)",
                 marker=dict(symbol="triangle-up", size=14, color="red"),
                 visible=config == configs[0],
                 hovertext=[
-                    f"regression: <b>{who}</b> {_number(low * scale, unit)} to {_number(high * scale, unit)}"
+                    f"step up: <b>{who}</b> {_number(low * scale, unit)} to {_number(high * scale, unit)}"
                     for who, low, high in zip(after.strategy, after.value_before, after.value_after)
                 ],
                 hoverinfo="text",
@@ -170,8 +178,8 @@ def tradeoff_scatter(cells: pd.DataFrame, time_metric: str, memory_metric: str, 
                      on_front: dict[str, pd.Series], title: str) -> go.Figure:  # fmt: skip
     """Time vs net peak memory, one point per strategy; the Pareto front (no strategy is better in both) is
     joined by a line and its points are ringed. A dropdown picks the config."""
-    t_label, t_unit, t_scale, _ = FIGURES[time_metric]
-    m_label, m_unit, m_scale, _ = FIGURES[memory_metric]
+    t_label, t_unit, t_scale = _shown(time_metric)
+    m_label, m_unit, m_scale = _shown(memory_metric)
     configs = list(dict.fromkeys(cells.config))
     figure = go.Figure()
     owners = []
@@ -227,12 +235,12 @@ def strategy_history(history: pd.DataFrame, title: str) -> go.Figure:
     """One strategy across commits: one line per config of each figure as a multiple of its value at the
     first commit where it has one (so configs of any size share an axis); a dropdown picks the metric. Hover
     gives the absolute value. A first value of zero (a view allocates nothing) has no multiple: not drawn."""
-    metrics = [m for m in FIGURES if m in set(history.metric)]
+    metrics = [m for m in METRICS if m in set(history.metric)]
     commits = history.drop_duplicates("order").sort_values("order")
     figure = go.Figure()
     owners = []
     for k, metric in enumerate(metrics):
-        label, unit, scale, _ = FIGURES[metric]
+        _, unit, scale = _shown(metric)
         for i, (config, line) in enumerate(history[history.metric == metric].groupby("config", sort=False)):
             line = line.sort_values("order")
             value = line.value.where(line.status == "ok").astype(float)
@@ -254,13 +262,13 @@ def strategy_history(history: pd.DataFrame, title: str) -> go.Figure:
             )
             owners.append(metric)
     visibility = [[owner == metric for owner in owners] for metric in metrics]
-    titles = [f"{FIGURES[m][0]} / its first value (x)" for m in metrics]
+    titles = [f"{METRICS[m].label} / its first value (x)" for m in metrics]
     figure.update_layout(
         **LAYOUT,
         title=title,
         xaxis=_commit_axis(commits),
         yaxis_title=titles[0] if titles else "",
         legend_title_text="config",
-        updatemenus=_dropdown([FIGURES[m][0] for m in metrics], visibility, titles),
+        updatemenus=_dropdown([METRICS[m].label for m in metrics], visibility, titles),
     )
     return figure

@@ -9,6 +9,10 @@ metric, strategy, config, device, value, unit, spread (asv's interquartile range
 Benchmark names are ``<suite>.<Profile>.<metric>``; parameter names come from asv's ``benchmarks.json``.
 Machine details (CPU, GPU, torch, allocator, timing regime) come from each result's ``params``, which asv
 copies from the machine entry written by ``scripts/bench.py``.
+
+``unroll_result`` is the one reader of an asv ``Results`` (this table and the gate's ``reports.compare`` both
+read through it): one ``ResultCell`` per benchmark and parameter combination, its parameters unquoted and its
+status decided here, like the ``unroll_result`` of asv's own ``compare.py``.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from asv.results import iter_results
+from asv.results import Results, iter_results
 
 MACHINE_FIELDS = ("cpu", "num_cpu", "ram", "os", "device_names", "torch_version", "torch_threads", "allocator",
                   "timing_regime")  # fmt: skip
@@ -33,12 +39,47 @@ def _unquote(value: str) -> str:
     return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
 
 
-def _status(value: float | None) -> str:
+def status_of(value: float | None) -> str:
+    """asv's value of a cell as its status: None is ``failed``, NaN ``skipped`` (asv's n/a), a number ``ok``."""
     if value is None:
         return "failed"
     if isinstance(value, float) and math.isnan(value):
         return "skipped"
     return "ok"
+
+
+_status = status_of  # the name it had
+
+
+@dataclass(frozen=True)
+class ResultCell:
+    """One benchmark cell of an asv result: its parameters (unquoted), asv's value, stats and samples, status."""
+
+    benchmark: str
+    params: tuple[str, ...]
+    value: float | None  # as asv recorded it: None failed, NaN skipped
+    stats: dict | None
+    samples: list | None
+    status: str  # ``status_of(value)``
+
+    @property
+    def ok(self) -> bool:
+        """Whether the cell has a figure."""
+        return self.status == "ok"
+
+
+def unroll_result(result: Results, names: Iterable[str] | None = None) -> Iterator[ResultCell]:
+    """Every cell of ``result`` (of the benchmarks ``names`` it has, if given), in asv's parameter order."""
+    present = result.get_all_result_keys()
+    for name in present if names is None else [n for n in names if n in present]:
+        params = result.get_result_params(name)
+        combos = list(itertools.product(*params)) if params else [()]
+        values = result.get_result_value(name, params)
+        stats = result.get_result_stats(name, params)
+        samples = result.get_result_samples(name, params)
+        for combo, value, stat, sample in zip(combos, values, stats, samples):
+            params_shown = tuple(_unquote(p) for p in combo)
+            yield ResultCell(name, params_shown, value, stat, sample, status_of(value))
 
 
 def timing_regime(machine_params: dict) -> str:
@@ -58,44 +99,35 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
     rows = []
     for result in iter_results(str(results_dir)):
         machine_params = result.params
-        for name in result.get_all_result_keys():
-            parts = name.split(".")
-            if len(parts) != 3 or name not in benchmarks:
-                continue
-            suite, profile, metric = parts
-            info = benchmarks[name]
-            param_names = info.get("param_names", [])
-            param_values = result.get_result_params(name)
-            values = result.get_result_value(name, param_values)
-            stats = result.get_result_stats(name, param_values)
-            combos = list(itertools.product(*param_values)) if param_values else [()]
-            for combo, value, stat in zip(combos, values, stats):
-                params = {k: _unquote(v) for k, v in zip(param_names, combo)}
-                status = _status(value)
-                stat = stat or {}
-                rows.append(
-                    {
-                        "commit": result.commit_hash,
-                        "date": pd.to_datetime(result.date, unit="ms", utc=True) if result.date else pd.NaT,
-                        "machine": machine_params.get("machine"),
-                        "env": result.env_name,
-                        "profile": profile.lower(),
-                        "suite": suite,
-                        "metric": metric,
-                        "strategy": params.get("strategy"),
-                        "config": params.get("config"),
-                        "device": params.get("device"),
-                        "value": value if status == "ok" else None,
-                        "unit": info.get("unit"),
-                        "q_25": stat.get("q_25"),
-                        "q_75": stat.get("q_75"),
-                        "ci_99_low": stat.get("ci_99_a"),
-                        "ci_99_high": stat.get("ci_99_b"),
-                        "status": status,
-                        **{field: machine_params.get(field) for field in MACHINE_FIELDS},
-                        "timing_regime": timing_regime(machine_params),
-                    }
-                )
+        names = [name for name in result.get_all_result_keys() if len(name.split(".")) == 3 and name in benchmarks]
+        for cell in unroll_result(result, names):
+            suite, profile, metric = cell.benchmark.split(".")
+            info = benchmarks[cell.benchmark]
+            params = dict(zip(info.get("param_names", []), cell.params))
+            stat = cell.stats or {}
+            rows.append(
+                {
+                    "commit": result.commit_hash,
+                    "date": pd.to_datetime(result.date, unit="ms", utc=True) if result.date else pd.NaT,
+                    "machine": machine_params.get("machine"),
+                    "env": result.env_name,
+                    "profile": profile.lower(),
+                    "suite": suite,
+                    "metric": metric,
+                    "strategy": params.get("strategy"),
+                    "config": params.get("config"),
+                    "device": params.get("device"),
+                    "value": cell.value if cell.ok else None,
+                    "unit": info.get("unit"),
+                    "q_25": stat.get("q_25"),
+                    "q_75": stat.get("q_75"),
+                    "ci_99_low": stat.get("ci_99_a"),
+                    "ci_99_high": stat.get("ci_99_b"),
+                    "status": cell.status,
+                    **{field: machine_params.get(field) for field in MACHINE_FIELDS},
+                    "timing_regime": timing_regime(machine_params),
+                }
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

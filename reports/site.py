@@ -1,20 +1,21 @@
 """The static website: every asv result in a results directory, as five linked HTML pages.
 
 ``build_site(results_dir, out_dir)`` writes ``index.html`` (which to ship), ``trends.html`` (across commits,
-regressions flagged), ``tradeoff.html`` (time vs memory, Pareto front), ``strategies.html`` (each
+steps flagged by asv's step detection), ``tradeoff.html`` (time vs memory, Pareto front), ``strategies.html`` (each
 strategy's registry entry and history) and ``machines.html`` (what measured), plus ``plotly.min.js`` once.
 Pages load that file by a relative path and nothing else, so the site works opened from disk and served by
 GitHub Pages, with no network. If ``asv publish`` has written its own site to ``out_dir/asv``, the pages
 link to it (that site loads its scripts from public CDNs: asv's choice, not ours).
 
-Skipped and failed cells are written as such, never as numbers; every number carries its unit.
+Skipped and failed cells are written as such, never as numbers; every number carries its unit
+(``reports.units``). A "regression" is the CI gate's verdict alone (``reports.compare``); what asv's step
+detection finds across commits is called a step.
 """
 
 from __future__ import annotations
 
 import datetime
 import html
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from impls import STRATEGIES
 from reports import analysis, figures
 from reports.results import load_capabilities, load_results
 from reports.set_aside import SET_ASIDE
+from reports.units import METRICS
 
 PAGES = {
     "index.html": "Which to ship",
@@ -52,7 +54,7 @@ td:first-child { white-space: nowrap; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 td.failed { background: #ffebe9; color: #a40e26; font-weight: bold; }
 td.skipped { color: #6e7781; font-style: italic; }
-td.regression { color: #a40e26; font-weight: bold; }
+td.step { color: #a40e26; font-weight: bold; }
 td.best { background: #dafbe1; }
 .box { border: 1px solid #d0d7de; border-left: 5px solid #2da44e; padding: 0.5em 1em; margin: 0.8em 0;
        background: #fbfffc; }
@@ -115,12 +117,6 @@ def _table(header: list[str], rows: Iterable[list[tuple[str, str]]]) -> str:
     return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def _number(value: float, unit: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.3g} {unit}" if abs(value) < 1000 else f"{value:,.0f} {unit}"
-
-
 def _regime_label(machine: str) -> str:
     return regime_of_machine(machine).label
 
@@ -133,12 +129,12 @@ def _run_title(run: pd.Series | dict, device: str | None = None) -> str:
 
 
 def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
-    label, unit, scale, bound_metric = analysis.FIGURES[metric]
+    figure = METRICS[metric]
     status = row.get(f"{metric}:status", "not run")
     if status != "ok":
         return STATUS_TEXT.get(status, status), status.replace(" ", "-")
-    bound = "copy_" if bound_metric == "time_copy" else "min"
-    parts = [_number(row[metric] * scale, unit)]
+    bound = figure.bound_info.short
+    parts = [figure.format(row[metric], digits=3)]
     for ratio, name in ((row[f"{metric}:x_native"], "native"), (row[f"{metric}:x_bound"], bound)):
         parts.append(f"{ratio:.2f}x {name}" if not pd.isna(ratio) else f"- {name}")
     return ("★ " if best else "") + " · ".join(parts), "num best" if best else "num"
@@ -146,11 +142,11 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
 
 def _cell_table_html(cells: pd.DataFrame) -> str:
     best = {(w.config, w.metric, w.strategy) for w in analysis.winners(cells).itertuples()}
-    header = ["config", "strategy", *(analysis.FIGURES[m][0] for m in analysis.FIGURES)]
+    header = ["config", "strategy", *(figure.label for figure in METRICS.values())]
     rows = []
     for row in cells.sort_values(["config", "strategy"], kind="stable").to_dict("records"):
         line = [(row["config"], ""), (row["strategy"], "")]
-        line += [_figure_cell(row, m, (row["config"], m, row["strategy"]) in best) for m in analysis.FIGURES]
+        line += [_figure_cell(row, m, (row["config"], m, row["strategy"]) in best) for m in METRICS]
         rows.append(line)
     return _table(header, rows)
 
@@ -200,13 +196,12 @@ def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, de
             for r in advice.ranking.itertuples()
         )
         picks = analysis.recommend_per_config(cells, rule, SET_ASIDE)
-        unit = analysis.FIGURES[rule.time_metric][1]
-        scale = analysis.FIGURES[rule.time_metric][2]
+        time = METRICS[rule.time_metric]
         pick_rows = [
             [
                 (p.config, ""),
                 (p.strategy or "none qualifies", "" if p.strategy else "skipped"),
-                (_number(p.time * scale, unit), "num"),
+                (time.format(p.time, digits=3), "num"),
                 (", ".join(p.eligible) or "-", ""),
             ]
             for p in picks.itertuples()
@@ -219,15 +214,14 @@ def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, de
             f"Candidates: {html.escape(ranking)}.{regime}</div>"
             + _needs_html(cells, rule, record, device, advice.strategy)
             + "<details><summary>Picks per config</summary>"
-            + _table(["config", "pick", analysis.FIGURES[rule.time_metric][0], "eligible"], pick_rows)
+            + _table(["config", "pick", time.label, "eligible"], pick_rows)
             + "</details></div>"
         )
     return "\n".join(parts)
 
 
 def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
-    rows = run_table[(run_table.device == device) & (run_table.suite == "unfold")]
-    skipped = rows[rows.status == "skipped"].drop_duplicates(["strategy", "config"])
+    skipped = analysis.skipped_cells(run_table, device)
     if skipped.empty:
         return ""
     listed = "; ".join(f"{s} on {', '.join(sorted(g.config))}" for s, g in skipped.groupby("strategy"))
@@ -303,30 +297,31 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: lis
 def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     page = Page("trends.html")
     history = analysis.series(table)
-    flagged = analysis.regressions(history)
+    flagged = analysis.steps(history)
     page.paragraph(
         "Every strategy's figures across commits, per machine, environment, profile and device. Error bars "
-        "are asv's interquartile range. Regressions are found with <b>asv's own step detection</b> "
+        "are asv's interquartile range. Steps are found with <b>asv's own step detection</b> "
         "(<code>asv.step_detect.detect_steps</code> and <code>detect_regressions</code>, the method behind "
-        f"asv's regressions page) with its default threshold of {analysis.REGRESSION_THRESHOLD:.0%}: a step up "
-        "that the series' noise does not explain. Failed and skipped points are gaps, not zeros."
+        f"asv's regressions page) with its default threshold of {analysis.STEP_THRESHOLD:.0%}: a step up "
+        "that the series' noise does not explain. Failed and skipped points are gaps, not zeros. (Whether a "
+        "change is a regression is the CI gate's verdict, on its own measurements.)"
     )
-    page.heading("Regressions found")
+    page.heading("Steps found by asv's step detection")
     if flagged.empty:
         page.paragraph("None: no series has a step up beyond the threshold.", "note")
     else:
         rows = []
         for r in flagged.itertuples():
-            label, unit, scale, _ = analysis.FIGURES[r.metric]
+            figure = METRICS[r.metric]
             rows.append(
                 [
                     (f"{r.machine} · {r.profile} · {r.device}", ""),
                     (r.config, ""),
                     (r.strategy, ""),
-                    (label, ""),
+                    (figure.label, ""),
                     (f"{r.commit_before[:8]} → {r.commit_after[:8]}", ""),
-                    (f"{_number(r.value_before * scale, unit)} → {_number(r.value_after * scale, unit)}", "num"),
-                    (f"{r.ratio:.2f}x" if r.ratio != float("inf") else "from 0", "num regression"),
+                    (f"{figure.format(r.value_before, 3)} → {figure.format(r.value_after, 3)}", "num"),
+                    (f"{r.ratio:.2f}x" if r.ratio != float("inf") else "from 0", "num step"),
                 ]  # fmt: skip
             )
         page.add(_table(["run", "config", "strategy", "figure", "commits", "level", "ratio"], rows))
@@ -338,9 +333,9 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             f"{section.machine} · {section.profile} profile · {section.device.upper()} · {section.env} · timed: "
             + _regime_label(section.machine)
         )
-        for metric in analysis.FIGURES:
+        for metric in METRICS:
             title = (
-                f"{analysis.FIGURES[metric][0]}: {section.machine} · {section.profile} · {section.device} · "
+                f"{METRICS[metric].label}: {section.machine} · {section.profile} · {section.device} · "
                 + _regime_label(section.machine)
             )
             page.figure(figures.trend_lines(rows, metric, colors, steps, title))

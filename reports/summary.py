@@ -29,19 +29,13 @@ from reports.analysis import (
     other_regime_picks,
     recommend,
     regime_note,
+    skipped_cells,
     with_bandwidth,
 )
 from reports.results import load_results
 from reports.set_aside import SET_ASIDE
+from reports.units import BYTES, METRICS, SECONDS, format_number
 
-MIB = 2**20
-# metric -> (column label, scale to the shown unit, the bound's ratio label); the ratios are cell_table's
-_COLUMNS = {
-    "time_forward": ("forward ms", 1e3, "xcopy"),
-    "time_forward_backward": ("fwd+bwd ms", 1e3, "xcopy"),
-    "track_net_peak_forward": ("forward MiB", 1 / MIB, "xmin"),
-    "track_net_peak_forward_backward": ("fwd+bwd MiB", 1 / MIB, "xmin"),
-}
 LEGEND = (
     "xnat: ratio to native on the same config; xcopy: ratio to copy_ of the output's size (roofline); "
     "xmin: ratio to the analytic minimum (forward: output; forward-backward: + grad_output + grad_input)."
@@ -49,7 +43,7 @@ LEGEND = (
 
 
 def _format(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return format_number(value, digits=3)
 
 
 def _ratio(ratio: float) -> str:
@@ -64,14 +58,15 @@ def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
         lines = []
         for cell in cell_table(table, device).to_dict("records"):
             line = {("", "config"): cell["config"], ("", "strategy"): cell["strategy"]}
-            for metric, (label, scale, bound_label) in _COLUMNS.items():
+            for metric, figure in METRICS.items():
                 status = cell.get(f"{metric}:status", "not run")
                 if status == "not run":
                     continue
                 ok = status == "ok"
-                line[(label, "value")] = _format(cell[metric] * scale) if ok else status
+                label = figure.column
+                line[(label, "value")] = _format(figure.unit.scaled(cell[metric])) if ok else status
                 line[(label, "xnat")] = _ratio(cell[f"{metric}:x_native"]) if ok else ""
-                line[(label, bound_label)] = _ratio(cell[f"{metric}:x_bound"]) if ok else ""
+                line[(label, figure.bound_info.ratio_label)] = _ratio(cell[f"{metric}:x_bound"]) if ok else ""
             lines.append(line)
         if lines:
             frame = pd.DataFrame(lines).fillna("")
@@ -105,17 +100,19 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
             floor = bounds.loc[key]
             low, high = _quartile(floor, "q_25", floor.value), _quartile(row, "q_75", row.value)
             if high < low:
+                ms = SECONDS.scaled
                 problems.append(
-                    f"{row.strategy} forward on {row.config} ({row.device}) took {row.value * 1e3:.3f} ms "
-                    f"(upper quartile {high * 1e3:.3f}), below the write-only fill_ floor {floor.value * 1e3:.3f} "
-                    f"ms (lower quartile {low * 1e3:.3f})"
+                    f"{row.strategy} forward on {row.config} ({row.device}) took {ms(row.value):.3f} {SECONDS.shown} "
+                    f"(upper quartile {ms(high):.3f}), below the write-only fill_ floor {ms(floor.value):.3f} "
+                    f"{SECONDS.shown} (lower quartile {ms(low):.3f})"
                 )
         if row.metric.startswith("track_net_peak"):
             minimum = bounds.value.get((row.device, row.config, row.metric.replace("net_peak", "min_peak")))
             if minimum is not None and row.value < minimum:
+                mib = BYTES.scaled
                 problems.append(
-                    f"{row.strategy} {row.metric} on {row.config} ({row.device}): {row.value / MIB:.1f} MiB, "
-                    f"below the analytic minimum {minimum / MIB:.1f} MiB"
+                    f"{row.strategy} {row.metric} on {row.config} ({row.device}): {mib(row.value):.1f} {BYTES.shown}, "
+                    f"below the analytic minimum {mib(minimum):.1f} {BYTES.shown}"
                 )
     return problems
 
@@ -126,8 +123,8 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str) -> str:
     if ok.empty:
         return "-"
     best = ok.loc[ok[metric].idxmin()]
-    label, scale = _COLUMNS[metric][0], _COLUMNS[metric][1]
-    return f"{best.strategy} {_format(best[metric] * scale)} {label.split()[-1]} ({_ratio(best[f'{metric}:{ratio}'])})"
+    unit = METRICS[metric].unit
+    return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_ratio(best[f'{metric}:{ratio}'])})"
 
 
 def compact_table(table: pd.DataFrame, device: str) -> pd.DataFrame:
@@ -191,7 +188,7 @@ def print_summary(
 
 def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
     cells = table[table.suite == "unfold"]
-    skipped = cells[cells.status == "skipped"].drop_duplicates(["strategy", "config", "device"])
+    skipped = skipped_cells(table)
     if not skipped.empty:
         reasons = Counter(
             (skip_reason(r.strategy, r.config, r.device) if skip_reason else None) or "not run in this selection"
@@ -215,7 +212,8 @@ def _print_compact(
         cells = cell_table(table, device)
         if cells.empty:
             continue
-        print(f"\n[{device}] per config (ms, MiB; not counted: {', '.join(SET_ASIDE)}, which reuse their output)")
+        units = f"{SECONDS.shown}, {BYTES.shown}"
+        print(f"\n[{device}] per config ({units}; not counted: {', '.join(SET_ASIDE)}, which reuse their output)")
         print(compact_table(table, device).to_string(index=False))
         for rule in RULES:
             advice = recommend(cells, rule, SET_ASIDE)

@@ -1,6 +1,6 @@
 """The CI regression gate: measure two revisions on this machine in one run and judge the change.
 
-    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--budget 12] [--callgrind CELL]
+    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--budget S] [--callgrind CELL]
 
 **paired** (the default): each revision is checked out in a git worktree, and for every strategy and config two
 processes import both revisions' ``impls`` side by side, one setting up the base revision first and one the
@@ -23,6 +23,8 @@ adjacent calls do, so this mode resolves less; it measures in the environment ea
 Exit status: 0 pass; 1 a regression beyond its threshold; 2 a benchmark (or an instruction count) failed at
 HEAD or in a process that died, asv reported a failed benchmark, no benchmark cell was compared
 (``reports.compare.gate_decision``), or the gate itself failed (a revision that does not check out, an error).
+
+Every default of a threshold or of how much is measured is ``reports.compare.Thresholds``'s (``--help`` shows them).
 """
 
 from __future__ import annotations
@@ -152,10 +154,10 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
         devices = [d for d in ("cpu", "cuda") if device_unavailable(d) is None]
         units = [(s, c.name, d) for c in PROFILES[args.profile].configs() for s in names for d in devices
                  if re.search(args.bench, f"{s}, {c.name}, {d}")]  # fmt: skip
-        print(f"paired: {len(units)} strategy-config units, {args.budget:g} s at most per time cell, stopping at "
-              f"resolution {args.target:g}x; timed in the {regime.name} regime: {regime.label}",
+        print(f"paired: {len(units)} strategy-config units, {thresholds.budget:g} s at most per time cell, stopping at "
+              f"resolution {thresholds.target:g}x; timed in the {regime.name} regime: {regime.label}",
               flush=True)  # fmt: skip
-        rows = measure_in_processes(base_tree, head_tree, units, args.profile, args.budget, args.target,
+        rows = measure_in_processes(base_tree, head_tree, units, args.profile, thresholds.budget, thresholds.target,
                                     thresholds.paired_margin, thresholds.resolution_limit,
                                     regime_environment(regime))  # fmt: skip
         for row in rows:
@@ -177,9 +179,9 @@ def run_asv(args: argparse.Namespace, base: str, head: str, machine: str, thresh
     config = gate_config()
     pattern = benchmark_regex(PROFILES[args.profile], args.bench, suites=("unfold",))  # the strategies' cells
     command = [sys.executable, "-m", "asv", "--config", str(config), "continuous", "--interleave-rounds",
-               "-a", f"rounds={args.rounds}", "-a", f"repeat={args.repeat}", "--machine", machine,
+               "-a", f"rounds={thresholds.rounds}", "-a", f"repeat={thresholds.repeat}", "--machine", machine,
                "--show-stderr", "-b", pattern, base, head]  # fmt: skip
-    print(f"asv: significant by asv's Mann-Whitney U test on {args.rounds} round medians a side; timed in the "
+    print(f"asv: significant by asv's Mann-Whitney U test on {thresholds.rounds} round medians a side; timed in the "
           f"{FRESH_PAGES.name} regime: {FRESH_PAGES.label}", flush=True)  # fmt: skip
     print("$ " + " ".join(command), flush=True)
     environment = {**regime_environment(FRESH_PAGES), "PYTHONUNBUFFERED": "1"}
@@ -190,8 +192,8 @@ def run_asv(args: argparse.Namespace, base: str, head: str, machine: str, thresh
     except LookupError as error:
         print(f"\nGATE ERROR: asv produced no comparable results (asv exit status {asv_status}): {error}")
         return pd.DataFrame(), 2, ""
-    table = compare(before, after, thresholds, rounds=args.rounds, repeat=args.repeat)
-    power = resolution(before, after, args.rounds, thresholds)
+    table = compare(before, after, thresholds, rounds=thresholds.rounds, repeat=thresholds.repeat)
+    power = resolution(before, after, thresholds.rounds, thresholds)
     line = format_resolution(power)
     if args.all_rows and not power.empty:
         line += "\n" + power.to_string(index=False, float_format=lambda v: f"{v:.3g}")
@@ -206,24 +208,29 @@ def main() -> int:
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired", help="how time is measured (paired)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--bench", default="", help="extra regex restricting the cells, e.g. 'conv2' or 'tiling'")
-    parser.add_argument("--memory-threshold", type=float, default=defaults.memory, help="relative growth that fails")
+    parser.add_argument("--memory-threshold", type=float, default=defaults.memory,
+                        help="relative growth that fails (%(default)g)")  # fmt: skip
     parser.add_argument("--instruction-threshold", type=float, default=defaults.instructions,
-                        help="callgrind growth that fails")  # fmt: skip
+                        help="callgrind growth that fails (%(default)g)")  # fmt: skip
     paired = parser.add_argument_group("paired mode")
-    paired.add_argument("--budget", type=float, default=12.0,
+    paired.add_argument("--budget", type=float, default=defaults.budget,
                         help="seconds of blocks per time cell, split between its two processes; a cell that "
-                        "resolves no better than --resolution-limit gets a second helping (12)")  # fmt: skip
-    paired.add_argument("--target", type=float, default=1.08, help="stop sampling a cell at this resolution (1.08)")
+                        "resolves no better than --resolution-limit gets a second helping (%(default)g)")  # fmt: skip
+    paired.add_argument("--target", type=float, default=defaults.target,
+                        help="stop sampling a cell at this resolution (%(default)g)")  # fmt: skip
     paired.add_argument("--margin", type=float, default=defaults.paired_margin,
-                        help="slowdown the whole interval must clear to fail")  # fmt: skip
+                        help="slowdown the whole interval must clear to fail (%(default)g)")  # fmt: skip
     paired.add_argument("--resolution-limit", type=float, default=defaults.resolution_limit,
-                        help="a time cell that resolves no better is reported unresolved")  # fmt: skip
+                        help="a time cell that resolves no better is reported unresolved (%(default)g)")  # fmt: skip
     paired.add_argument("--regime", choices=sorted(REGIMES), default="warm", help="timing regime (warm)")
     processes = parser.add_argument_group("asv mode")
-    processes.add_argument("--time-threshold", type=float, default=defaults.time, help="relative slowdown that fails")
-    processes.add_argument("--rounds", type=int, default=8, help="interleaved rounds (processes) a side; 7+ reach "
-                           "p < 0.002")  # fmt: skip
-    processes.add_argument("--repeat", type=int, default=3, help="samples per round (fixed)")
+    processes.add_argument("--time-threshold", type=float, default=defaults.time,
+                           help="relative slowdown that fails (%(default)g)")  # fmt: skip
+    processes.add_argument("--rounds", type=int, default=defaults.rounds,
+                           help=f"interleaved rounds (processes) a side (%(default)d); {min_rounds()}+ reach "
+                           f"p < {P_THRESHOLD}")  # fmt: skip
+    processes.add_argument("--repeat", type=int, default=defaults.repeat,
+                           help="samples per round, fixed (%(default)d)")  # fmt: skip
     parser.add_argument("--machine", help="machine name to record (default: derived, as for make bench)")
     parser.add_argument("--all-rows", action="store_true", help="print unchanged cells too")
     parser.add_argument(
@@ -261,7 +268,8 @@ def main() -> int:
     machine = info["machine"]
     WORK.mkdir(parents=True, exist_ok=True)
     thresholds = Thresholds(args.time_threshold, args.memory_threshold, instructions=args.instruction_threshold,
-                            paired_margin=args.margin, resolution_limit=args.resolution_limit)  # fmt: skip
+                            paired_margin=args.margin, resolution_limit=args.resolution_limit, target=args.target,
+                            budget=args.budget, rounds=args.rounds, repeat=args.repeat)  # fmt: skip
     print(f"gate ({args.mode} mode): {base[:8]} (base) vs {head[:8]} (head) on {machine}; memory +"
           f"{args.memory_threshold:.0%}", flush=True)  # fmt: skip
     if args.mode == "paired":

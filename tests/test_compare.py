@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -26,11 +27,15 @@ from reports.compare import (
     format_table,
     gate_decision,
     judge,
+    load_run,
     min_rounds,
+    paired_verdict,
+    ratio_verdict,
     resolution,
     rounds_differ,
     smallest_p,
 )
+from reports.results import load_results, unroll_result
 
 MIB = 2**20
 TIME = "unfold.Quick.time_forward"
@@ -275,3 +280,47 @@ def test_a_failed_instruction_count_is_a_failure_at_the_revision_that_failed():
     assert _status(pd.concat([_unchanged_cells(), rows])) == 2
     line = next(line for line in format_table(rows).splitlines() if "tiling" in line)
     assert "1,000 instr" in line and line.count("failed") == 2 and line.rstrip().endswith("head"), line
+
+
+REPORT_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "report_results"
+
+
+def test_the_gate_and_the_site_read_the_same_cells_through_one_reader():
+    base, head = (load_run(str(REPORT_FIXTURE), "fixture-cpu", c * 40) for c in "db")  # the last two commits
+    cells = list(unroll_result(head))
+    failed = [c for c in cells if c.status == "failed"]
+    assert [(c.benchmark, c.params) for c in failed] == [
+        ("unfold.Quick.time_forward_backward", ("tiling", "vol3d-conv", "cpu"))
+    ]  # unquoted, as the tidy table has them
+    assert failed[0].value is None and all(math.isnan(c.value) for c in cells if c.status == "skipped")
+    table = load_results(REPORT_FIXTURE)
+    site = table[(table.machine == "fixture-cpu") & (table.commit == "b" * 40) & (table.suite == "unfold")]
+    gate = compare(base, head, include="unfold.")  # the bounds do not depend on the code
+    assert list(gate[gate.failed_at != ""].params) == ["tiling, vol3d-conv, cpu"]
+    assert gate.loc[gate.failed_at != "", "verdict"].tolist() == ["failed"]
+    # every cell the site shows with a figure or a failure, and only those, is compared (skipped at both: left out)
+    shown = site[site.status != "skipped"]
+    assert sorted(gate.benchmark + ": " + gate.params) == sorted(
+        "unfold." + shown.profile.str.capitalize() + "." + shown.metric + ": " + shown.strategy + ", "
+        + shown.config + ", " + shown.device
+    )  # fmt: skip
+
+
+def test_every_mode_ends_in_the_one_ratio_verdict():
+    assert [ratio_verdict(r, r, 0.1) for r in (1.11, 1.1, 1 / 1.1, 0.9)] == [
+        "regression", "unchanged", "unchanged", "improvement"
+    ]  # fmt: skip
+    assert ratio_verdict(1.06, 1.3, 0.05) == "regression" and ratio_verdict(0.9, 1.3, 0.05) == "unchanged"
+    # paired: an interval above the margin is not enough when one process's ratio is not, or is unknown
+    assert paired_verdict(1.1, 1.2, 1.05, Thresholds(), (1.1, 1.12)) == "regression"
+    assert paired_verdict(1.1, 1.2, 1.05, Thresholds(), (1.1, 1.02)) == "unchanged"
+    assert paired_verdict(1.1, 1.2, 1.05, Thresholds(), (1.1, math.nan)) == "unchanged"
+    assert paired_verdict(1.1, 1.2, 1.3, Thresholds(), (1.1, math.nan)) == "unresolved"
+
+
+def test_the_gate_writes_its_values_in_the_reports_units():
+    rows = callgrind_rows({"tiling, example, forward": (10_000, 10_500)})
+    time = compare(_results("a" * 40, [[12.0] * 3], [2 * MIB]), _results("b" * 40, [[12.5] * 3], [3 * MIB]))
+    shown = format_table(pd.concat([time, rows], ignore_index=True), only_changed=False)
+    assert "12,000 ms" in shown and "12,500 ms" in shown  # 12 s: a whole number of ms, not 1.2e+04
+    assert "2 MiB" in shown and "3 MiB" in shown and "10,500 instr" in shown

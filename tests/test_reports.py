@@ -1,7 +1,8 @@
 """The report builder on the committed fixture results (``tests/fixtures/report_results``, made by its
-``make_fixture.py``): the tidy table, the winners and recommendations, the regressions, and the site's files.
+``make_fixture.py``): the tidy table, the winners and recommendations, the steps, and the site's files.
 
-The expected answers are worked out by hand from the fixture's figures (see ``make_fixture.py``).
+The expected answers are worked out by hand from the fixture's figures (``make_fixture.py``'s ``CELLS`` and
+``BOUNDS``, in ms and MiB), never from the tables the code builds.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import pytest
 from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved, profile_config
 from benchmarks.configs import configs
 from benchmarks.profiles import get_profile
-from reports import analysis, figures
+from reports import analysis, figures, units
 from reports.results import COLUMNS, load_results
 from reports.site import PAGES, PLOTLY_JS, build_site
-from reports.summary import print_summary
+from reports.summary import print_summary, summary_tables
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "report_results"
 CPU, GPU = "fixture-cpu", "fixture-gpu"
@@ -75,11 +76,23 @@ def test_cell_table_ratios_statuses_and_winners(table):
     assert ("vol3d-conv", "native") not in cells.index  # skipped for every metric: not a row
     tiling = cells.loc[("vol3d-conv", "tiling")]
     assert tiling["time_forward_backward:status"] == "failed" and math.isnan(tiling["time_forward_backward"])
+    view = cells.loc[("vol3d-conv", "as_strided")]
     strided = cells.loc[("allcnnc-conv2", "as_strided")]
     assert strided["time_forward:x_native"] == pytest.approx(2 / (4 * 1.03))  # native is 3% slower from commit 3
     assert strided["time_forward:x_bound"] == pytest.approx(2.0)  # 2 ms / copy_ 1 ms
     assert strided["track_net_peak_forward_backward:x_bound"] == pytest.approx(170 / 96)
-    view = cells.loc[("vol3d-conv", "as_strided")]
+    # Hand-worked from make_fixture.py, CPU, quick, last commit. allcnnc-conv2: copy_ 1.0 ms, fill_ 0.6 ms, minima
+    # 48 / 96 MiB; native 4.0 x 1.03 / 10 ms, 52 / 100 MiB; tiling 3.0 x 1.5 / 8 ms, 52 / 110 MiB. vol3d-conv:
+    # copy_ 3.0 ms, minima 96 / 190 MiB; as_strided 8 / 20 ms, 0 / 200 MiB; native skips it.
+    assert strided["time_forward_backward:x_native"] == pytest.approx(0.6)  # 6 ms / native's 10 ms
+    assert strided["time_forward_backward:x_bound"] == pytest.approx(6.0)  # 6 ms / copy_ 1 ms (not fill_'s 0.6)
+    tiled = cells.loc[("allcnnc-conv2", "tiling")]
+    assert tiled["time_forward:x_native"] == pytest.approx(4.5 / 4.12)  # 3 ms x 1.5 / native's 4 ms x 1.03
+    assert tiled["time_forward:x_bound"] == pytest.approx(4.5)  # 4.5 ms / copy_ 1 ms
+    assert tiled["track_net_peak_forward:x_bound"] == pytest.approx(52 / 48)  # its output over the minimum
+    assert tiled["track_net_peak_forward_backward:x_native"] == pytest.approx(1.1)  # 110 / 100 MiB
+    assert view["time_forward_backward:x_bound"] == pytest.approx(20 / 3)  # 20 ms / copy_ 3 ms
+    assert math.isnan(view["time_forward_backward:x_native"])  # native skips 3-d: no reference
     assert view["track_net_peak_forward"] == 0 and view["track_net_peak_forward:status"] == "ok"
     best = analysis.winners(cells.reset_index()).groupby(["config", "metric"]).strategy.apply(sorted)
     assert best[("allcnnc-conv2", "time_forward")] == ["as_strided"]
@@ -137,14 +150,15 @@ def test_a_set_aside_strategy_is_scored_and_listed_but_never_recommended(table):
 
 
 def test_fastest_against_bounds_names_the_fastest_and_its_ratios(table):
-    cells = _cells(table, CPU, "quick", "cpu")
-    best = analysis.fastest_against_bounds(cells).set_index(["config", "metric"])
+    best = analysis.fastest_against_bounds(_cells(table, CPU, "quick", "cpu")).set_index(["config", "metric"])
+    # allcnnc-conv2's forward-backward: as_strided 6 ms beats tiling's 8 and native's 10; copy_ takes 1 ms, and
+    # as_strided's 170 MiB net peak is over the 96 MiB minimum.
     row = best.loc[("allcnnc-conv2", "time_forward_backward")]
-    conv2 = cells[cells.config == "allcnnc-conv2"].set_index("strategy")
-    fastest = conv2.time_forward_backward.idxmin()
-    assert row.strategy == fastest
-    assert row.x_copy == conv2.loc[fastest, "time_forward_backward:x_bound"]
-    assert row.peak_x_minimum == conv2.loc[fastest, "track_net_peak_forward_backward:x_bound"]
+    assert row.strategy == "as_strided" and row.time == pytest.approx(6e-3)
+    assert row.x_copy == pytest.approx(6.0) and row.peak_x_minimum == pytest.approx(170 / 96)
+    # vol3d-conv's forward: as_strided 8 ms over copy_'s 3 ms; a view, 0 MiB over the 96 MiB minimum
+    row = best.loc[("vol3d-conv", "time_forward")]
+    assert (row.strategy, row.x_copy, row.peak_x_minimum) == ("as_strided", pytest.approx(8 / 3), 0.0)
     assert set(best.index.get_level_values("metric")) == {"time_forward", "time_forward_backward"}
 
 
@@ -185,8 +199,8 @@ def test_pareto_front():
     assert analysis.pareto_front(points, "t", "m").tolist() == [True, True, True, False, False]
 
 
-def test_regressions_are_found_by_asvs_step_detection_and_only_there(table):
-    found = analysis.regressions(analysis.series(table))
+def test_steps_are_found_by_asvs_step_detection_and_only_there(table):
+    found = analysis.steps(analysis.series(table))
     assert len(found) == 1
     step = found.iloc[0]
     assert (step.machine, step.profile, step.device, step.config, step.strategy, step.metric) == (
@@ -196,22 +210,22 @@ def test_regressions_are_found_by_asvs_step_detection_and_only_there(table):
     assert step.ratio == pytest.approx(1.5)  # native's 3% step at the same commit is below the threshold
 
 
-def test_a_step_across_an_allocator_change_is_not_a_regression_of_the_code():
+def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
     series = {"machine": "m", "env": "e", "profile": "quick", "device": "cpu", "config": "c", "strategy": "s",
               "metric": "track_net_peak_forward", "status": "ok"}  # fmt: skip
     values = [100.0, 100, 100, 150, 150, 150]
     same = pd.DataFrame({**series, "order": range(6), "commit": list("uvwxyz"), "value": values, "allocator": None})
-    assert len(analysis.regressions(same)) == 1  # one allocator throughout (None: not recorded): a step
+    assert len(analysis.steps(same)) == 1  # one allocator throughout (None: not recorded): a step
     changed = same.assign(allocator=["dynamic"] * 3 + ["pinned"] * 3)
-    assert analysis.regressions(changed).empty  # two series of three, each flat
+    assert analysis.steps(changed).empty  # two series of three, each flat
 
 
-def test_a_step_up_from_zero_is_a_regression_with_an_infinite_ratio():
-    # a view (0 bytes) turning into a copy is the regression most worth catching
+def test_a_step_up_from_zero_is_a_step_with_an_infinite_ratio():
+    # a view (0 bytes) turning into a copy is the step most worth catching
     series = {"machine": "m", "env": "e", "profile": "quick", "device": "cpu", "config": "c", "strategy": "s",
               "metric": "track_net_peak_forward", "status": "ok", "allocator": "a"}  # fmt: skip
     history = pd.DataFrame({**series, "order": range(5), "commit": list("vwxyz"), "value": [0, 0, 0, 100.0, 100]})
-    step = analysis.regressions(history).iloc[0]
+    step = analysis.steps(history).iloc[0]
     assert (step.commit_before, step.commit_after, step.ratio) == ("x", "y", math.inf)
 
 
@@ -229,6 +243,11 @@ def test_site_is_self_contained_and_says_skipped_and_failed(tmp_path):
     assert "every cell was skipped on this machine" in overview  # fixture-cpu's CUDA
     assert "Recommendation for training (forward and backward)</b>: <b>native</b>" in overview
     assert "tiling out (failed on vol3d-conv)" in overview
+    # as_strided's forward-backward on allcnnc-conv2 (CPU, quick): 6 ms, over native's 10 ms and copy_'s 1 ms
+    assert "★ 6 ms · 0.60x native · 6.00x copy_" in overview
+    assert "Skipped (not supported, or not run on this machine): native on vol3d-conv." in overview
+    trends = (tmp_path / "trends.html").read_text()
+    assert "Steps found by asv&#x27;s step detection" in trends and "Regressions found" not in trends
     assert "asv's own site" not in overview  # no asv publish output in tmp_path
     (tmp_path / "asv").mkdir()
     (tmp_path / "asv" / "index.html").write_text("asv")
@@ -244,7 +263,7 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
         figures.bound_ratio_bars(cells, colors, "t"),
         figures.strategy_history(history[history.strategy == "as_strided"], "t"),
     ]
-    built += [figures.trend_lines(history, m, colors, analysis.regressions(history), "t") for m in analysis.FIGURES]
+    built += [figures.trend_lines(history, m, colors, analysis.steps(history), "t") for m in units.METRICS]
     texts = [text for figure in built for trace in figure.data for text in (trace.hovertext or [])]
     assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
     bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 0 MiB" in t]
@@ -383,3 +402,40 @@ def test_the_recommendation_says_what_to_ship_when_a_capability_is_needed(tmp_pa
     needs = re.findall(r"If your code needs .*?</div>", overview)
     assert needs and all("vmap: <b>" in line and "vmap: <b>native" not in line for line in needs)
     assert all("gradient" not in line for line in needs)  # every strategy has it: no line for it
+
+
+def test_the_summary_table_shows_the_hand_worked_ratios(table):
+    run = analysis.select_run(table, _run(CPU, "quick"))
+    summary = summary_tables(run)["cpu"].set_index([("", "config"), ("", "strategy")])
+    strided = summary.loc[("allcnnc-conv2", "as_strided")]
+    # forward-backward: 6 ms; / native's 10 ms = 0.60; / copy_'s 1 ms = 6.00; net peak 170 MiB / minimum 96 MiB
+    assert (strided[("fwd+bwd ms", "value")], strided[("fwd+bwd ms", "xnat")]) == ("6", "0.60")
+    assert strided[("fwd+bwd ms", "xcopy")] == "6.00" and strided[("fwd+bwd MiB", "xmin")] == "1.77"
+    # forward: 2 ms / native's 4 ms x 1.03 = 0.485; net peak 52 MiB / minimum 48 MiB = 1.083
+    assert (strided[("forward ms", "xnat")], strided[("forward MiB", "xmin")]) == ("0.49", "1.08")
+    assert summary.loc[("vol3d-conv", "tiling"), ("fwd+bwd ms", "value")] == "failed"
+    full = analysis.select_run(table, _run(CPU, "full"))  # the full profile: 32x the quick batch
+    row = summary_tables(full)["cpu"].set_index([("", "config"), ("", "strategy")]).loc[("vol3d-conv", "tiling")]
+    assert row[("fwd+bwd MiB", "value")] == "6,720"  # 210 MiB x 32: a whole number from 1000 up, as on the site
+
+
+def test_skipped_cells_are_one_list_for_the_site_and_the_summary(table, capsys):
+    run = analysis.select_run(table, _run(CPU, "quick"))
+    skipped = analysis.skipped_cells(run)
+    # on CPU native skips the 3-d config; on CUDA (no GPU) all 3 strategies skip both configs
+    assert len(skipped) == 1 + 3 * 2
+    assert skipped[skipped.device == "cpu"][["strategy", "config"]].values.tolist() == [["native", "vol3d-conv"]]
+    print_summary(FIXTURE, CPU, "quick", None)
+    assert "Skipped cells (asv: n/a): 7" in capsys.readouterr().out
+
+
+def test_one_vocabulary_writes_every_value_with_its_unit():
+    assert units.format_value(0.0123, "seconds") == "12.3 ms" and units.format_value(3 * units.MIB, "bytes") == "3 MiB"
+    assert units.format_value(1000, "instructions") == "1,000 instr"  # counts: whole numbers
+    assert units.format_value(12.3456, "seconds") == "12,346 ms"  # from 10**4 up a whole number, never 1.235e+04
+    assert units.format_value(1.234567, "seconds", digits=3) == "1,235 ms"
+    assert units.format_value(math.nan, "seconds") == "-" and units.format_value(None, "bytes", missing="n/a") == "n/a"
+    forward_backward = units.METRICS["time_forward_backward"]
+    assert forward_backward.column == "fwd+bwd ms" and forward_backward.bound_info.ratio_label == "xcopy"
+    assert analysis.FIGURES["track_net_peak_forward"] == ("forward net peak memory", "MiB", 2.0**-20,
+                                                         "track_min_peak_forward")  # fmt: skip

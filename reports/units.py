@@ -1,0 +1,128 @@
+"""The reports' one vocabulary: how each figure is named, in which unit it is shown, and what bounds it.
+
+Every table and chart of ``reports/`` (the site, its figures, the terminal summary, the gate's tables, advise)
+writes a figure through this module, as ``torch.utils.benchmark``'s ``common.py`` does for its tables:
+
+- ``UNITS``: asv's recorded unit (``seconds``, ``bytes``, ``instructions``) -> the unit shown (``ms``,
+  ``MiB``, ``instr``) and its scale; ``format_value`` writes a value with its unit, ``format_number`` a
+  number alone.
+- ``METRICS``: the four figures of a cell (forward and forward-backward time and net peak memory), each with
+  its label, its short column label, its unit and its bound (time: the ``copy_`` roofline; memory: the
+  analytic minimum) measured in the same run.
+- ``BOUNDS``: each bound's names (the ratio's column label and the word the site uses).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Unit:
+    """How a value recorded in asv's unit ``recorded`` is shown: as ``shown``, ``scale`` times the recorded value."""
+
+    recorded: str
+    shown: str
+    scale: float
+    whole: bool = False  # counts: always a whole number
+
+    def scaled(self, value: float) -> float:
+        """``value`` (in the recorded unit) in the shown unit."""
+        return value * self.scale
+
+    def format(self, value: float, digits: int = 4) -> str:
+        """``value`` (in the recorded unit) in the shown unit, with the unit (``format_number``'s digits)."""
+        scaled = self.scaled(value)
+        return f"{scaled:,.0f} {self.shown}" if self.whole else f"{format_number(scaled, digits)} {self.shown}"
+
+
+SECONDS = Unit("seconds", "ms", 1e3)
+BYTES = Unit("bytes", "MiB", 1 / MIB)
+INSTRUCTIONS = Unit("instructions", "instr", 1.0, whole=True)
+UNITS = {unit.recorded: unit for unit in (SECONDS, BYTES, INSTRUCTIONS)}
+
+
+def format_number(value: float, digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits; from ``10**digits`` up a whole number with thousands separators
+    (never an exponent)."""
+    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
+
+
+def is_missing(value: float | None) -> bool:
+    """Whether ``value`` is no figure (None or NaN)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def format_value(value: float | None, unit: str, digits: int = 4, missing: str = "-") -> str:
+    """``value``, recorded in asv's ``unit``, in its shown unit (``UNITS``); ``missing`` when there is none."""
+    return missing if is_missing(value) else UNITS[unit].format(value, digits)
+
+
+def recorded_unit(metric: str) -> str:
+    """asv's unit of a benchmark method: ``time_*`` in seconds, ``track_*`` (net peaks, minima) in bytes."""
+    return "seconds" if metric.startswith("time_") else "bytes"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A bound measured in the same run (``benchmarks`` suite ``bounds``): its ratio's column label and its name."""
+
+    metric: str
+    ratio_label: str  # the summary's column of a figure over it
+    short: str  # the site's word after a ratio ("2.00x copy_")
+    name: str  # a chart axis's word ("forward time / copy_ time")
+
+
+BOUNDS = {
+    bound.metric: bound
+    for bound in (
+        Bound("time_copy", "xcopy", "copy_", "copy_ time"),
+        Bound("track_min_peak_forward", "xmin", "min", "analytic minimum"),
+        Bound("track_min_peak_forward_backward", "xmin", "min", "analytic minimum"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of a cell: its label ("forward time"), its short column label ("forward"), its unit and its bound."""
+
+    name: str
+    label: str
+    short: str
+    unit: Unit
+    bound: str  # a metric of BOUNDS
+
+    @property
+    def column(self) -> str:
+        """The summary's column: the short label and the unit ("fwd+bwd ms")."""
+        return f"{self.short} {self.unit.shown}"
+
+    @property
+    def bound_info(self) -> Bound:
+        """The bound's names (``BOUNDS``)."""
+        return BOUNDS[self.bound]
+
+    def format(self, value: float | None, digits: int = 4, missing: str = "-") -> str:
+        """``value`` (seconds or bytes) in this figure's shown unit (``format_value``)."""
+        return format_value(value, self.unit.recorded, digits, missing)
+
+
+METRICS = {
+    metric.name: metric
+    for metric in (
+        Metric("time_forward", "forward time", "forward", SECONDS, "time_copy"),
+        Metric("time_forward_backward", "forward-backward time", "fwd+bwd", SECONDS, "time_copy"),
+        Metric("track_net_peak_forward", "forward net peak memory", "forward", BYTES, "track_min_peak_forward"),
+        Metric(
+            "track_net_peak_forward_backward",
+            "forward-backward net peak memory",
+            "fwd+bwd",
+            BYTES,
+            "track_min_peak_forward_backward",
+        ),
+    )
+}
