@@ -27,12 +27,14 @@ import plotly.offline
 from benchmarks.allocator import REGIMES, regime_of_machine
 from impls import STRATEGIES
 from reports import analysis, figures
+from reports.findings import findings, render_html
 from reports.results import load_capabilities, load_results
 from reports.set_aside import SET_ASIDE
 from reports.units import METRICS
 
 PAGES = {
     "index.html": "Which to ship",
+    "findings.html": "Findings",
     "trends.html": "Trends across commits",
     "tradeoff.html": "Time vs memory",
     "strategies.html": "Strategies",
@@ -226,6 +228,13 @@ def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
         return ""
     listed = "; ".join(f"{s} on {', '.join(sorted(g.config))}" for s, g in skipped.groupby("strategy"))
     return f"Skipped (not supported, or not run on this machine): {html.escape(listed)}."
+
+
+def findings_page(table: pd.DataFrame) -> Page:
+    """Every claim and target with its verdict, computed from the newest run of each machine (``reports.findings``)."""
+    page = Page("findings.html")
+    page.add(render_html(findings(table)))
+    return page
 
 
 def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: list[dict] = ()) -> Page:
@@ -496,6 +505,7 @@ def build_site(
     capabilities = load_capabilities(capabilities_dir)
     pages = [
         overview_page(table, colors, capabilities),
+        findings_page(table),
         trends_page(table, colors),
         tradeoff_page(table, colors),
         strategies_page(table, registry()),

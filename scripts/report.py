@@ -2,8 +2,9 @@
 
 First ``asv publish`` writes asv's own site into ``reports/site/asv`` (asv's ``html_dir``), so the pages can
 link to it for users who know asv; if it fails the site is built without the link. Then
-``reports.site.build_site`` writes the pages (overview / which to ship, trends, trade-off, strategies,
-machines) into ``reports/site``. Open ``reports/site/index.html`` from disk or serve the folder (GitHub Pages).
+``reports.site.build_site`` writes the pages (overview / which to ship, findings, trends, trade-off,
+strategies, machines) into ``reports/site``. Open ``reports/site/index.html`` from disk or serve the folder
+(GitHub Pages).
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from reports.site import build_site
 
-from reports.site import build_site  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
@@ -40,6 +40,7 @@ def main() -> int:
             print(f"note: asv publish failed, the site is built without a link to it:\n{done.stderr[-2000:]}")
     pages = build_site(args.results, args.out)
     print(f"Site: {pages[0].resolve()} ({len(pages)} pages; open it from disk or serve {Path(args.out).resolve()})")
+    print(f"Findings (each claim and target judged from the newest results): {Path(args.out).resolve()}/findings.html")
     return 0
 
 

@@ -1,0 +1,602 @@
+"""The Findings page: every claim and target the project states, with its verdict computed from the results.
+
+Nothing here is written down by hand: ``findings(table)`` takes the tidy table of ``reports.results.load_results``
+and judges, on the newest run of each machine and profile (``reports.analysis.latest_runs``) and each device
+that has figures:
+
+- the source documents' claims: "``Tensor.unfold`` copies" and "``F.unfold`` returns new memory" (checked by
+  running torch when the report is built, not read from results), and "unfoldNd (``onehot``) is faster than
+  ``nn.Unfold`` (``native``) in all but one case, with higher peak memory" (per config, from the results);
+- the targets of issue 6 and issue 21 on the All-CNN-C layers of full-profile runs, per config met or missed
+  and by how much;
+- the physics checks (``reports.summary.physics_problems``): no forward below the ``fill_`` floor, no net
+  peak below the analytic minimum.
+
+Each ``Finding`` carries its claim, a verdict ("holds", "does not hold", "met on k of n" or "not measured",
+followed by the counts or the reason), the evidence as a DataFrame and where it came from (machine, commit,
+profile, timing regime, device). Missing data gives "not measured" with the reason, never an error.
+``render_html`` writes the page's body, ``format_text`` the same for a terminal.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from benchmarks.allocator import PINNED_MMAP_THRESHOLD, regime_of_machine
+from reports.analysis import (
+    REFERENCE_STRATEGY,
+    cell_table,
+    fastest_against_bounds,
+    latest_runs,
+    regime_label,
+    select_run,
+)
+from reports.set_aside import SET_ASIDE
+from reports.summary import physics_problems
+from reports.units import MIB
+
+if TYPE_CHECKING:
+    import torch
+
+SOURCES = "Claims of the source documents"
+ISSUE_6 = "Targets of issue 6: All-CNN-C layers, full profile"
+ISSUE_21 = "Targets of issue 21: All-CNN-C layers, full profile"
+PHYSICS = "Physics checks"
+TOPICS = (SOURCES, ISSUE_6, ISSUE_21, PHYSICS)
+ONEHOT = "onehot"  # unfoldNd's strategy
+ALLCNNC_PREFIX = "allcnnc-"
+FULL_PROFILE = "full"
+# issue 6: the fastest strategy over copy_ of the same run, and its net peak over the analytic minimum
+ISSUE_6_FORWARD_X_COPY = 0.8
+ISSUE_6_FORWARD_BACKWARD_X_COPY = 1.6
+ISSUE_6_PEAK_X_MINIMUM = 1.05
+# issue 21: the fastest strategy that returns a new tensor
+ISSUE_21_FORWARD_X_FRESH_OUTPUT = 1.15
+ISSUE_21_FORWARD_X_COPY = 1.3
+ISSUE_21_FORWARD_BACKWARD_X_NATIVE = 0.5
+ISSUE_21_HALF_X_FLOAT32 = 1.2
+HALF_PRECISION = {"conv4-bfloat16": "allcnnc-conv4", "conv4-float16": "allcnnc-conv4"}  # config -> its float32 twin
+PEAK_RESOLUTION = PINNED_MMAP_THRESHOLD  # net peaks are resolved no finer (benchmarks.allocator)
+PASSES = {  # time metric -> (pass name, the net peak of that pass, its analytic minimum)
+    "time_forward": ("forward", "track_net_peak_forward", "track_min_peak_forward"),
+    "time_forward_backward": ("forward-backward", "track_net_peak_forward_backward", "track_min_peak_forward_backward"),
+}
+INTRO = (
+    "Every verdict on this page is computed when the site is built, from the newest results of each machine and "
+    "profile (and, for the claims about <code>Tensor.unfold</code> and <code>F.unfold</code>, by running torch): "
+    "no number here is written by hand, so none can be contradicted by the next run. Each says which run it comes "
+    "from: machine, commit, profile, timing regime and device. <b>Fastest</b> means the lowest median among the "
+    "strategies that return a new tensor (those that reuse their output buffer, "
+    + ", ".join(f"<code>{html.escape(name)}</code>" for name in SET_ASIDE)
+    + ", are shown separately where a target allows them). A target missed says by how much; a claim or "
+    "target whose figures a run lacks is <b>not measured</b>, with the reason."
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Finding:
+    """One claim or target and its verdict, with the evidence and where it came from."""
+
+    topic: str  # one of TOPICS: the section of the page
+    claim: str
+    verdict: str  # "holds", "does not hold", "met on k of n" or "not measured", then ": " and the details
+    evidence: pd.DataFrame
+    source: str  # machine, commit, profile, regime and device, or how the verdict was computed
+    note: str = ""  # e.g. where a target is missed, or the verdict when output reuse is allowed
+    run: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # machine, commit, ... device
+
+    @property
+    def outcome(self) -> str:
+        """The verdict's kind: ``holds``, ``does not hold``, ``met`` (on every config), ``partly met``,
+        ``missed`` (on every config) or ``not measured``."""
+        if self.verdict.startswith("met on "):
+            met, measured = self.verdict.removeprefix("met on ").split(":")[0].split(" of ")
+            return "met" if met == measured else "missed" if int(met) == 0 else "partly met"
+        return self.verdict.split(":")[0]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One device of one run: its rows, its cells (``cell_table``) and how findings name it."""
+
+    run: Mapping[str, str]  # RUN_KEYS plus regime and device
+    rows: pd.DataFrame  # the run's rows on this device (unfold and bounds)
+    cells: pd.DataFrame
+
+    @property
+    def source(self) -> str:
+        r = self.run
+        return (f"{r['machine']}, commit {r['commit'][:8]}, {r['profile']} profile, timed: {r['regime']}, "
+                f"{r['device'].upper()}")  # fmt: skip
+
+    def bound(self, config: str, metric: str) -> float:
+        """A bound measured in this run (``time_copy``, ``time_fresh_output``, ...); NaN unless ``ok``."""
+        rows = self.rows[(self.rows.suite == "bounds") & (self.rows.config == config) & (self.rows.metric == metric)]
+        ok = rows[rows.status == "ok"]
+        return float(ok.value.iloc[0]) if not ok.empty else math.nan
+
+
+def _regime(run_rows: pd.DataFrame, machine: str) -> str:
+    label = regime_label(run_rows)
+    return regime_of_machine(machine).label if label == "unrecorded" else label
+
+
+def _runs(table: pd.DataFrame) -> list[_Run]:
+    """Every device with figures of the newest run of each machine and profile."""
+    if table.empty:
+        return []
+    out = []
+    for run in latest_runs(table).sort_values(["machine", "profile"]).to_dict("records"):
+        run_rows = select_run(table, run)
+        regime = _regime(run_rows, run["machine"])
+        for device in sorted(set(run_rows.device.dropna())):
+            cells = cell_table(run_rows, device)
+            if cells.empty:
+                continue  # every cell skipped (a device this machine lacks)
+            keys = {key: str(run[key]) for key in ("machine", "env", "profile", "commit")}
+            out.append(_Run(MappingProxyType({**keys, "regime": regime, "device": device}),
+                            run_rows[run_rows.device == device], cells))  # fmt: skip
+    return out
+
+
+def _not_measured(topic: str, claim: str, reason: str, source: str = "", run: _Run | None = None) -> Finding:
+    return Finding(topic, claim, f"not measured: {reason}", pd.DataFrame(), run.source if run else source,
+                   run=run.run if run else MappingProxyType({}))  # fmt: skip
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x" if value >= 0.01 else f"{value:.1g}x"  # a miss below 0.01x is not shown as 0.00x
+
+
+def _judged(value: float, limit: float, unit: Callable[[float], str] = _x) -> str:
+    """The verdict on a figure that must be at most ``limit``: met, missed by how much, or not measured."""
+    if value is None or pd.isna(value):
+        return "not measured"
+    return "met" if value <= limit * (1 + 1e-9) else f"missed by {unit(value - limit)}"  # 1e-9: float round-off
+
+
+def _met_verdict(verdicts: Iterable[str], where: Iterable[str]) -> tuple[str, str]:
+    """The verdict over per-config verdicts ("met on k of n") and a note naming where it is missed."""
+    pairs = list(zip(verdicts, where))
+    measured = [(v, w) for v, w in pairs if v != "not measured"]
+    if not measured:
+        return "not measured: the run has none of the figures or bounds it needs", ""
+    met = sum(v == "met" for v, _ in measured)
+    verdict = f"met on {met} of {len(measured)}"
+    missed = [f"{w} ({v})" for v, w in measured if v != "met"]
+    unmeasured = [w for v, w in pairs if v == "not measured"]
+    note = ("Missed on " + ", ".join(missed) + ".") if missed else ""
+    if unmeasured:
+        note += (" " if note else "") + "Not measured on " + ", ".join(unmeasured) + "."
+    return verdict, note
+
+
+# --- the source documents' claims ----------------------------------------------------------------------------
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def tensor_unfold_findings() -> list[Finding]:
+    """The claims that ``Tensor.unfold`` copies and that ``F.unfold`` returns new memory, checked by running torch."""
+    import torch
+    import torch.nn.functional as F
+
+    def check(make: Callable[[torch.Tensor], torch.Tensor]) -> tuple[bool, bool]:
+        x = torch.arange(2 * 3 * 5 * 5, dtype=torch.float32).reshape(2, 3, 5, 5)
+        before = x.clone()
+        out = make(x)
+        shares = _storage(out) == _storage(x)
+        out[(0,) * out.dim()] = -1.0  # one element, written through the result
+        return shares, not torch.equal(x, before)
+
+    def windows(x: torch.Tensor) -> torch.Tensor:
+        return x.unfold(2, 3, 1).unfold(3, 3, 1)
+
+    operations: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "x.unfold(2, 3, 1).unfold(3, 3, 1) (Tensor.unfold: the 3x3 windows)": windows,
+        "x.unfold(2, 3, 1) (Tensor.unfold along one dimension)": lambda x: x.unfold(2, 3, 1),
+        "the windows .permute(0, 1, 4, 5, 2, 3).reshape(2, 27, 9) (into F.unfold's layout)": (
+            lambda x: windows(x).permute(0, 1, 4, 5, 2, 3).reshape(2, 27, 9)
+        ),
+        "F.unfold(x, kernel_size=3)": lambda x: F.unfold(x, kernel_size=3),
+    }
+    results = {name: check(make) for name, make in operations.items()}
+    evidence = pd.DataFrame(
+        [{"operation": name, "shares x's storage": shares, "a write through it changes x": writes}
+         for name, (shares, writes) in results.items()]
+    )  # fmt: skip
+    source = f"torch {torch.__version__}, run when this report was built (not from results), on a 2x3x5x5 float32 x"
+    names = list(operations)
+    unfold_view = all(results[name][0] and results[name][1] for name in names[:2])
+    unfold_verdict = (
+        "does not hold: it is a view (it shares x's storage, and a write through it changes x)"
+        if unfold_view
+        else "holds: Tensor.unfold returned memory of its own"
+    )
+    reshaped_copies = not results[names[2]][0]
+    note = (
+        "Rearranging the windows into F.unfold's (N, C*k*k, L) layout is what copies: the reshape of the "
+        "non-contiguous view allocates."
+        if unfold_view and reshaped_copies
+        else ""
+    )
+    fresh, fresh_writes = results[names[3]]
+    f_unfold_verdict = (
+        "holds: its output has a storage of its own, and writing it leaves x unchanged"
+        if not fresh and not fresh_writes
+        else "does not hold: its output shares x's storage"
+    )
+    return [
+        Finding(SOURCES, "Tensor.unfold copies its input", unfold_verdict, evidence, source, note),
+        Finding(
+            SOURCES, "F.unfold returns new memory", f_unfold_verdict, evidence.tail(1).reset_index(drop=True), source
+        ),
+    ]
+
+
+ONEHOT_CLAIM = (
+    "unfoldNd (strategy onehot) is faster than nn.Unfold (strategy native) in all but one case, with higher peak "
+    "memory ({pass_name})"
+)
+
+
+def onehot_findings(runs: list[_Run]) -> list[Finding]:
+    """The claim that unfoldNd beats ``nn.Unfold`` in all but one case with a higher peak, per run and pass."""
+    out = []
+    for time_metric, (pass_name, peak_metric, _) in PASSES.items():
+        claim = ONEHOT_CLAIM.format(pass_name=pass_name)
+        judged = 0
+        for run in runs:
+            finding = _onehot_finding(run, claim, time_metric, peak_metric)
+            if finding is not None:
+                out.append(finding)
+                judged += 1
+        if not judged:
+            out.append(_not_measured(SOURCES, claim, f"no run has {ONEHOT} and {REFERENCE_STRATEGY} on a common config"
+                                     , "the newest run of each machine and profile"))  # fmt: skip
+    return out
+
+
+def _onehot_finding(run: _Run, claim: str, time_metric: str, peak_metric: str) -> Finding | None:
+    cells = run.cells.set_index(["config", "strategy"])
+    lines = []
+    for config in dict.fromkeys(run.cells.config):
+        if (config, ONEHOT) not in cells.index or (config, REFERENCE_STRATEGY) not in cells.index:
+            continue
+        onehot, native = cells.loc[(config, ONEHOT)], cells.loc[(config, REFERENCE_STRATEGY)]
+        if onehot[f"{time_metric}:status"] != "ok" or native[f"{time_metric}:status"] != "ok":
+            continue
+        peaks_ok = onehot[f"{peak_metric}:status"] == "ok" and native[f"{peak_metric}:status"] == "ok"
+        lines.append(
+            {
+                "config": config,
+                "onehot ms": onehot[time_metric] * 1e3,
+                "native ms": native[time_metric] * 1e3,
+                "onehot / native": onehot[time_metric] / native[time_metric],
+                "onehot faster": bool(onehot[time_metric] < native[time_metric]),
+                "onehot net peak MiB": onehot[peak_metric] / MIB if peaks_ok else math.nan,
+                "native net peak MiB": native[peak_metric] / MIB if peaks_ok else math.nan,
+                # higher: by more than the resolution of a net peak
+                "onehot peak higher": bool(onehot[peak_metric] > native[peak_metric] + PEAK_RESOLUTION)
+                if peaks_ok
+                else None,
+            }
+        )
+    if not lines:
+        return None
+    evidence = pd.DataFrame(lines)
+    n, faster = len(evidence), int(evidence["onehot faster"].sum())
+    compared = evidence["onehot peak higher"].dropna()
+    higher = int(compared.astype(bool).sum())
+    holds = n - faster == 1 and len(compared) > 0 and higher == len(compared)
+    verdict = (f"{'holds' if holds else 'does not hold'}: onehot is faster on {faster} of {n} configs, its net peak "
+               f"higher on {higher} of {len(compared)}")  # fmt: skip
+    note = (
+        "Faster: a lower median time in the same run. Higher peak: more than "
+        f"{PEAK_RESOLUTION // 1024} KiB above (the resolution of a net peak)."
+    )
+    return Finding(SOURCES, claim, verdict, evidence, run.source, note, run.run)
+
+
+# --- the targets -----------------------------------------------------------------------------------------------
+
+
+def _full_allcnnc_runs(runs: list[_Run]) -> list[_Run]:
+    return [r for r in runs if r.run["profile"] == FULL_PROFILE and r.cells.config.str.startswith(ALLCNNC_PREFIX).any()]
+
+
+def _allcnnc(cells: pd.DataFrame) -> pd.DataFrame:
+    return cells[cells.config.str.startswith(ALLCNNC_PREFIX)]
+
+
+def _no_full_run(topic: str, claims: Iterable[str]) -> list[Finding]:
+    reason = "no full-profile run with All-CNN-C layers in the results (make bench-full)"
+    return [_not_measured(topic, claim, reason, "the newest run of each machine and profile") for claim in claims]
+
+
+def _fastest(cells: pd.DataFrame, set_aside: Mapping[str, str]) -> pd.DataFrame:
+    """``fastest_against_bounds`` indexed by (config, metric)."""
+    return fastest_against_bounds(cells, set_aside).set_index(["config", "metric"])
+
+
+def _get(frame: pd.DataFrame, key: tuple, column: str) -> float | str | None:
+    return frame.loc[key, column] if key in frame.index else None
+
+
+ISSUE_6_CLAIMS = {
+    "time_forward": f"The fastest forward takes at most {ISSUE_6_FORWARD_X_COPY:g}x copy_ of the same run",
+    "time_forward_backward": (
+        f"The fastest forward-backward takes at most {ISSUE_6_FORWARD_BACKWARD_X_COPY:g}x copy_ of the same run"
+    ),
+    "peak": (
+        f"The fastest strategy's net peak is within {ISSUE_6_PEAK_X_MINIMUM - 1:.0%} of the analytic minimum "
+        "(forward and forward-backward)"
+    ),
+}
+
+
+def issue_6_findings(runs: list[_Run]) -> list[Finding]:
+    """Issue 6's targets per full-profile run: time over ``copy_`` and the fastest's net peak over the minimum,
+    for the fastest that returns a new tensor and, separately, the fastest when output reuse is allowed."""
+    full = _full_allcnnc_runs(runs)
+    if not full:
+        return _no_full_run(ISSUE_6, ISSUE_6_CLAIMS.values())
+    out = []
+    for run in full:
+        cells = _allcnnc(run.cells)
+        new, reuse = _fastest(cells, SET_ASIDE), _fastest(cells, {})
+        limits = {"time_forward": ISSUE_6_FORWARD_X_COPY, "time_forward_backward": ISSUE_6_FORWARD_BACKWARD_X_COPY}
+        for metric, limit in limits.items():
+            lines = []
+            for config in dict.fromkeys(cells.config):
+                key = (config, metric)
+                line = {"config": config}
+                for label, best in (("", new), (" (reuse allowed)", reuse)):
+                    ratio = _get(best, key, "x_copy")
+                    line[f"fastest{label}"] = _get(best, key, "strategy")
+                    line[f"x copy_{label}"] = math.nan if ratio is None else ratio
+                    line[f"verdict{label}"] = _judged(ratio, limit)
+                lines.append(line)
+            out.append(_target_finding(ISSUE_6, ISSUE_6_CLAIMS[metric], run, pd.DataFrame(lines)))
+        lines = []
+        for config in dict.fromkeys(cells.config):
+            for metric, (pass_name, _, _) in PASSES.items():
+                key = (config, metric)
+                line = {"config": config, "pass": pass_name}
+                for label, best in (("", new), (" (reuse allowed)", reuse)):
+                    ratio = _get(best, key, "peak_x_minimum")
+                    line[f"fastest{label}"] = _get(best, key, "strategy")
+                    line[f"net peak MiB{label}"] = math.nan if ratio is None else _get(best, key, "peak") / MIB
+                    line[f"x minimum{label}"] = math.nan if ratio is None else ratio
+                    line[f"verdict{label}"] = _judged(ratio, ISSUE_6_PEAK_X_MINIMUM)
+                lines.append(line)
+        out.append(_target_finding(ISSUE_6, ISSUE_6_CLAIMS["peak"], run, pd.DataFrame(lines)))
+    return out
+
+
+def _target_finding(topic: str, claim: str, run: _Run, evidence: pd.DataFrame) -> Finding:
+    """A target's finding from its evidence: ``verdict`` per row (and ``verdict (reuse allowed)`` if there)."""
+    where = [" ".join(str(v) for v in row) for row in evidence[[c for c in ("config", "pass") if c in evidence]].values]
+    verdict, note = _met_verdict(evidence["verdict"], where)
+    if "verdict (reuse allowed)" in evidence:
+        reuse, _ = _met_verdict(evidence["verdict (reuse allowed)"], where)
+        note = (note + " " if note else "") + f"With output reuse allowed: {reuse}."
+    return Finding(topic, claim, verdict, evidence, run.source, note, run.run)
+
+
+ISSUE_21_CLAIMS = {
+    "fresh": (
+        f"The fastest forward that returns a new tensor takes at most {ISSUE_21_FORWARD_X_FRESH_OUTPUT:g}x the "
+        "fresh-output floor (allocate and write the output; the target is set for the fresh-pages regime, and "
+        "judged here in the run's own regime)"
+    ),
+    "copy": (
+        f"The fastest forward that returns a new tensor takes at most {ISSUE_21_FORWARD_X_COPY:g}x copy_ (the "
+        "target is set for the warm regime, and judged here in the run's own regime)"
+    ),
+    "native": (
+        f"The fastest forward-backward that returns a new tensor takes at most {ISSUE_21_FORWARD_BACKWARD_X_NATIVE:g}x "
+        "native's"
+    ),
+    "peak": (
+        "The fastest strategy that returns a new tensor has its net peak at the analytic minimum (forward and "
+        f"forward-backward; at most {PEAK_RESOLUTION // 1024} KiB above, the resolution of a net peak)"
+    ),
+    "half": (
+        f"In half precision (conv4-bfloat16, conv4-float16) the fastest takes, as a multiple of copy_, at most "
+        f"{ISSUE_21_HALF_X_FLOAT32:g}x what it takes in float32 (allcnnc-conv4)"
+    ),
+}
+
+
+def _mib(value: float) -> str:
+    return f"{value / MIB:.2f} MiB"
+
+
+def issue_21_findings(runs: list[_Run]) -> list[Finding]:
+    """Issue 21's targets per full-profile run, for the fastest strategy that returns a new tensor."""
+    full = _full_allcnnc_runs(runs)
+    if not full:
+        return _no_full_run(ISSUE_21, ISSUE_21_CLAIMS.values())
+    out = []
+    for run in full:
+        cells = _allcnnc(run.cells)
+        best = _fastest(cells, SET_ASIDE)
+        configs = list(dict.fromkeys(cells.config))
+        lines = []
+        for config in configs:
+            key = (config, "time_forward")
+            time, floor = _get(best, key, "time"), run.bound(config, "time_fresh_output")
+            ratio = math.nan if time is None or not floor > 0 else time / floor
+            lines.append({"config": config, "fastest": _get(best, key, "strategy"),
+                          "forward ms": math.nan if time is None else time * 1e3, "fresh-output floor ms": floor * 1e3,
+                          "x floor": ratio, "verdict": _judged(ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT)})  # fmt: skip
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["fresh"], run, pd.DataFrame(lines)))
+        lines = []
+        for config in configs:
+            key = (config, "time_forward")
+            ratio = _get(best, key, "x_copy")
+            lines.append({"config": config, "fastest": _get(best, key, "strategy"),
+                          "x copy_": math.nan if ratio is None else ratio,
+                          "verdict": _judged(ratio, ISSUE_21_FORWARD_X_COPY)})  # fmt: skip
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["copy"], run, pd.DataFrame(lines)))
+        by_cell = cells.set_index(["config", "strategy"])
+        lines = []
+        for config in configs:
+            strategy = _get(best, (config, "time_forward_backward"), "strategy")
+            ratio = math.nan if strategy is None else by_cell.loc[(config, strategy), "time_forward_backward:x_native"]
+            lines.append({"config": config, "fastest": strategy, "x native": ratio,
+                          "verdict": _judged(ratio, ISSUE_21_FORWARD_BACKWARD_X_NATIVE)})  # fmt: skip
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["native"], run, pd.DataFrame(lines)))
+        lines = []
+        for config in configs:
+            for metric, (pass_name, _, minimum_metric) in PASSES.items():
+                key = (config, metric)
+                peak, minimum = _get(best, key, "peak"), run.bound(config, minimum_metric)
+                above = math.nan if peak is None or pd.isna(peak) else peak - minimum
+                lines.append({"config": config, "pass": pass_name, "fastest": _get(best, key, "strategy"),
+                              "net peak MiB": math.nan if peak is None else peak / MIB,
+                              "analytic minimum MiB": minimum / MIB, "above minimum MiB": above / MIB,
+                              "verdict": _judged(above, PEAK_RESOLUTION, _mib)})  # fmt: skip
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["peak"], run, pd.DataFrame(lines)))
+        out.append(_half_precision_finding(run))
+    return out
+
+
+def _half_precision_finding(run: _Run) -> Finding:
+    claim = ISSUE_21_CLAIMS["half"]
+    best = _fastest(run.cells, SET_ASIDE)
+    lines = []
+    for config, twin in HALF_PRECISION.items():
+        for metric, (pass_name, _, _) in PASSES.items():
+            half, single = _get(best, (config, metric), "x_copy"), _get(best, (twin, metric), "x_copy")
+            ratio = math.nan if half is None or single is None or not single > 0 else half / single
+            lines.append({"config": config, "pass": pass_name, "fastest": _get(best, (config, metric), "strategy"),
+                          "x copy_": math.nan if half is None else half,
+                          f"fastest on {twin}": _get(best, (twin, metric), "strategy"),
+                          f"x copy_ on {twin}": math.nan if single is None else single,
+                          "x float32's": ratio, "verdict": _judged(ratio, ISSUE_21_HALF_X_FLOAT32)})  # fmt: skip
+    evidence = pd.DataFrame(lines)
+    if (evidence.verdict == "not measured").all():
+        reason = f"the run lacks {' or '.join(HALF_PRECISION)} or allcnnc-conv4, or their copy_ bound"
+        return _not_measured(ISSUE_21, claim, reason, run=run)
+    return _target_finding(ISSUE_21, claim, run, evidence)
+
+
+# --- physics ---------------------------------------------------------------------------------------------------
+
+PHYSICS_CLAIM = (
+    "Every figure respects the bounds measured in the same run: no forward faster than the write-only fill_ floor "
+    "(beyond the run's noise), no net peak below the analytic minimum"
+)
+
+
+def physics_findings(runs: list[_Run]) -> list[Finding]:
+    """``reports.summary.physics_problems`` per run and device; a run without bounds is not measured."""
+    if not runs:
+        return [_not_measured(PHYSICS, PHYSICS_CLAIM, "no results", "the newest run of each machine and profile")]
+    out = []
+    for run in runs:
+        bounds = run.rows[(run.rows.suite == "bounds") & (run.rows.status == "ok")]
+        if bounds.empty:
+            out.append(_not_measured(PHYSICS, PHYSICS_CLAIM, "the run has no bounds", run=run))
+            continue
+        problems = physics_problems(run.rows)
+        count = f"{len(problems)} figure contradicts" if len(problems) == 1 else f"{len(problems)} figures contradict"
+        verdict = f"does not hold: {count} the bounds" if problems else "holds"
+        out.append(Finding(PHYSICS, PHYSICS_CLAIM, verdict, pd.DataFrame({"problem": problems}, dtype=object),
+                           run.source, run=run.run))  # fmt: skip
+    return out
+
+
+# --- all of them, and how they are shown -----------------------------------------------------------------------
+
+
+def findings(table: pd.DataFrame) -> list[Finding]:
+    """Every finding, from ``load_results``' tidy table (the newest run of each machine and profile)."""
+    runs = _runs(table)
+    return [
+        *tensor_unfold_findings(),
+        *onehot_findings(runs),
+        *issue_6_findings(runs),
+        *issue_21_findings(runs),
+        *physics_findings(runs),
+    ]
+
+
+def _formatted(evidence: pd.DataFrame) -> pd.DataFrame:
+    """The evidence as text: figures to 3 significant digits, a missing one as "-"."""
+
+    def cell(value: object) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+        return str(value)
+
+    return evidence.astype(object).map(cell) if not evidence.empty else evidence
+
+
+CSS_OF_OUTCOME = {"holds": "box", "met": "box"}  # anything else: the warning box
+
+
+def render_html(found: list[Finding]) -> str:
+    """The Findings page's body: an index of every verdict, then per topic each claim, its verdict, where it
+    came from and its evidence table."""
+    parts = [f"<p>{INTRO}</p>"]
+    rows = []
+    for number, finding in enumerate(found, 1):
+        rows.append(
+            f'<tr><td><a href="#finding-{number}">{html.escape(finding.topic)}</a></td>'
+            f"<td>{html.escape(finding.claim)}</td><td>{html.escape(finding.source)}</td>"
+            f"<td>{html.escape(finding.verdict)}</td></tr>"
+        )
+    parts.append('<div class="wide"><table><thead><tr><th>topic</th><th>claim or target</th><th>from</th>'
+                 f"<th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")  # fmt: skip
+    numbered = list(enumerate(found, 1))
+    for topic in [*TOPICS, *sorted({f.topic for f in found} - set(TOPICS))]:
+        mine = [(n, f) for n, f in numbered if f.topic == topic]
+        if not mine:
+            continue
+        parts.append(f"<h2>{html.escape(topic)}</h2>")
+        for number, finding in mine:
+            css = CSS_OF_OUTCOME.get(finding.outcome, "box none")
+            parts.append(f'<h3 id="finding-{number}">{html.escape(finding.claim)}</h3>')
+            parts.append(f'<div class="{css}"><b>{html.escape(finding.verdict)}</b></div>')
+            parts.append(f'<p class="note">From {html.escape(finding.source)}.</p>')
+            if finding.note:
+                parts.append(f"<p>{html.escape(finding.note)}</p>")
+            if not finding.evidence.empty:
+                table = _formatted(finding.evidence).to_html(index=False, border=0, escape=True)
+                parts.append(f'<div class="wide">{table}</div>')
+    return "\n".join(parts)
+
+
+def format_text(found: list[Finding], tables: bool = False) -> str:
+    """The findings as plain text for a terminal: per topic, each claim, its verdict, where it came from and
+    the note (``tables``: the evidence tables too)."""
+    lines = []
+    for topic in [*TOPICS, *sorted({f.topic for f in found} - set(TOPICS))]:
+        mine = [f for f in found if f.topic == topic]
+        if not mine:
+            continue
+        lines.append(f"\n{topic}")
+        for finding in mine:
+            lines.append(f"- {finding.claim}\n    {finding.verdict}\n    from {finding.source}")
+            if finding.note:
+                lines.append(f"    {finding.note}")
+            if tables and not finding.evidence.empty:
+                text = _formatted(finding.evidence).to_string(index=False)
+                lines.extend("      " + line for line in text.splitlines())
+    return "\n".join(lines).lstrip("\n")

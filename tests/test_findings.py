@@ -1,0 +1,318 @@
+"""The Findings page's verdicts (``reports.findings``), worked out by hand.
+
+On the committed fixture results (``tests/fixtures/report_results``, see its ``make_fixture.py``) and on small
+hand-made tidy tables, each built so one claim or target has a verdict that can be checked by hand.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html.parser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from reports import findings as module
+from reports.findings import ISSUE_6, ISSUE_21, PHYSICS, SOURCES, Finding, findings, format_text, render_html
+from reports.results import COLUMNS, load_results
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "report_results"
+MIB = 2**20
+MS = 1e-3
+FORWARD_CLAIM = module.ONEHOT_CLAIM.format(pass_name="forward")
+DATE = pd.Timestamp(datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc))
+
+
+@pytest.fixture(scope="module")
+def fixture_findings() -> list[Finding]:
+    return findings(load_results(FIXTURE))
+
+
+def _one(found: list[Finding], topic: str, claim_start: str, **run: str) -> Finding:
+    """The single finding of ``topic`` whose claim starts with ``claim_start`` (and whose run matches ``run``)."""
+    matches = [
+        f
+        for f in found
+        if f.topic == topic and f.claim.startswith(claim_start) and all(f.run.get(k) == v for k, v in run.items())
+    ]
+    assert len(matches) == 1, [(f.claim, dict(f.run)) for f in matches]
+    return matches[0]
+
+
+# --- hand-made tidy tables ---------------------------------------------------------------------------------------
+
+
+def _row(config: str, metric: str, value: float | None, suite: str, strategy: str | None, **run) -> dict:
+    row = dict.fromkeys(COLUMNS)
+    row.update(
+        commit="e" * 40, date=DATE, env="hand-env", suite=suite, metric=metric, strategy=strategy, config=config,
+        device="cpu", value=value, status="ok" if value is not None else "failed", unit="seconds", **run,
+    )  # fmt: skip
+    return row
+
+
+def tidy(
+    cells: dict[tuple[str, str], tuple[float, float, float, float]],
+    bounds: dict[str, dict[str, float]],
+    machine: str = "hand",
+    profile: str = "full",
+    regime: str = "warm",
+) -> pd.DataFrame:
+    """A tidy table of one run: ``cells`` (config, strategy) -> forward ms, forward-backward ms, forward MiB,
+    forward-backward MiB; ``bounds`` config -> {bound metric: value in seconds or bytes}."""
+    run = {"machine": machine, "profile": profile, "timing_regime": regime}
+    metrics = ["time_forward", "time_forward_backward", "track_net_peak_forward", "track_net_peak_forward_backward"]
+    rows = []
+    for (config, strategy), figures in cells.items():
+        for metric, figure in zip(metrics, figures):
+            value = figure * (MS if metric.startswith("time") else MIB)
+            rows.append(_row(config, metric, value, "unfold", strategy, **run))
+    for config, values in bounds.items():
+        rows.extend(_row(config, metric, value, "bounds", None, **run) for metric, value in values.items())
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def allcnnc_bounds(copy_ms: float = 10.0, fresh_ms: float = 5.0, minimum_mib: float = 100.0) -> dict[str, float]:
+    return {
+        "time_copy": copy_ms * MS, "time_fill": 0.1 * MS, "time_fresh_output": fresh_ms * MS,
+        "track_min_peak_forward": minimum_mib * MIB, "track_min_peak_forward_backward": 2 * minimum_mib * MIB,
+    }  # fmt: skip
+
+
+def test_onehot_faster_on_all_but_one_config_with_higher_peaks_holds():
+    cells = {}
+    for config, onehot_ms in (("a", 1.0), ("b", 2.0), ("c", 9.0)):  # native takes 5 ms everywhere: c is slower
+        cells[(config, "native")] = (5.0, 5.0, 10.0, 20.0)
+        cells[(config, "onehot")] = (onehot_ms, onehot_ms, 20.0, 40.0)
+    found = findings(tidy(cells, {}))
+    finding = _one(found, SOURCES, FORWARD_CLAIM, machine="hand")
+    assert finding.verdict == "holds: onehot is faster on 2 of 3 configs, its net peak higher on 3 of 3"
+    assert list(finding.evidence["onehot faster"]) == [True, True, False]
+    assert finding.evidence["onehot / native"].tolist() == pytest.approx([0.2, 0.4, 1.8])
+    assert finding.run["machine"] == "hand" and finding.run["commit"] == "e" * 40 and finding.run["device"] == "cpu"
+    assert "commit eeeeeeee, full profile, timed: warm" in finding.source
+
+
+@pytest.mark.parametrize(
+    ("onehot_ms", "onehot_mib", "verdict"),
+    [
+        ((1.0, 2.0, 3.0), (20.0, 20.0, 20.0), "onehot is faster on 3 of 3 configs, its net peak higher on 3 of 3"),
+        ((1.0, 2.0, 9.0), (20.0, 10.0, 20.0), "onehot is faster on 2 of 3 configs, its net peak higher on 2 of 3"),
+        ((6.0, 7.0, 9.0), (20.0, 20.0, 20.0), "onehot is faster on 0 of 3 configs, its net peak higher on 3 of 3"),
+    ],
+)  # fmt: skip
+def test_onehot_claim_does_not_hold_when_faster_everywhere_or_a_peak_is_not_higher(onehot_ms, onehot_mib, verdict):
+    cells = {}
+    for config, ms, mib in zip("abc", onehot_ms, onehot_mib):
+        cells[(config, "native")] = (5.0, 5.0, 10.0, 20.0)
+        cells[(config, "onehot")] = (ms, ms, mib, 2 * mib)
+    finding = _one(findings(tidy(cells, {})), SOURCES, FORWARD_CLAIM, machine="hand")
+    assert finding.verdict == "does not hold: " + verdict
+
+
+def test_a_peak_within_the_resolution_of_natives_is_not_higher():
+    cells = {("a", "native"): (5.0, 5.0, 10.0, 20.0), ("a", "onehot"): (9.0, 9.0, 10.1, 20.1)}  # 0.1 MiB < 128 KiB
+    finding = _one(findings(tidy(cells, {})), SOURCES, FORWARD_CLAIM, machine="hand")
+    assert finding.verdict.endswith("its net peak higher on 0 of 1")
+
+
+def test_a_forward_at_0_9x_copy_misses_issue_6s_target_by_0_1x():
+    cells = {
+        ("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0),
+        ("allcnnc-conv1", "tiling"): (12.0, 20.0, 100.0, 200.0),
+    }
+    found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds(copy_ms=10.0)}))
+    forward = _one(found, ISSUE_6, "The fastest forward takes")
+    assert forward.verdict == "met on 0 of 1"
+    line = forward.evidence.iloc[0]
+    assert line["fastest"] == "native" and line["x copy_"] == pytest.approx(0.9)
+    assert line["verdict"] == "missed by 0.10x"
+    assert "allcnnc-conv1 (missed by 0.10x)" in forward.note
+    backward = _one(found, ISSUE_6, "The fastest forward-backward")
+    assert backward.verdict == "met on 1 of 1" and backward.evidence.iloc[0]["x copy_"] == pytest.approx(1.5)
+    peak = _one(found, ISSUE_6, "The fastest strategy's net peak")
+    assert peak.verdict == "met on 2 of 2"  # native's peaks are the minimum, forward and forward-backward
+
+
+def test_issue_6_counts_the_output_reusing_strategies_apart():
+    cells = {
+        ("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0),
+        ("allcnnc-conv1", "gather_reuse"): (4.0, 30.0, 100.0, 200.0),  # set aside: reuses its output
+        ("allcnnc-conv2", "native"): (5.0, 30.0, 100.0, 200.0),
+    }
+    bounds = {config: allcnnc_bounds(copy_ms=10.0) for config in ("allcnnc-conv1", "allcnnc-conv2")}
+    forward = _one(findings(tidy(cells, bounds)), ISSUE_6, "The fastest forward takes")
+    assert forward.verdict == "met on 1 of 2"  # native: 0.9x on conv1 (missed), 0.5x on conv2 (met)
+    assert forward.evidence["fastest"].tolist() == ["native", "native"]
+    assert forward.evidence["fastest (reuse allowed)"].tolist() == ["gather_reuse", "native"]
+    assert forward.evidence["verdict (reuse allowed)"].tolist() == ["met", "met"]
+    assert "With output reuse allowed: met on 2 of 2." in forward.note
+
+
+def test_issue_21_targets_worked_by_hand():
+    cells = {
+        ("allcnnc-conv1", "native"): (20.0, 40.0, 100.0, 200.0),
+        ("allcnnc-conv1", "gather"): (12.0, 16.0, 100.0625, 230.0),  # fastest in both passes
+        ("allcnnc-conv4", "gather"): (10.0, 20.0, 100.0, 200.0),
+        ("conv4-bfloat16", "gather"): (5.5, 13.0, 50.0, 100.0),
+    }
+    bounds = {
+        "allcnnc-conv1": allcnnc_bounds(copy_ms=10.0, fresh_ms=10.0),
+        "allcnnc-conv4": allcnnc_bounds(copy_ms=10.0, fresh_ms=10.0),
+        "conv4-bfloat16": allcnnc_bounds(copy_ms=5.0, fresh_ms=5.0, minimum_mib=50.0),
+    }
+    found = findings(tidy(cells, bounds, machine="hand-freshpages", regime="fresh-pages"))
+    fresh = _one(found, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.15x")
+    assert fresh.evidence["x floor"].tolist() == pytest.approx([1.2, 1.0])  # 12 / 10 and 10 / 10
+    assert fresh.evidence["verdict"].tolist() == ["missed by 0.05x", "met"]
+    assert fresh.verdict == "met on 1 of 2" and "fresh pages" in fresh.source
+    copy = _one(found, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.3x")
+    assert copy.evidence["verdict"].tolist() == ["met", "met"]  # 1.2x and 1.0x copy_
+    native = _one(found, ISSUE_21, "The fastest forward-backward")
+    assert native.evidence["x native"].iloc[0] == pytest.approx(0.4)  # 16 / 40
+    assert native.verdict == "met on 1 of 1"  # conv4 has no native: not measured, not counted
+    assert "Not measured on allcnnc-conv4" in native.note
+    peak = _one(found, ISSUE_21, "The fastest strategy that returns a new tensor has its net peak")
+    lines = peak.evidence.set_index(["config", "pass"])
+    assert lines.loc[("allcnnc-conv1", "forward"), "verdict"] == "met"  # 64 KiB above: within the 128 KiB resolution
+    assert lines.loc[("allcnnc-conv1", "forward-backward"), "above minimum MiB"] == pytest.approx(30.0)
+    assert lines.loc[("allcnnc-conv1", "forward-backward"), "verdict"] == "missed by 29.88 MiB"  # 30 MiB - 128 KiB
+    assert peak.verdict == "met on 3 of 4"
+    half = _one(found, ISSUE_21, "In half precision")
+    lines = half.evidence.set_index(["config", "pass"])
+    # bfloat16: forward 5.5 / 5 = 1.1x copy_, float32 1.0x: 1.1x float32's; forward-backward 2.6x against 2.0x
+    assert lines["x float32's"][("conv4-bfloat16", "forward")] == pytest.approx(1.1)
+    assert lines["verdict"][("conv4-bfloat16", "forward")] == "met"
+    assert lines["verdict"][("conv4-bfloat16", "forward-backward")] == "missed by 0.10x"
+    assert half.verdict == "met on 1 of 2" and "Not measured on conv4-float16 forward" in half.note
+
+
+def test_an_empty_table_gives_not_measured_and_no_error():
+    empty = pd.DataFrame(columns=COLUMNS)
+    found = findings(empty)
+    from_results = [f for f in found if f.topic != SOURCES or f.claim.startswith("unfoldNd")]
+    assert from_results and all(f.verdict.startswith("not measured: ") for f in from_results)
+    assert {f.topic for f in from_results} == {SOURCES, ISSUE_6, ISSUE_21, PHYSICS}
+    assert all("make bench-full" in f.verdict for f in from_results if f.topic in (ISSUE_6, ISSUE_21))
+    assert render_html(found) and format_text(found)
+
+
+def test_a_run_without_bounds_is_not_measured_against_them():
+    cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0)}
+    found = findings(tidy(cells, {}))
+    assert _one(found, ISSUE_6, "The fastest forward takes").outcome == "not measured"
+    assert _one(found, ISSUE_21, "In half precision").verdict.startswith("not measured: the run lacks")
+    assert _one(found, PHYSICS, "Every figure").verdict == "not measured: the run has no bounds"
+
+
+def test_quick_runs_do_not_judge_the_full_profile_targets():
+    cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0)}
+    found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()}, profile="quick"))
+    targets = [f for f in found if f.topic in (ISSUE_6, ISSUE_21)]
+    assert targets and all(f.outcome == "not measured" for f in targets)
+    assert _one(found, PHYSICS, "Every figure").verdict == "holds"
+
+
+def test_a_net_peak_below_the_analytic_minimum_breaks_the_physics_check():
+    cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 90.0, 200.0)}
+    finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()})), PHYSICS, "Every figure")
+    assert finding.verdict == "does not hold: 1 figure contradicts the bounds"
+    assert "below the analytic minimum" in finding.evidence.problem.iloc[0]
+
+
+# --- torch, run at report time -----------------------------------------------------------------------------------
+
+
+def test_tensor_unfold_is_a_view_and_f_unfold_new_memory():
+    copies, fresh = module.tensor_unfold_findings()
+    assert copies.claim == "Tensor.unfold copies its input"
+    assert copies.verdict.startswith("does not hold: it is a view")
+    windows = copies.evidence.iloc[0]
+    assert windows["shares x's storage"] and windows["a write through it changes x"]
+    assert "reshape" in copies.note  # F.unfold's layout is what copies
+    assert fresh.verdict.startswith("holds") and not fresh.evidence.iloc[0]["shares x's storage"]
+    assert "torch" in copies.source and "not from results" in copies.source
+
+
+# --- the committed fixture ---------------------------------------------------------------------------------------
+
+
+def test_fixture_issue_6_targets_worked_by_hand(fixture_findings):
+    # fixture-cpu's full run: allcnnc-conv2 only; as_strided is fastest in both passes (2 and 6 ms x32 against
+    # copy_ 1 ms x32); its net peaks 52 and 170 MiB against the minima 48 and 96 MiB (all x32 in full)
+    run = {"machine": "fixture-cpu", "profile": "full", "device": "cpu"}
+    forward = _one(fixture_findings, ISSUE_6, "The fastest forward takes", **run)
+    assert forward.verdict == "met on 0 of 1" and forward.evidence.verdict.tolist() == ["missed by 1.20x"]
+    assert forward.evidence["fastest"].tolist() == ["as_strided"]
+    backward = _one(fixture_findings, ISSUE_6, "The fastest forward-backward", **run)
+    assert backward.evidence.verdict.tolist() == ["missed by 4.40x"]
+    peak = _one(fixture_findings, ISSUE_6, "The fastest strategy's net peak", **run)
+    assert peak.evidence["x minimum"].tolist() == pytest.approx([52 / 48, 170 / 96])
+    assert peak.evidence.verdict.tolist() == ["missed by 0.03x", "missed by 0.72x"]
+    assert forward.run["commit"] == "b" * 40 and "fixture-cpu, commit bbbbbbbb, full profile" in forward.source
+    # only fixture-cpu has a full run
+    assert {f.run.get("machine") for f in fixture_findings if f.topic == ISSUE_6} == {"fixture-cpu"}
+
+
+def test_fixture_issue_21_targets_worked_by_hand(fixture_findings):
+    run = {"machine": "fixture-cpu", "profile": "full"}
+    fresh = _one(fixture_findings, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.15x", **run)
+    assert fresh.verdict == "met on 1 of 1"  # as_strided's 2 ms against the fresh-output floor's 2 ms
+    copy = _one(fixture_findings, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.3x", **run)
+    assert copy.evidence.verdict.tolist() == ["missed by 0.70x"]
+    native = _one(fixture_findings, ISSUE_21, "The fastest forward-backward", **run)
+    assert native.evidence.verdict.tolist() == ["missed by 0.10x"]  # 6 / 10 ms
+    peak = _one(fixture_findings, ISSUE_21, "The fastest strategy that returns a new tensor has", **run)
+    assert peak.evidence["above minimum MiB"].tolist() == pytest.approx([4 * 32, 74 * 32])
+    assert peak.verdict == "met on 0 of 2"
+    half = _one(fixture_findings, ISSUE_21, "In half precision", **run)
+    assert half.outcome == "not measured"
+
+
+def test_fixture_physics_and_the_missing_onehot(fixture_findings):
+    # as_strided's forward net peak on vol3d-conv is 0 bytes (a view), below the analytic minimum, in every run
+    physics = [f for f in fixture_findings if f.topic == PHYSICS]
+    assert sorted((f.run["machine"], f.run["profile"], f.run["device"]) for f in physics) == [
+        ("fixture-cpu", "full", "cpu"), ("fixture-cpu", "quick", "cpu"),
+        ("fixture-gpu", "quick", "cpu"), ("fixture-gpu", "quick", "cuda"),
+    ]  # fmt: skip
+    assert all(f.verdict == "does not hold: 1 figure contradicts the bounds" for f in physics)
+    onehot = [f for f in fixture_findings if f.claim.startswith("unfoldNd")]
+    assert len(onehot) == 2 and all(f.outcome == "not measured" for f in onehot)
+
+
+class _Parser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[str] = []
+        self.ids: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.ids += [value for name, value in attrs if name == "id"]
+        if tag not in ("br", "meta"):
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.open and self.open.pop() == tag, tag
+
+
+def test_html_and_text_carry_every_verdict_and_source(fixture_findings):
+    page = render_html(fixture_findings)
+    parser = _Parser()
+    parser.feed(page)
+    assert parser.open == []  # every tag closed, in order
+    assert parser.ids == [f"finding-{n}" for n in range(1, len(fixture_findings) + 1)]
+    text = format_text(fixture_findings)
+    for finding in fixture_findings:
+        assert html.escape(finding.verdict) in page and finding.verdict in text
+        assert html.escape(finding.source) in page and finding.source in text
+    assert "<h2>" + html.escape(ISSUE_6) + "</h2>" in page
+    assert "missed by 1.20x" in page  # the evidence tables are on the page
+    assert "allcnnc-conv2 (missed by 1.20x)" in text  # where a target is missed is said without the tables
+    assert "x copy_ (reuse allowed)" not in text and "x copy_ (reuse allowed)" in format_text(fixture_findings, True)
+
+
+def test_no_verdict_is_left_unjudged(fixture_findings):
+    kinds = {"holds", "does not hold", "met", "partly met", "missed", "not measured"}
+    assert {f.outcome for f in fixture_findings} <= kinds
