@@ -22,15 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment
+from benchmarks.cells import GATE_CACHE_VARIABLE, Cell
+from benchmarks.machine import THP_VARIABLE, register_machine
+from benchmarks.process_guard import run_guarded
+from benchmarks.profiles import PROFILES, benchmark_regex
+from benchmarks.runner import Ledger, plan, run_chunks
 
-from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment  # noqa: E402
-from benchmarks.cells import GATE_CACHE_VARIABLE, Cell  # noqa: E402
-from benchmarks.machine import THP_VARIABLE, register_machine  # noqa: E402
-from benchmarks.process_guard import run_guarded  # noqa: E402
-from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
-from benchmarks.runner import Ledger, plan, run_chunks  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _git(*args: str) -> str:

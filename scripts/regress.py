@@ -40,14 +40,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-
-from benchmarks.allocator import FRESH_PAGES, REGIMES, get_regime, regime_environment  # noqa: E402
-from benchmarks.profiles import PROFILES, benchmark_regex  # noqa: E402
-from reports.compare import (  # noqa: E402
+from benchmarks.allocator import FRESH_PAGES, REGIMES, get_regime, regime_environment
+from benchmarks.profiles import PROFILES, benchmark_regex
+from reports.compare import (
     P_THRESHOLD,
     Thresholds,
     callgrind_rows,
@@ -63,6 +60,8 @@ from reports.compare import (  # noqa: E402
     resolution,
     smallest_p,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 WORK = ROOT / ".asv" / "regress"
 
