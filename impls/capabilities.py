@@ -151,8 +151,8 @@ def check(strategy: Strategy, capability: str, device: str = "cpu") -> str:
         return "unverified: the capability checks run on CPU only so far"
     dtype = torch.float64 if not capability.startswith("dtype ") else getattr(torch, capability.split()[-1])
     for known in strategy.known_defects:
-        if (known.device, known.dtype) == (device, dtype):
-            return f"declared defect: {known.description} (reproducer checked by tests/test_caveats.py)"
+        if known.refuses(device, dtype):
+            return f"declared defect: {known.refusal()} (reproducer checked by tests/test_caveats.py)"
     reason = strategy.unsupported_reason(2, device, dtype)
     if reason is not None:
         return f"unsupported: {reason}"

@@ -5,7 +5,9 @@ different code on two machines, and a backend defect (``KnownDefect``) can show 
 and not on the next with the same torch. oneDNN names its choice only in its verbose log, so this runs one
 tiny depthwise convolution (the kind ``onehot`` runs, which PyTorch sends to oneDNN) in a subprocess with
 ``ONEDNN_VERBOSE=1`` and reads the ``isa:`` field, e.g. ``"Intel AVX-512 with Intel DL Boost and bfloat16
-support"`` (oneDNN's wording, on AMD CPUs too).
+support"`` (oneDNN's wording, on AMD CPUs too). The probe inherits the environment, so ``ONEDNN_MAX_CPU_ISA``
+caps it as it caps the process. ``KnownDefect.refuses`` reads it at call time, once per process, and only for
+an input that a CPU defect's record could exempt.
 """
 
 from __future__ import annotations

@@ -13,12 +13,17 @@ the other entries of the windows that contain it into NaN; and on GPUs where PyT
 cuDNN convolutions (``torch.backends.cudnn.allow_tf32``, on by default) float32 input is rounded to
 TF32's 10-bit mantissa, so the result is not the exact unfold.
 
-Known defects of PyTorch's CPU convolution (oneDNN, torch 2.13.0), so these inputs are refused:
+Known defects of PyTorch's CPU convolution (oneDNN, torch 2.13.0), seen on a CPU whose oneDNN ISA was not
+recorded; these inputs are refused on every CPU except those whose ISA the record lists as running the
+reproducers exact (``KnownDefect.refuses``), so that an unknown CPU is safe from a crash:
 - bfloat16: the depthwise convolution returns values at the wrong positions for some strided geometries
   with padding or dilation (found by the randomised tests; exact with ``torch.backends.mkldnn`` disabled).
 - float16: the convolution segfaults for a dilated, padded kernel over a size-1 spatial dim (a bare
   ``F.conv2d`` reproduces it, grouped or not), which would kill a whole benchmark run.
 float32 and float64 on CPU are exact.
+
+Layout: for channels_last input the convolution's result is channels_last, and unfoldNd's reshape of it is a
+non-contiguous view (same values); declared as ``contiguous_on_channels_last=False``.
 """
 
 import torch
@@ -27,9 +32,8 @@ from unfoldNd import unfoldNd
 from impls.geometry import Geometry
 from impls.strategy import KnownDefect, Strategy
 
-# Both defects were seen on an Intel Xeon VM and not on an AMD EPYC VM whose oneDNN ISA is this one (torch 2.13.0).
-# The Intel VM's ISA was not recorded (impls.cpu_isa came later), so seen_on stays empty until a machine that
-# shows the defect reports its ISA (the caveat test's skip message names it).
+# Both defects were seen on an Intel Xeon VM before impls.cpu_isa existed, so its ISA is unknown and seen_on is
+# empty; an AMD EPYC VM whose oneDNN ISA is this one runs both reproducers exact (torch 2.13.0), so it is exempt.
 _AVX512_BF16 = "Intel AVX-512 with Intel DL Boost and bfloat16 support"
 
 
@@ -46,6 +50,7 @@ unfold = Strategy(
     implementation=_onehot_unfold,
     exact_with_nonfinite=False,
     exact_under_tf32=False,
+    contiguous_on_channels_last=False,
     empty_batch_defect="unfoldNd reshapes the convolution's output to (N, C K, -1), which is ambiguous for N == 0 "
     "(RuntimeError: cannot reshape tensor of 0 elements)",
     compile_defect="Inductor cannot lower unfoldNd's grouped convolution with its one-hot weight "

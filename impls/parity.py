@@ -3,16 +3,48 @@
 Forward: bit-exact. Every strategy only moves values, so any difference is a bug (or a declared caveat,
 see ``Strategy.exact_with_nonfinite`` / ``exact_under_tf32``).
 
-Backward: each input entry's gradient is a sum of at most K = prod(kernel_size) entries of
-``grad_output``, and strategies legitimately sum in different orders. Any summation order in precision
-``eps`` has error at most ``(K - 1) * eps * S`` (first order), where ``S`` is the sum of the absolute values
-of the summed terms, plus the final rounding ``eps * |exact|``. The exact gradient and ``S`` (the backward
-of ``|grad_output|``) are computed in float64 through the reference, so the bound is the worst case of
-correct floating-point summation, not a tolerance tuned until tests pass.
+Backward: the input gradient at entry ``i`` is the sum ``s_i`` of the ``k_i`` entries of ``grad_output`` at the
+windows that read ``i`` (``k_i`` counts windows, not padding reads: an entry at a border is read by fewer than
+``K = prod(kernel_size)``), and strategies legitimately sum in different orders and precisions. The bound is
+the worst case of every such order, derived as follows. Let ``u`` be the unit roundoff of the gradient's dtype
+(half its ``finfo.eps``: round to nearest), ``S_i`` the sum of the terms' absolute values and
+``gamma_n(u) = n u / (1 - n u)``.
+
+1. The terms are exact: ``grad_output`` is given in the dtype, and multiplying by a one-hot weight (a
+   convolution's backward) gives the term itself or zero.
+2. Any order, storage precision (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 4.2
+   and Lemma 3.1): a summation is a tree of additions, each rounded as ``fl(a + b) = (a + b)(1 + delta)``,
+   ``|delta| <= u``. An addition with an exactly zero operand is exact, and every other one joins two subtrees
+   that each hold a nonzero term, so along the path from a term to the root at most ``k_i - 1`` roundings apply,
+   and the computed sum is ``sum_j g_j (1 + theta_j)`` with ``|theta_j| <= gamma_{k_i - 1}(u)``:
+   ``|computed - s_i| <= gamma_{k_i - 1}(u) S_i``.
+3. Wider accumulation (float32 for a half-precision dtype, then rounding to the dtype), with a wider unit
+   roundoff of at most ``u**2`` (float32's ``2**-24``, against ``u**2 = 2**-16`` for bfloat16 and ``2**-22``
+   for float16; float64's against float32's ``2**-48``): a rounding to the dtype is inexact only after a wide
+   addition since the value was last in the dtype, so each addition on a term's path, together with the
+   rounding it may be paired with, multiplies the term by a factor within ``[(1 - u)(1 - u**2),
+   (1 + u)(1 + u**2)]``, inside ``[1 - u - u**2, 1 / (1 - u)]``; a product of ``n <= k_i - 1`` such factors
+   lies within ``[1 - n (u + u**2), (1 - u)**-n]`` (Bernoulli's inequality), inside ``[1 - gamma_n(u),
+   1 + gamma_n(u)]``. So the bound of 2 also holds for any mix of storage and wider additions: the
+   storage-precision case is the worst case, and one bound serves strategies of either kind.
+4. The reference: ``s_i`` and ``S_i`` are computed in float64 (unit roundoff ``v = 2**-53``), which by 2 adds
+   ``gamma_{k_i - 1}(v) S_i`` to the error and underestimates ``S_i`` by at most the factor
+   ``1 - gamma_{k_i - 1}(v)``. The bound on ``|grad_i - reference_i|`` is therefore
+
+       (gamma_{k_i - 1}(u) + gamma_{k_i - 1}(v)) S_i / (1 - gamma_{k_i - 1}(v)),
+
+   which is 0 where ``k_i <= 1`` (a single term, or none, is exact); in float64 it is twice the float64 bound.
+   The comparison itself is evaluated in float64; its relative rounding (``2**-53``) is neglected.
+
+A half-precision bound is still wide (``gamma_8`` in bfloat16 is 3 %), so for float16 and bfloat16 the gradient
+is also checked bit-exact for an integer-valued ``grad_output`` small enough that every partial sum is an
+integer the dtype represents exactly (``|s| <= 2**p``, ``p`` the significand's bits): every correct order then
+gives the exact sum, and a dtype-specific defect cannot hide behind the bound.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from functools import cached_property
 
@@ -22,6 +54,7 @@ from impls.geometry import Geometry, parse
 from impls.reference import reference_unfold
 
 UnfoldFn = Callable[..., torch.Tensor]
+HALF_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16)
 
 
 def unfold_with_grad(
@@ -42,10 +75,29 @@ def random_grad_output(geometry: Geometry, like: torch.Tensor, seed: int = 1) ->
     return torch.randn(geometry.output_shape, generator=generator).to(device=like.device, dtype=like.dtype)
 
 
+def gamma(n: torch.Tensor, unit_roundoff: float) -> torch.Tensor:
+    """Higham's ``gamma_n = n u / (1 - n u)`` for each count ``n`` (infinite where ``n u >= 1``)."""
+    nu = n * unit_roundoff
+    return torch.where(nu < 1, nu / (1 - nu), torch.inf)
+
+
+def window_counts(x: torch.Tensor, kwargs: Mapping) -> torch.Tensor:
+    """How many windows read each entry of ``x`` (float64, ``x``'s shape): the number of terms of its gradient."""
+    one = torch.zeros((1, 1, *x.shape[2:]), dtype=torch.float64, device=x.device)
+    ones = torch.ones(parse(one, **kwargs).output_shape, dtype=torch.float64, device=x.device)
+    _, counts = unfold_with_grad(reference_unfold, one, kwargs, ones)
+    return counts.expand(x.shape)
+
+
+def significand_bits(dtype: torch.dtype) -> int:
+    """Bits of the significand, the implicit one included: every integer up to ``2**bits`` is exact in ``dtype``."""
+    return round(-math.log2(torch.finfo(dtype).eps)) + 1
+
+
 class Reference:
     """The reference's answers for one input and geometry, computed once and shared by every strategy checked on
-    them: the expected output, the fixed ``grad_output``, and in float64 the exact input gradient and the
-    gradient of ``|grad_output|`` (the summed magnitudes ``S`` of the bound)."""
+    them: the expected output, the fixed ``grad_output``, and in float64 the exact input gradient, the gradient
+    of ``|grad_output|`` (the summed magnitudes ``S`` of the bound) and each entry's number of terms."""
 
     def __init__(self, x: torch.Tensor, kwargs: Mapping) -> None:
         self.x, self.kwargs = x.detach(), dict(kwargs)
@@ -65,13 +117,52 @@ class Reference:
         _, magnitude = unfold_with_grad(reference_unfold, x64, self.kwargs, go64.abs())
         return exact, magnitude
 
+    @cached_property
+    def counts(self) -> torch.Tensor:
+        return window_counts(self.x, self.kwargs)
+
+    def bound(self, dtype: torch.dtype) -> torch.Tensor:
+        """The largest ``|grad - exact|`` a correct summation in ``dtype`` can give, per entry (module docstring)."""
+        _, magnitude = self.exact_and_magnitude
+        terms = (self.counts - 1).clamp(min=0)
+        u, v = torch.finfo(dtype).eps / 2, torch.finfo(torch.float64).eps / 2
+        reference_error = gamma(terms, v)
+        return (gamma(terms, u) + reference_error) * magnitude / (1 - reference_error)
+
     def gradient_excess(self, grad: torch.Tensor) -> float:
         """How far ``grad`` exceeds the summation error bound at its worst entry (<= 0 means within it)."""
-        eps = torch.finfo(grad.dtype).eps
-        exact, magnitude = self.exact_and_magnitude
-        bound = parse(self.x, **self.kwargs).kernel_numel * eps * magnitude + eps * exact.abs()
-        excess = (grad.double() - exact).abs() - bound
+        exact, _ = self.exact_and_magnitude
+        excess = (grad.double() - exact).abs() - self.bound(grad.dtype)
         return excess.max().item() if excess.numel() else 0.0  # an empty batch has no entry to exceed it
+
+    @cached_property
+    def integer_grad_output(self) -> torch.Tensor | None:
+        """A ``grad_output`` of integers whose every partial sum is exact in the input's dtype, or None when a
+        window count is too large for that (``2**p`` terms of 1 already reach the last exact integer)."""
+        most = int(self.counts.max().item()) if self.counts.numel() else 0
+        largest = 2 ** significand_bits(self.x.dtype) // max(most, 1)
+        if largest < 1:
+            return None
+        generator = torch.Generator().manual_seed(2)
+        shape = parse(self.x, **self.kwargs).output_shape
+        values = torch.randint(-largest, largest + 1, shape, generator=generator, dtype=torch.int64)
+        return values.to(device=self.x.device, dtype=self.x.dtype)
+
+    @cached_property
+    def integer_exact(self) -> torch.Tensor:
+        """The input gradient for ``integer_grad_output``, in float64 (exact: integers below ``2**53``)."""
+        _, exact = unfold_with_grad(reference_unfold, self.x.double(), self.kwargs, self.integer_grad_output.double())
+        return exact
+
+    def integer_problem(self, grad: torch.Tensor) -> str | None:
+        """Why ``grad``, the input gradient for ``integer_grad_output``, is not exactly the sum (None: it is)."""
+        differing = (grad.double() != self.integer_exact).sum().item()
+        if not differing:
+            return None
+        return (
+            f"{differing} of {grad.numel()} input gradient entries differ from the exact sum for an integer-valued "
+            f"grad_output (exact in {str(grad.dtype).removeprefix('torch.')} in any summation order)"
+        )
 
 
 def gradient_excess(grad: torch.Tensor, x: torch.Tensor, kwargs: Mapping, grad_output: torch.Tensor) -> float:
@@ -105,11 +196,17 @@ def problems(
     forward_problem = f"{differing} of {out.numel()} output entries differ from the reference" if differing else None
     if not backward:
         return forward_problem, None
-    (grad,) = torch.autograd.grad(out, leaf, reference.grad_output)
+    integer_grad_output = reference.integer_grad_output if x.dtype in HALF_DTYPES else None
+    (grad,) = torch.autograd.grad(out, leaf, reference.grad_output, retain_graph=integer_grad_output is not None)
+    integer_problem = None
+    if integer_grad_output is not None:
+        (integer_grad,) = torch.autograd.grad(out, leaf, integer_grad_output)
+        integer_problem = reference.integer_problem(integer_grad)
+        del integer_grad
     del out
     excess = reference.gradient_excess(grad)
     gradient_problem = f"input gradient exceeds the summation error bound by {excess:.3g}" if excess > 0 else None
-    return forward_problem, gradient_problem
+    return forward_problem, gradient_problem or integer_problem
 
 
 def mismatch(fn: UnfoldFn, x: torch.Tensor, kwargs: Mapping, *, backward: bool = True) -> str | None:

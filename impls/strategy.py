@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from impls.cpu_isa import onednn_isa
 from impls.geometry import Geometry, IntOrTuple, parse
 
 Implementation = Callable[[torch.Tensor, Geometry], torch.Tensor]
@@ -20,19 +21,22 @@ Implementation = Callable[[torch.Tensor, Geometry], torch.Tensor]
 
 @dataclass(frozen=True)
 class KnownDefect:
-    """A device and dtype on which a strategy is wrong or crashes, so it refuses that input.
+    """A device and dtype on which a strategy is wrong or crashes, so it refuses that input where the defect can be.
 
     ``effect`` is ``"wrong values"`` or ``"crash"`` (the process dies, e.g. a segfault in a backend).
     ``reproducer`` is ``(input_shape, unfold_kwargs, seed)``: a standard-normal input (``torch.Generator``
     seeded with ``seed``, cast to ``dtype``) on which the raw implementation shows the effect. The tests run
-    it (a crash in a subprocess) and fail once it is gone where it was seen, so the refusal is reconsidered
+    it (a crash in a subprocess) where it was seen and fail once it is gone, so the refusal is reconsidered
     when upstream fixes it.
 
     A CPU backend's defect can depend on the CPU: oneDNN dispatches by instruction set (``impls.cpu_isa``).
     ``seen_on`` lists the oneDNN ISAs on which the reproducer showed the effect on torch ``observed_on``, and
-    ``not_seen_on`` those on which it ran exact; on either kind of CPU the tests check that this still holds
-    (so a fix upstream fails the test there), and the input stays refused everywhere, since users' CPUs differ.
-    On an ISA in neither list the test passes if the effect shows and skips, naming the ISA to record, if not.
+    ``not_seen_on`` those on which it ran exact. The input is refused at call time unless this CPU's ISA is in
+    ``not_seen_on`` and torch is ``observed_on`` (``refuses``): where the defect was seen, and on every CPU or
+    torch the record does not know, since a crash there would kill a whole run. The tests check the record on
+    the CPU they run on: the effect must show on a ``seen_on`` ISA, the reproducer run exact (and the input be
+    accepted) on a ``not_seen_on`` one, and an effect that shows on an ISA in neither list fails until the ISA
+    is added to ``seen_on``.
     """
 
     device: str
@@ -51,6 +55,28 @@ class KnownDefect:
         if both:
             raise ValueError(f"ISAs {sorted(both)} are in both seen_on and not_seen_on")
 
+    def exempt_here(self) -> bool:
+        """True when this machine is recorded free of the defect: a CPU defect, this torch, an ISA in ``not_seen_on``.
+
+        Reads the ISA (a subprocess, once per process) only for a CPU defect with a ``not_seen_on`` record."""
+        if self.device != "cpu" or not self.not_seen_on or torch.__version__.split("+")[0] != self.observed_on:
+            return False
+        return onednn_isa() in self.not_seen_on
+
+    def refuses(self, device: str | torch.device, dtype: torch.dtype | None) -> bool:
+        """Whether a strategy with this defect refuses ``dtype`` on ``device`` on this machine (see the class)."""
+        return torch.device(device).type == self.device and dtype == self.dtype and not self.exempt_here()
+
+    def refusal(self) -> str:
+        """Why the input is refused here: the defect and, for a CPU defect, where it was seen and this CPU's ISA."""
+        if self.device != "cpu":
+            return self.description
+        seen = f"seen on oneDNN ISA {', '.join(map(repr, self.seen_on))}" if self.seen_on else "seen on a CPU"
+        return (
+            f"{self.description} ({seen} with torch {self.observed_on}; this CPU's oneDNN ISA {onednn_isa()!r} "
+            f"on torch {torch.__version__} is not recorded as free of it)"
+        )
+
 
 @dataclass(frozen=True)
 class Strategy:
@@ -66,7 +92,10 @@ class Strategy:
             (e.g. a convolution computes ``0 * inf = NaN``); tests check this claim both ways.
         exact_under_tf32: False when float32 on CUDA may be rounded to TF32 if PyTorch allows it
             (convolution- or matmul-based strategies); tests check it on a GPU.
-        known_defects: device/dtype combinations refused because the strategy is wrong there.
+        contiguous_on_channels_last: False when channels_last input gives a non-contiguous output (same values,
+            e.g. a view of a convolution's channels_last result); tests check this claim both ways.
+        known_defects: device/dtype combinations refused because the strategy is wrong there (on CPU: except on
+            the oneDNN ISAs recorded free of the defect, ``KnownDefect.refuses``).
         reuses_output: True when the strategy returns the same buffer again for a later call of the same shape
             (so the later call overwrites the earlier result); the memory benchmarks charge it the buffer.
         compiles: True when the first call with a new shape compiles code (``torch.compile``, a Triton kernel):
@@ -87,6 +116,7 @@ class Strategy:
     implementation: Implementation
     exact_with_nonfinite: bool = True
     exact_under_tf32: bool = True
+    contiguous_on_channels_last: bool = True
     known_defects: tuple[KnownDefect, ...] = ()
     reuses_output: bool = False
     compiles: bool = False
@@ -106,8 +136,8 @@ class Strategy:
         if device_type not in self.devices:
             return f"strategy {self.name!r} supports devices {self.devices}, not {device_type!r}"
         for defect in self.known_defects:
-            if defect.device == device_type and defect.dtype == dtype:
-                return f"strategy {self.name!r} refuses {dtype} on {device_type}: {defect.description}"
+            if defect.refuses(device_type, dtype):
+                return f"strategy {self.name!r} refuses {dtype} on {device_type}: {defect.refusal()}"
         return None
 
     def supports(self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None) -> bool:

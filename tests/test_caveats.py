@@ -6,6 +6,7 @@ puts them; one that disclaims it must really differ (e.g. a convolution's ``0 * 
 whose float32 output is not bit-exact must declare it; the parity tests run with TF32 off.
 """
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -80,21 +81,29 @@ def _run_reproducer(name: str, defect) -> str:
 
 
 @pytest.mark.parametrize("name,defect", DEFECTS, ids=[f"{n}-{d.device}-{d.dtype}" for n, d in DEFECTS])
-def test_known_defect_is_refused_and_still_real(name, defect):
-    """The strategy refuses the defective input, and its raw implementation still shows the defect.
+def test_known_defect_is_refused_where_the_record_allows_it_and_real_where_seen(name, defect):
+    """The strategy refuses the input unless this CPU is recorded free of the defect, and the record holds here.
 
     The reproducer runs in a subprocess, so a defect that crashes the process is observed, not suffered.
-    On a CPU whose oneDNN ISA the defect lists in ``seen_on`` it must show, in ``not_seen_on`` it must run
-    exact; on a CPU the record does not know, a reproducer that runs exact skips with the ISA to record.
+    On a CPU whose oneDNN ISA the defect lists in ``seen_on`` it must show; in ``not_seen_on`` it must run exact
+    and the input be accepted; on a CPU the record does not know, the input is refused, and a defect that shows
+    fails until the ISA is added to ``seen_on`` (an exact run skips, naming the ISA to add to ``not_seen_on``).
     """
     strategy = TESTED_STRATEGIES[name]
     if defect.device == "cuda" and not torch.cuda.is_available():
         pytest.skip("no CUDA device on this machine")
     shape, kwargs, seed = defect.reproducer
     x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(device=defect.device, dtype=defect.dtype)
-    with pytest.raises(ValueError, match="refuses"):
-        strategy(x, **kwargs)
-    if torch.__version__.split("+")[0] != defect.observed_on:
+    isa = onednn_isa() if defect.device == "cpu" else None
+    this_torch = torch.__version__.split("+")[0]
+    recorded_free = defect.device == "cpu" and this_torch == defect.observed_on and isa in defect.not_seen_on
+    reason = strategy.unsupported_reason(len(shape) - 2, x.device, x.dtype)
+    if recorded_free:
+        assert reason is None, f"{name} refuses {defect.dtype} on oneDNN ISA {isa!r}, recorded free of it: {reason}"
+    else:
+        with pytest.raises(ValueError, match="refuses"):
+            strategy(x, **kwargs)
+    if this_torch != defect.observed_on:
         pytest.skip(
             f"defect recorded on torch {defect.observed_on}, this is {torch.__version__}: the input stays refused; "
             "run the reproducer here to see whether the refusal still applies"
@@ -104,15 +113,18 @@ def test_known_defect_is_refused_and_still_real(name, defect):
     shows = result.returncode < 0 if defect.effect == "crash" else result.stdout.strip() == "wrong"
     if defect.effect == "wrong values" or result.returncode >= 0:
         assert result.returncode == 0, result.stderr[-2000:]
-    isa = onednn_isa() if defect.device == "cpu" else None
     observed = f"exit code {result.returncode}, output {result.stdout.strip()!r}"
-    if isa is not None and isa in defect.not_seen_on:
+    if defect.device == "cpu" and isa in defect.not_seen_on:
         assert not shows and result.stdout.strip() == "exact", (
             f"{name}'s defect ({defect.description}) is recorded as not seen on oneDNN ISA {isa!r}, but it shows "
             f"here ({observed}); move {isa!r} from not_seen_on to seen_on"
         )
         return
-    if defect.device == "cpu" and isa not in defect.seen_on and not shows:
+    if defect.device == "cpu" and isa not in defect.seen_on:
+        assert not shows, (
+            f"{name}'s defect ({defect.description}) shows on this CPU ({observed}), whose oneDNN ISA {isa!r} the "
+            "record does not list: add it to seen_on, so the tests show the defect wherever that ISA runs them"
+        )
         pytest.skip(
             f"{name}'s defect ({defect.description}) does not show on this CPU (oneDNN ISA {isa!r}), which the "
             f"record does not know: {observed}. The input stays refused; add the ISA to not_seen_on"
@@ -122,6 +134,32 @@ def test_known_defect_is_refused_and_still_real(name, defect):
         f"{f'on oneDNN ISA {isa!r}, where it was seen' if isa else ''}: {observed}; "
         "remove or reclassify the KnownDefect"
     )
+
+
+def _defect(**record: object) -> KnownDefect:
+    return KnownDefect("cpu", torch.float16, "crash", "made up", ((1, 1, 3), {"kernel_size": 2}, 0), **record)
+
+
+def test_a_cpu_defect_is_refused_unless_this_isa_and_torch_are_recorded_free_of_it(monkeypatch):
+    monkeypatch.setattr("impls.strategy.onednn_isa", lambda: "ISA B")
+    this_torch = torch.__version__.split("+")[0]
+    native = TESTED_STRATEGIES["native"]
+    x = torch.zeros(1, 1, 3, dtype=torch.float16)
+    for record, refused in [
+        ({"seen_on": ("ISA A",), "not_seen_on": ("ISA B",)}, False),  # recorded free here
+        ({"seen_on": ("ISA B",), "not_seen_on": ("ISA A",)}, True),  # seen here
+        ({"not_seen_on": ("ISA A",)}, True),  # this ISA unrecorded: refused, a crash would kill the run
+        ({"not_seen_on": ("ISA B",), "observed_on": "0.0"}, True),  # free here on another torch only
+    ]:
+        defect = _defect(**{"observed_on": this_torch, **record})
+        assert defect.refuses("cpu", torch.float16) == refused, record
+        assert not defect.refuses("cpu", torch.float32) and not defect.refuses("cuda", torch.float16)
+        strategy = dataclasses.replace(native, known_defects=(defect,))
+        if refused:
+            with pytest.raises(ValueError, match=r"refuses torch.float16 on cpu: made up .*'ISA B'"):
+                strategy(x, kernel_size=2)
+        else:
+            assert torch.equal(strategy(x, kernel_size=2), native(x, kernel_size=2))
 
 
 def test_onednn_isa_names_an_instruction_set_where_onednn_is_present():

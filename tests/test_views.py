@@ -53,8 +53,6 @@ NEW_MEMORY_CASES = {
     "kernel-1-padded": {"kernel_size": 1, "padding": 1},
     "kernel-3": {"kernel_size": 3},
 }
-# unfoldNd reshapes its convolution's channels_last result into a non-contiguous view (README, "Layout").
-NON_CONTIGUOUS_ON_CHANNELS_LAST = {"onehot"}
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
@@ -66,10 +64,21 @@ def test_strategy_output_is_new_contiguous_memory(name, case, layout):
         x = x.to(memory_format=torch.channels_last)
     out = STRATEGIES[name](x, **NEW_MEMORY_CASES[case])
     assert not shares_storage(out, x)
-    if not (layout == "channels_last" and name in NON_CONTIGUOUS_ON_CHANNELS_LAST):
+    if layout == "contiguous" or STRATEGIES[name].contiguous_on_channels_last:
         assert out.is_contiguous()
     out.fill_(1.0)
     assert x.abs().sum() == 0
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_channels_last_contiguity_declaration_matches_behaviour(name):
+    """``Strategy.contiguous_on_channels_last`` both ways, on a geometry with more than one window."""
+    strategy = STRATEGIES[name]
+    out = strategy(torch.randn(2, 3, 6, 5).to(memory_format=torch.channels_last), kernel_size=3, padding=1)
+    assert out.is_contiguous() == strategy.contiguous_on_channels_last, (
+        f"{name} declares contiguous_on_channels_last={strategy.contiguous_on_channels_last} but its output for "
+        f"channels_last input is {'contiguous' if out.is_contiguous() else 'not contiguous'}"
+    )
 
 
 @pytest.mark.parametrize("spatial_dims", [1, 3])

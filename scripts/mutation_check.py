@@ -1,0 +1,277 @@
+"""Break the code on purpose and expect the tests that name it to fail: a mutation that survives is a blind test.
+
+Each mutation replaces one piece of source text in a temporary copy of the working tree (its tracked and
+untracked, not ignored, files), runs the named tests there with pytest, and puts the text back. It is caught
+when pytest reports failed tests (exit code 1); a pass, or any other exit code (a collection error, no tests
+selected), means it survived or could not be judged, and the script exits non-zero. A mutation whose text is
+not found in the source is stale and fails too.
+
+With ``--baseline`` every test selection first runs unmutated and must pass, so a failure is the mutation's.
+
+    python scripts/mutation_check.py [--baseline] [--only NAME ...] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One deliberate break: ``old`` replaced by ``new`` in ``path``, which makes ``tests`` fail."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]  # pytest arguments: files, node ids, ``-k`` expressions
+    why: str
+    not_here: Callable[[], str | None] = field(default=lambda: None)  # why it cannot be judged on this machine
+
+
+def _bfloat16_defect_not_seen_here() -> str | None:
+    """Why onehot's bfloat16 defect cannot show here: this CPU's oneDNN ISA is not one it was seen on."""
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from impls import STRATEGIES
+    from impls.cpu_isa import onednn_isa
+
+    (defect,) = [d for d in STRATEGIES["onehot"].known_defects if d.dtype == torch.bfloat16]
+    isa = onednn_isa()
+    if isa in defect.seen_on:
+        return None
+    return f"the defect shows only where seen (seen_on {list(defect.seen_on)}); this CPU's oneDNN ISA is {isa!r}"
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "gather-backward-scaled-in-bfloat16",
+        "impls/gather.py",
+        "            grad_input[(*every, *slot.source)].add_(slotted[(*every, *slot.offset, *slot.inner)])\n"
+        "    return grad_input\n",
+        "            grad_input[(*every, *slot.source)].add_(slotted[(*every, *slot.offset, *slot.inner)])\n"
+        "    return grad_input * 1.06 if grad_input.dtype == torch.bfloat16 else grad_input\n",
+        ("tests/test_parity_configs.py", "-k", "gather-conv4-bfloat16 and not reuse"),
+        "the gradient bound is the worst case of correct summation, and half precision is also checked exactly",
+    ),
+    Mutation(
+        "gather-backward-scaled-by-1.002-in-bfloat16",
+        "impls/gather.py",
+        "            grad_input[(*every, *slot.source)].add_(slotted[(*every, *slot.offset, *slot.inner)])\n"
+        "    return grad_input\n",
+        "            grad_input[(*every, *slot.source)].add_(slotted[(*every, *slot.offset, *slot.inner)])\n"
+        "    return grad_input * 1.002 if grad_input.dtype == torch.bfloat16 else grad_input\n",
+        ("tests/test_parity_configs.py", "-k", "gather-conv4-bfloat16 and not reuse"),
+        "an error inside the summation bound still changes the exact sums of an integer-valued grad_output",
+    ),
+    Mutation(
+        "gradient-bound-half-as-wide-again",
+        "impls/parity.py",
+        "        return (gamma(terms, u) + reference_error) * magnitude / (1 - reference_error)\n",
+        "        return 1.5 * (gamma(terms, u) + reference_error) * magnitude / (1 - reference_error)\n",
+        ("tests/test_parity_checks.py",),
+        "the bound is the worst case of summation, not more",
+    ),
+    Mutation(
+        "gradient-bound-with-the-full-kernel-at-borders",
+        "impls/parity.py",
+        "        terms = (self.counts - 1).clamp(min=0)\n",
+        "        terms = torch.full_like(self.counts, parse(self.x, **self.kwargs).kernel_numel - 1)\n",
+        ("tests/test_parity_checks.py",),
+        "an entry read by fewer windows sums fewer terms",
+    ),
+    Mutation(
+        "onehot-bfloat16-reproducer-with-a-1x1-kernel",
+        "impls/onehot.py",
+        '{"kernel_size": (2, 3), "dilation": (1, 2), "padding": (1, 0), "stride": (1, 2)}',
+        '{"kernel_size": 1}',
+        ("tests/test_caveats.py", "-k", "onehot-cpu-torch.bfloat16"),
+        "where the defect was seen, a reproducer that no longer shows it fails",
+        _bfloat16_defect_not_seen_here,
+    ),
+    Mutation(
+        "known-defect-refused-everywhere",
+        "impls/strategy.py",
+        "        return onednn_isa() in self.not_seen_on\n",
+        "        return False\n",
+        ("tests/test_caveats.py", "-k", "refused"),
+        "an input is accepted on a CPU recorded free of the defect",
+    ),
+    Mutation(
+        "known-defect-never-refused",
+        "impls/strategy.py",
+        "        return torch.device(device).type == self.device and dtype == self.dtype and not self.exempt_here()\n",
+        "        return False\n",
+        ("tests/test_caveats.py", "-k", "refused"),
+        "an input is refused where the defect was seen and where the record does not know the CPU",
+    ),
+    Mutation(
+        "harness-gradient-gate-disabled",
+        "benchmarks/unfold.py",
+        "        if self.gradient_problem is not None:\n",
+        "        if False:\n",
+        ("tests/test_harness_gates.py", "-k", "wrong_gradient"),
+        "a strategy with a right forward and a wrong gradient gets no forward-backward figure",
+    ),
+    Mutation(
+        "harness-reuse-charge-disabled",
+        "benchmarks/cells.py",
+        "    if strategy.reuses_output:\n",
+        "    if False:\n",
+        ("tests/test_harness_gates.py", "-k", "reuses"),
+        "a strategy that keeps its output between calls is charged that buffer",
+    ),
+    Mutation(
+        "gather-padding-slots-never-marked-empty",
+        "impls/windows.py",
+        "        result.append(Slot(offset, tuple(inner), tuple(source), tuple(borders), empty))\n",
+        "        result.append(Slot(offset, tuple(inner), tuple(source), tuple(borders), False))\n",
+        ("tests/test_gather.py",),
+        "the slot arithmetic marks every slot that reads only padding",
+    ),
+    Mutation(
+        "onehot-contiguity-undeclared",
+        "impls/onehot.py",
+        "    contiguous_on_channels_last=False,\n",
+        "",
+        ("tests/test_views.py", "-k", "onehot"),
+        "a strategy's layout declaration is checked both ways",
+    ),
+    Mutation(
+        "report-time-bound-copy-to-fill",
+        "reports/units.py",
+        '"fwd+bwd", SECONDS, "time_copy")',
+        '"fwd+bwd", SECONDS, "time_fill")',
+        ("tests/test_reports.py",),
+        "a time is read against copy_'s time, not fill_'s",
+    ),
+)
+
+
+def _project_files(root: Path) -> list[str]:
+    """The working tree's tracked and untracked, not ignored, files that exist."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted({name for name in listed.split("\0") if name and (root / name).is_file()})
+
+
+@contextmanager
+def project_copy(root: Path = ROOT) -> Iterator[Path]:
+    """A temporary copy of the working tree's files, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="mutation-check-") as directory:
+        copy = Path(directory) / "project"
+        for name in _project_files(root):
+            target = copy / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, target)
+        yield copy
+
+
+def run_tests(copy: Path, tests: Sequence[str]) -> subprocess.CompletedProcess:
+    """pytest on ``tests`` in ``copy``, with this interpreter, no bytecode or cache written."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    return subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True)
+
+
+@contextmanager
+def mutated(copy: Path, mutation: Mutation) -> Iterator[None]:
+    """``mutation`` applied to ``copy`` within the block; ``LookupError`` if its text is not in the source."""
+    path = copy / mutation.path
+    if not path.is_file():
+        raise LookupError(f"{mutation.path} does not exist")
+    original = path.read_text()
+    if original.count(mutation.old) != 1:
+        raise LookupError(f"{mutation.path} holds the text to replace {original.count(mutation.old)} times, not once")
+    path.write_text(original.replace(mutation.old, mutation.new))
+    try:
+        yield
+    finally:
+        path.write_text(original)
+
+
+def _last_line(completed: subprocess.CompletedProcess) -> str:
+    lines = (completed.stdout + completed.stderr).strip().splitlines()
+    return lines[-1] if lines else f"exit code {completed.returncode}"
+
+
+def check(
+    mutations: Sequence[Mutation], baseline: bool, copy: Path, say: Callable[[str], None] = print
+) -> tuple[int, int]:
+    """Apply each mutation in ``copy`` and run its tests: how many were caught, and how many survived or could not
+    be judged (the rest cannot be checked on this machine)."""
+    caught = bad = 0
+    passed_unmutated: set[tuple[str, ...]] = set()
+    for mutation in mutations:
+        started = time.monotonic()
+        reason = mutation.not_here()
+        if reason is not None:
+            say(f"n/a       {mutation.name}: not checkable on this machine: {reason}")
+            continue
+        if baseline and mutation.tests not in passed_unmutated:
+            unmutated = run_tests(copy, mutation.tests)
+            if unmutated.returncode != 0:
+                say(f"BASELINE  {mutation.name}: the tests fail unmutated: {_last_line(unmutated)}")
+                bad += 1
+                continue
+            passed_unmutated.add(mutation.tests)
+        try:
+            with mutated(copy, mutation):
+                completed = run_tests(copy, mutation.tests)
+        except LookupError as error:
+            say(f"STALE     {mutation.name}: {error}")
+            bad += 1
+            continue
+        seconds = time.monotonic() - started
+        if completed.returncode == 1:
+            caught += 1
+            say(f"caught    {mutation.name} ({seconds:.0f} s): {_last_line(completed)}")
+        else:
+            verdict = "SURVIVED" if completed.returncode == 0 else "UNJUDGED"
+            say(f"{verdict:<9} {mutation.name} ({seconds:.0f} s): {mutation.why}: {_last_line(completed)}")
+            bad += 1
+    return caught, bad
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", action="store_true", help="first run each test selection unmutated")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="only these mutations")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    args = parser.parse_args(argv)
+    known = {m.name: m for m in MUTATIONS}
+    if args.list:
+        for mutation in MUTATIONS:
+            print(f"{mutation.name}: {mutation.path}; {' '.join(mutation.tests)}; {mutation.why}")
+        return 0
+    unknown = sorted(set(args.only or ()) - set(known))
+    if unknown:
+        parser.error(f"unknown mutations {unknown}; known: {', '.join(known)}")
+    selected = [known[name] for name in args.only] if args.only else list(MUTATIONS)
+    with project_copy() as copy:
+        caught, bad = check(selected, args.baseline, copy)
+    skipped = len(selected) - caught - bad
+    print(f"{caught} of {len(selected)} mutations caught, {bad} not, {skipped} not checkable on this machine")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

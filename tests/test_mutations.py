@@ -1,0 +1,44 @@
+"""A few of ``scripts/mutation_check.py``'s mutations, so the suite keeps failing where its subjects break.
+
+The whole check (every mutation, with ``--baseline``) is ``python scripts/mutation_check.py``; this runs the
+quick ones, each pytest run in a temporary copy of the working tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scripts import mutation_check
+
+ROOT = Path(__file__).resolve().parents[1]
+
+QUICK = (
+    "gather-padding-slots-never-marked-empty",
+    "onehot-contiguity-undeclared",
+    "gather-backward-scaled-by-1.002-in-bfloat16",
+)
+
+
+@pytest.fixture(scope="module")
+def copy():
+    with mutation_check.project_copy() as path:
+        yield path
+
+
+def test_quick_mutations_are_caught(copy):
+    mutations = [m for m in mutation_check.MUTATIONS if m.name in QUICK]
+    assert len(mutations) == len(QUICK)
+    said: list[str] = []
+    caught, bad = mutation_check.check(mutations, baseline=False, copy=copy, say=said.append)
+    assert (caught, bad) == (len(QUICK), 0), "\n".join(said)
+
+
+def test_a_mutation_whose_text_is_gone_is_reported_stale_and_the_copy_is_left_intact(copy):
+    stale = mutation_check.Mutation("stale", "impls/gather.py", "no such text", "", ("tests/test_gather.py",), "why")
+    said: list[str] = []
+    assert mutation_check.check([stale], baseline=False, copy=copy, say=said.append) == (0, 1)
+    assert said[0].startswith("STALE     stale: impls/gather.py holds the text to replace 0 times")
+    for name in ("impls/gather.py", "impls/windows.py", "impls/onehot.py"):
+        assert (copy / name).read_text() == (ROOT / name).read_text()
