@@ -12,7 +12,8 @@ not repeated.
 The other rows make the suite's N-d and half-precision claims benchmarked, not only tested: ``example``
 (unfoldNd's example configuration), a dilated layer, a 1-d layer (3-d tensor), a 3-d layer (5-d tensor), and
 conv4 in bfloat16 and in float16 (conv4: the smallest stride-1 All-CNN-C layer with 96 channels, so the half
-rows stay cheap; on CPU ``onehot`` refuses both dtypes, see its ``known_defects``).
+rows stay cheap; ``onehot`` refuses both dtypes on CPUs not recorded free of oneDNN's defects, see its
+``known_defects``).
 
 ``LayerConfig.with_batch_size`` scales a row down (quick profiles, tests) without a second table.
 """
