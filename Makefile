@@ -20,7 +20,7 @@ help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-.PHONY: help venv test lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
+.PHONY: help venv test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
 	memprofile report regress regress-validate advise asv-check clean
 
 $(STAMP): pyproject.toml
@@ -41,8 +41,13 @@ lint: venv  ## ruff, and the GitHub workflows against their schema (check-jsonsc
 # halve the suite's time on a 2-core machine (measured: 7 min 7 s serial, 5 min 16 s with two).
 PYTEST_WORKERS ?= 2
 
-test: lint browser
+test: lint browser  ## ruff, then the whole test suite in two workers (what CI runs)
 	$(PY) -m pytest -n $(PYTEST_WORKERS)
+
+# The inner loop: every strategy's parity on the configs and random problems, validation, the reports; leaves out
+# the tests marked slow (compiles, asv and killed runs, subprocess reproducers, Triton's interpreter, the browser).
+test-fast: venv  ## the quick subset of the tests for the inner loop (no tests marked slow)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" -q
 
 # The site's browser test needs Debian's chromium and chromedriver: installed here when missing and we are
 # root (as on CI); otherwise that test is skipped and says why.

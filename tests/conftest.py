@@ -1,4 +1,4 @@
-"""Devices, CUDA marking and numerics settings shared by the tests."""
+"""Devices, CUDA marking, numerics settings and the order of the tests, shared by the tests."""
 
 from __future__ import annotations
 
@@ -36,3 +36,17 @@ def strict_float32():
     torch.backends.cuda.matmul.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """0 for a ``slow(first=True)`` test, 1 for another ``slow`` one, 2 for the rest."""
+    marker = item.get_closest_marker("slow")
+    if marker is None:
+        return 2
+    return 0 if marker.kwargs.get("first") else 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the slow tests first, the longest of them before the others (stable otherwise): with two workers, a
+    long test that started last would leave one worker idle until it ends."""
+    items.sort(key=_start_rank)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.cells import DEVICES
+from benchmarks.cells import DEVICES, Cell
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
 from benchmarks.profiles import QUICK
 from impls import STRATEGIES
@@ -25,6 +25,7 @@ def _pytest(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_pytest_benchmark_matrix_is_the_registry_times_configs_times_devices():
     collected = _pytest("--collect-only", "-q")
     assert collected.returncode == 0, collected.stdout + collected.stderr
@@ -36,12 +37,19 @@ def test_pytest_benchmark_matrix_is_the_registry_times_configs_times_devices():
         assert f"benchmarks/test_matrix.py::{test}[{strategy}-{config}-{device}-quick]" in ids
 
 
+@pytest.mark.slow
 def test_pytest_benchmark_runs_a_config_and_skips_with_reasons():
-    run = _pytest("-k", "vol3d-conv", "--benchmark-disable", "-rs", "-q")
+    # every strategy on the smallest config, and a cell skipped for its spatial dims (every cell runs in
+    # test_harness.test_every_quick_cell_runs_or_skips_for_a_stated_reason)
+    run = _pytest("-k", "example or (native and vol3d)", "--benchmark-disable", "-rs", "-q")
     assert run.returncode == 0, run.stdout + run.stderr
+    cells = [Cell.from_names(s, "example", d, QUICK) for s in STRATEGIES for d in DEVICES]
+    runnable = [cell for cell in cells if cell.skip_reason() is None]
+    assert runnable and f"{2 * len(runnable)} passed" in run.stdout, run.stdout  # forward and forward-backward
     assert "strategy 'native' supports spatial dims (1, 2), not 3" in run.stdout
 
 
+@pytest.mark.slow
 def test_regress_refuses_too_few_rounds_before_any_work():
     run = subprocess.run(
         [sys.executable, "scripts/regress.py", "HEAD", "--mode", "asv", "--rounds", "6"],
@@ -57,6 +65,7 @@ def test_regress_refuses_too_few_rounds_before_any_work():
     [("tilling:example:forward", "unknown strategy 'tilling'"), ("tiling:conv2:forward", "unknown config 'conv2'"),
      ("tiling:example:backward", "unknown call 'backward'"), ("tiling:example", "expected STRATEGY:CONFIG")],
 )  # fmt: skip
+@pytest.mark.slow
 def test_regress_refuses_a_misspelt_callgrind_cell_before_any_work(spec, named):
     run = subprocess.run([sys.executable, "scripts/regress.py", "HEAD", "--callgrind", spec], cwd=ROOT,
                          capture_output=True, text=True)  # fmt: skip
@@ -78,6 +87,7 @@ def test_benchmark_regex_selects_suites_by_name_and_rejects_unknown_ones():
         benchmark_regex(QUICK, suites=("unfolds",))
 
 
+@pytest.mark.slow
 def test_memory_profile_script_shows_lines_and_timeline():
     run = subprocess.run(
         [sys.executable, "scripts/memory_profile.py", "as_strided", "example"], cwd=ROOT, capture_output=True, text=True
@@ -87,6 +97,7 @@ def test_memory_profile_script_shows_lines_and_timeline():
     assert "net resident memory over" in run.stdout
 
 
+@pytest.mark.slow
 def test_memory_profile_script_rejects_an_unsupported_cell():
     run = subprocess.run(
         [sys.executable, "scripts/memory_profile.py", "native", "vol3d-conv"], cwd=ROOT, capture_output=True, text=True

@@ -23,6 +23,7 @@ def test_every_capability_works_or_is_a_declared_defect_that_still_shows(name, c
     assert not cell.startswith("fails"), f"{name}, {capability}: {cell}"
 
 
+@pytest.mark.slow
 def test_the_strategies_of_our_own_compose_with_torch_func_in_float64():
     for name in ("gather", "gather_reuse", "compiled", "compiled_reuse"):
         for capability in ("forward-mode AD (jvp)", "vmap", "per-sample gradients", "double backward"):

@@ -81,6 +81,7 @@ def _run_reproducer(name: str, defect) -> str:
 
 
 @pytest.mark.parametrize("name,defect", DEFECTS, ids=[f"{n}-{d.device}-{d.dtype}" for n, d in DEFECTS])
+@pytest.mark.slow
 def test_known_defect_is_refused_where_the_record_allows_it_and_real_where_seen(name, defect):
     """The strategy refuses the input unless this CPU is recorded free of the defect, and the record holds here.
 

@@ -6,6 +6,7 @@ real suite's definitions and on a fixture suite of faulty strategies (``tests/fi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -26,6 +27,7 @@ from benchmarks.memory import cpu_peak_supported, net_peak_bytes
 from benchmarks.profiles import FULL, PROFILES, QUICK, benchmark_regex
 from impls import STRATEGIES
 from reports.results import load_results
+from tests.test_parity_configs import TEST_BATCH_SIZE
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_SUITE = ROOT / "tests" / "fixtures" / "asv_suite"
@@ -55,6 +57,7 @@ def test_asv_discovers_every_strategy_config_and_device_for_each_profile():
         assert benchmark.unit == "seconds"
 
 
+@pytest.mark.slow
 def test_asv_check_passes():
     completed = subprocess.run(
         [sys.executable, "-m", "asv", "check", "--python=same"], cwd=ROOT, capture_output=True, text=True
@@ -76,6 +79,7 @@ def test_profile_regex_selects_one_profile_and_narrows_by_cell():
     assert not re.search(narrow, "unfold.Quick.time_forward('native', 'allcnnc-conv2', 'cpu')")
 
 
+@pytest.mark.slow
 def test_compile_time_is_measured_cold_and_the_timed_suite_compiles_in_setup():
     suite = compile_time.Quick()
     suite.setup("compiled", "example", "cpu")
@@ -108,8 +112,24 @@ def _call_every_benchmark(suite: object, setup_args: tuple, params: tuple) -> di
     return figures
 
 
+# The quick profile's cells (its strategies, configs and devices, so its skip reasons) at the parity tests' batch
+# size: the same code paths for a quarter of the work, and the compiled strategies' kernels are those the parity
+# tests compile (Inductor's on-disk cache). make bench runs them at the profile's own size.
+AT_TEST_SIZE = dataclasses.replace(QUICK, name="quick-at-test-size", batch_cap=TEST_BATCH_SIZE)
+
+
+class _QuickUnfoldAtTestSize(unfold.Quick):
+    profile = AT_TEST_SIZE
+
+
+class _QuickBoundsAtTestSize(bounds.Quick):
+    profile = AT_TEST_SIZE
+
+
+@pytest.mark.slow(first=True)
 def test_every_quick_cell_runs_or_skips_for_a_stated_reason():
-    suite = unfold.Quick()
+    suite = _QuickUnfoldAtTestSize()
+    assert suite.params == unfold.Quick.params
     verdicts = suite.setup_cache()
     ran, skipped = [], {}
     for params in itertools.product(*suite.params):
@@ -134,14 +154,15 @@ def test_every_quick_cell_runs_or_skips_for_a_stated_reason():
         assert all(skipped[p] == "no CUDA device on this machine" for p in skipped if p[2] == "cuda")
     assert skipped[("native", "vol3d-conv", "cpu")].startswith("strategy 'native' supports spatial dims (1, 2)")
 
-    bounds_suite = bounds.Quick()
+    bounds_suite = _QuickBoundsAtTestSize()
+    assert bounds_suite.params == bounds.Quick.params
     for params in itertools.product(*bounds_suite.params):
         try:
             figures = _call_every_benchmark(bounds_suite, (), params)
         except NotImplementedError as skip:
             assert params[1] == "cuda" and not HAS_CUDA, (params, skip)
             continue
-        config = profile_config(QUICK, params[0])
+        config = profile_config(AT_TEST_SIZE, params[0])
         assert figures["track_min_peak_forward"] == analytic_minimum_bytes(config, backward=False)
         assert figures["track_min_peak_forward_backward"] == analytic_minimum_bytes(config, backward=True)
 
@@ -172,6 +193,7 @@ def _run_asv(tmp_path: Path, benchmark_dir: Path, *extra: str) -> tuple[subproce
     return completed, results
 
 
+@pytest.mark.slow
 def test_a_failing_or_killed_cell_fails_alone_and_the_results_are_written(tmp_path):
     completed, results = _run_asv(tmp_path, FIXTURE_SUITE)
     output = completed.stdout + completed.stderr
@@ -205,6 +227,7 @@ def test_a_failing_or_killed_cell_fails_alone_and_the_results_are_written(tmp_pa
     assert "injected: out of memory while benchmarking" in output
 
 
+@pytest.mark.slow
 def test_a_quick_asv_run_of_the_real_suite_completes_with_cuda_skipped(tmp_path):
     cells = r"^unfold\.Quick\..*\('native', 'example', '(cpu|cuda)'\)"
     completed, results = _run_asv(tmp_path, ROOT / "benchmarks", "-b", cells)
@@ -219,6 +242,7 @@ def test_a_quick_asv_run_of_the_real_suite_completes_with_cuda_skipped(tmp_path)
     assert (table[table.device == "cuda"].status == ("ok" if HAS_CUDA else "skipped")).all(), output
 
 
+@pytest.mark.slow
 def test_gate_survives_a_killed_check_and_goes_on_with_the_next_cells():
     from tests.fixtures.asv_suite.faulty import FAULTY_STRATEGIES, TINY
 
@@ -249,6 +273,7 @@ if __name__ == "__main__":  # not re-run when the checking process imports this 
 """
 
 
+@pytest.mark.slow
 def test_gate_checks_the_project_that_is_timed_not_the_working_tree(tmp_path):
     # make bench-commits: asv times a past commit's impls (installed in its environment) with the suite
     # of the working tree, beside which lies another impls. The gate must check the code that is timed.

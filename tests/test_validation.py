@@ -10,6 +10,7 @@ import torch
 
 from impls import SPATIAL_DIMS, TESTED_STRATEGIES
 from impls.reference import loop_unfold, reference_unfold
+from impls.strategy import Strategy
 from tests.helpers import skip_unless_supported
 
 X4 = torch.zeros(2, 3, 5, 5)
@@ -51,15 +52,34 @@ def _call_and_check(fn, args, kwargs, error, words):
         assert word in message, f"{word!r} not in error message {message!r}"
 
 
-@pytest.mark.parametrize("name", list(TESTED_STRATEGIES))
-@pytest.mark.parametrize("case", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
-def test_every_strategy_rejects_bad_input_before_any_work(name, case):
-    _, args, kwargs, error, words = case
+def _spy(strategy: Strategy) -> tuple[Strategy, list]:
+    """``strategy`` with an implementation that records its calls instead of working, and the record."""
     calls = []
-    spy = dataclasses.replace(TESTED_STRATEGIES[name], implementation=lambda *a: calls.append(a))
+    return dataclasses.replace(strategy, implementation=lambda *a: calls.append(a)), calls
+
+
+# The check is ``Strategy.__call__`` (``impls.geometry.parse``, then the strategy's support), shared by every
+# strategy: each bad call is checked once, through a strategy that supports every spatial dim and device.
+@pytest.mark.parametrize("case", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_the_shared_check_rejects_bad_input_before_any_work(case):
+    _, args, kwargs, error, words = case
+    spy, calls = _spy(Strategy("any", "supports everything", SPATIAL_DIMS, ("cpu", "cuda"), reference_unfold))
     _call_and_check(spy, args, kwargs, error, words)
     assert calls == [], "the implementation ran before validation failed"
-    _call_and_check(TESTED_STRATEGIES[name], args, kwargs, error, words)
+
+
+# One bad input and one bad geometry: enough to show that a strategy's call is the shared check.
+SMOKE_CALLS = [c for c in BAD_CALLS if c[0] in ("not-a-tensor", "kernel-too-big")]
+
+
+@pytest.mark.parametrize("name", list(TESTED_STRATEGIES))
+def test_every_strategy_runs_the_shared_check_before_its_code(name):
+    strategy = TESTED_STRATEGIES[name]
+    spy, calls = _spy(strategy)
+    for _, args, kwargs, error, words in SMOKE_CALLS:
+        _call_and_check(spy, args, kwargs, error, words)
+        assert calls == [], f"{name}'s implementation ran before validation failed"
+        _call_and_check(strategy, args, kwargs, error, words)
 
 
 @pytest.mark.parametrize("fn", [reference_unfold, loop_unfold])
