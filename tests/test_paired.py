@@ -159,9 +159,9 @@ def test_the_ratio_is_head_over_base_whichever_revision_goes_first(head_first):
     # a four times slower head: the ratio is far above 1 (a swap of the sides would put it far below), whatever
     # another process on the machine does to single calls
     forward = _measured(NATIVE, _slower(4.0), head_first=head_first)["time_forward"]["log_ratios"]
-    assert len(forward) >= MIN_PAIRS and paired_ratio(forward).low > 1.5
+    assert len(forward) >= MIN_PAIRS and paired_ratio(forward).low > 1  # the direction, even on a loaded machine
     forward = _measured(_slower(4.0), NATIVE, head_first=head_first)["time_forward"]["log_ratios"]
-    assert paired_ratio(forward).high < 1 / 1.5
+    assert paired_ratio(forward).high < 1
 
 
 def test_two_processes_pool_as_many_blocks_from_each_order():

@@ -63,7 +63,7 @@ def test_page_loads_without_console_errors_and_its_plots_render(browser, site, p
     WebDriverWait(browser, 60).until(lambda d: d.execute_script("return document.readyState") == "complete")
     WebDriverWait(browser, 60).until(lambda d: _drawn_plots(d)[0] == _drawn_plots(d)[1])
     total, drawn = _drawn_plots(browser)
-    if page != "machines.html":
+    if page not in ("machines.html", "findings.html"):  # tables only
         assert total > 0, f"{page} has no plot"
     assert drawn == total
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
