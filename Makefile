@@ -37,17 +37,24 @@ lint: venv  ## ruff, and the GitHub workflows against their schema (check-jsonsc
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
-# Two pytest workers (pytest-xdist): compiling (torch.compile) is mostly single-threaded, so two processes
-# halve the suite's time on a 2-core machine (measured: 7 min 7 s serial, 5 min 16 s with two).
+# Two pytest workers (pytest-xdist), the cores' threads split between them (tests/conftest.py): compiling
+# (torch.compile) is mostly single-threaded, so two processes share a 2-core machine. Tests are handed out one at
+# a time to whichever worker is free, the slow ones first and the longest of them before the others
+# (tests/conftest.py), so both workers stay busy until the end.
 PYTEST_WORKERS ?= 2
+PYTEST_FLAGS ?= -n $(PYTEST_WORKERS) --dist load --maxschedchunk 1
 
 test: lint browser  ## ruff, then the whole test suite in two workers (what CI runs)
-	$(PY) -m pytest -n $(PYTEST_WORKERS)
+	$(PY) -m pytest $(PYTEST_FLAGS)
 
-# The inner loop: every strategy's parity on the configs and random problems, validation, the reports; leaves out
-# the tests marked slow (compiles, asv and killed runs, subprocess reproducers, Triton's interpreter, the browser).
-test-fast: venv  ## the quick subset of the tests for the inner loop (no tests marked slow)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" -q
+# The inner loop: every strategy's parity on every config, its random problems (but the compiling strategies'),
+# gradcheck, validation, views, caveats, capabilities, the reports. Leaves out the tests marked slow: the compiling
+# strategies' random problems, PyTorch's OpInfo samples, Triton's interpreter, the harness end to end (every quick
+# cell, asv runs, the gate's processes, the cold compile), a killed run, the allocator's processes, the defects'
+# reproducers, torch.func on the compiled strategies, the scripts' entry points, the site in chromium.
+test-fast: venv  ## the tests not marked slow, for the inner loop (make test runs them all)
+	@echo "make test-fast: the tests not marked slow (compiles, processes, Triton's interpreter, the browser); make test runs them all"
+	$(PY) -m pytest $(PYTEST_FLAGS) -m "not slow" -q
 
 # The site's browser test needs Debian's chromium and chromedriver: installed here when missing and we are
 # root (as on CI); otherwise that test is skipped and says why.

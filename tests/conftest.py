@@ -38,6 +38,17 @@ def strict_float32():
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, split the cores between the workers (torch's threads, and the ``OMP_NUM_THREADS`` of the
+    processes tests start), unless ``OMP_NUM_THREADS`` is set: more busy threads than cores make OpenMP's threads
+    wait for each other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
 def _start_rank(item: pytest.Item) -> int:
     """0 for a ``slow(first=True)`` test, 1 for another ``slow`` one, 2 for the rest."""
     marker = item.get_closest_marker("slow")

@@ -4,6 +4,7 @@ entry and the terminal summary. No timing is asserted."""
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -49,27 +50,40 @@ def test_pytest_benchmark_runs_a_config_and_skips_with_reasons():
     assert "strategy 'native' supports spatial dims (1, 2), not 3" in run.stdout
 
 
-@pytest.mark.slow
-def test_regress_refuses_too_few_rounds_before_any_work():
-    run = subprocess.run(
-        [sys.executable, "scripts/regress.py", "HEAD", "--mode", "asv", "--rounds", "6"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 2 and "--rounds 6" in run.stderr and "at least 7" in run.stderr, run.stderr
+# Command lines scripts/regress.py must refuse before any work (exit status 2), and what its message must name
+REGRESS_REFUSALS = [
+    (["--mode", "asv", "--rounds", "6"], ["--rounds 6", "at least 7"]),
+    *[(["--callgrind", spec], [named, repr(spec)]) for spec, named in [
+        ("tilling:example:forward", "unknown strategy 'tilling'"), ("tiling:conv2:forward", "unknown config 'conv2'"),
+        ("tiling:example:backward", "unknown call 'backward'"), ("tiling:example", "expected STRATEGY:CONFIG")]],
+]  # fmt: skip
+
+# Each command line through the script's main in one process (the checks are argparse's, before any work).
+_RUN_REGRESS_MAIN = """
+import contextlib, io, json, runpy, sys
+main = runpy.run_path("scripts/regress.py", run_name="regress")["main"]
+for arguments in json.loads(sys.argv[1]):
+    sys.argv = ["scripts/regress.py", "HEAD", *arguments]
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            status = main()
+        except SystemExit as exit:
+            status = exit.code
+    print(json.dumps([status, stderr.getvalue()]), flush=True)
+"""
 
 
-@pytest.mark.parametrize(
-    "spec, named",
-    [("tilling:example:forward", "unknown strategy 'tilling'"), ("tiling:conv2:forward", "unknown config 'conv2'"),
-     ("tiling:example:backward", "unknown call 'backward'"), ("tiling:example", "expected STRATEGY:CONFIG")],
-)  # fmt: skip
 @pytest.mark.slow
-def test_regress_refuses_a_misspelt_callgrind_cell_before_any_work(spec, named):
-    run = subprocess.run([sys.executable, "scripts/regress.py", "HEAD", "--callgrind", spec], cwd=ROOT,
-                         capture_output=True, text=True)  # fmt: skip
-    assert run.returncode == 2 and named in run.stderr and repr(spec) in run.stderr, run.stderr
+def test_regress_refuses_bad_arguments_before_any_work():
+    arguments = json.dumps([arguments for arguments, _ in REGRESS_REFUSALS])
+    run = subprocess.run([sys.executable, "-c", _RUN_REGRESS_MAIN, arguments], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    results = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(results) == len(REGRESS_REFUSALS), run.stdout
+    for (arguments, named), (status, stderr) in zip(REGRESS_REFUSALS, results):
+        assert status == 2 and all(word in stderr for word in named), (arguments, status, stderr)
 
 
 def test_benchmark_regex_selects_suites_by_name_and_rejects_unknown_ones():

@@ -227,7 +227,7 @@ def test_a_failing_or_killed_cell_fails_alone_and_the_results_are_written(tmp_pa
     assert "injected: out of memory while benchmarking" in output
 
 
-@pytest.mark.slow
+@pytest.mark.slow(first=True)
 def test_a_quick_asv_run_of_the_real_suite_completes_with_cuda_skipped(tmp_path):
     cells = r"^unfold\.Quick\..*\('native', 'example', '(cpu|cuda)'\)"
     completed, results = _run_asv(tmp_path, ROOT / "benchmarks", "-b", cells)

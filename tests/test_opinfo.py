@@ -21,6 +21,7 @@ import torch
 from impls import TESTED_STRATEGIES
 from impls.parity import mismatch
 
+pytestmark = pytest.mark.slow  # a process of its own for the samples, and many of them
 DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 # Importing PyTorch's test utilities freezes torch.backends' flags for the whole process, which other tests of a
 # worker set directly: the samples' geometries are read in a child process, and the inputs made here.

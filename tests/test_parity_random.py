@@ -69,7 +69,9 @@ FIXED_COMPILED_EXAMPLES = 20
 NEW_COMPILED_EXAMPLES = 4
 
 
-@pytest.mark.parametrize("name", list(TESTED_STRATEGIES))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if s.compiles else n for n, s in TESTED_STRATEGIES.items()]
+)
 def test_random_problems_match_reference(name, device):
     strategy = TESTED_STRATEGIES[name]
     if not strategy.supports(strategy.spatial_dims[0], device):

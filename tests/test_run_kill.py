@@ -78,7 +78,7 @@ def _measured_configs(results_dir: Path) -> set[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
-@pytest.mark.slow
+@pytest.mark.slow(first=True)
 def test_a_killed_run_keeps_finished_configs_leaves_no_process_and_resumes(tmp_path):
     marker = f"{MARKER}={uuid.uuid4().hex}"
     run = _bench(tmp_path, marker.split("=")[1])

@@ -20,10 +20,13 @@ FIXTURE = ROOT / "tests" / "fixtures" / "report_results"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="chromium and chromedriver not found (make test installs Debian's chromium and chromium-driver as root)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason="chromium and chromedriver not found (make test installs Debian's chromium and chromium-driver as root)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,12 @@
 """The Triton kernels checked without a GPU: the suite's own parity tests, run under Triton's interpreter.
 
 With ``TRITON_INTERPRET=1`` Triton runs each program instance of a kernel on CPU tensors through NumPy, and
-``impls.triton_gather`` then declares "cpu", so the parity tests (every config; random problems drawn across
-dims, dtypes and layouts), the validation, int64-indexing and non-finite tests and a double-backward check
-run it there. Triton
-reads the variable when the kernels are decorated (import time), hence a pytest process of its own.
+``impls.triton_gather`` then declares "cpu", so the parity tests (every config, at batch 1: the kernels flatten
+batch and channels into one program index; random problems drawn across dims, dtypes and layouts), the
+validation, int64-indexing and non-finite tests and a double-backward check run it there. Triton reads the
+variable when the kernels are decorated (import time), hence a pytest process of its own.
 
-Left out: ``test_gradcheck_float64`` (one interpreted launch per output entry: over 2 min here), which the
+Left out: ``test_gradcheck_float64`` (one interpreted launch per output entry: minutes), which the
 configs' gradient check against the float64 reference covers for a linear map; it runs in full on a GPU.
 Not checked here at all: the compiled GPU code itself (code generation, the GPU's integer arithmetic,
 timing), which only a run on a GPU machine checks (``pytest -m cuda``).
