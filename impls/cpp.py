@@ -44,7 +44,9 @@ from impls.output_reuse import check_out
 from impls.strategy import Strategy
 
 SOURCE = Path(__file__).parent / "csrc" / "unfold_cpu.cpp"
-CFLAGS = ("-O3", "-march=native")
+# UNFOLD_BENCH_CPP_CFLAGS replaces them (part of the build's key), e.g. "-O3 -march=x86-64-v3" to run the
+# portable loops on an AVX-512 machine.
+CFLAGS = tuple((os.environ.get("UNFOLD_BENCH_CPP_CFLAGS") or "-O3 -march=native").split())
 
 
 def _cpu_flags() -> str:

@@ -10,9 +10,10 @@
 // Forward: plane (n, c) of the output is one contiguous block of K*L elements, written row by row: for each
 // kernel offset and each window row, zeros where the row reads padding, else one strided copy from the
 // unpadded input (no padded copy) with zero borders. The copy moves bits (an unsigned integer of the element's
-// width), so every dtype is bit-exact, NaN payloads and -0.0 included. With the step 1 (stride 1 along a
-// contiguous innermost dim) it is a plain vectorised copy; with step 2 gcc -O3 -march=native loads two vectors
-// and deinterleaves them with one permute (vpermt2d/w/q on AVX-512); other steps are a scalar strided loop.
+// width), so every dtype is bit-exact, NaN payloads and -0.0 included. Stride 1 along a contiguous innermost
+// dim, and rows of padding, are written in whole AVX-512 registers where the CPU has them (below); stride 2 is
+// gcc's vectorisation of `dst[i] = src[2 * i]` (-O3 -march=native: two vector loads and one deinterleaving
+// permute, vpermt2d/w/q, per vector); other steps are a scalar strided loop.
 //
 // Backward: for each input row of plane (n, c), a row of accumulators in the op-math type (float for half
 // types, then rounded once) gathers, for each kernel offset whose windows read that row, the slice of
@@ -86,22 +87,89 @@ inline void window_range(int64_t size, int64_t padding, int64_t dilation, int64_
   if (hi < lo) hi = lo;
 }
 
-// ---------------------------------------------------------------------------------------------- forward
+// ---------------------------------------------------------------------------------------- AVX-512 rows
+// With AVX-512 (F, BW, VL: -march=native on such a CPU) a contiguous row is written in whole registers, the
+// padding by load masks (masked-off lanes are neither read nor faulted on), so a short row (8 to 32 elements in
+// All-CNN-C) costs a load and a store instead of a vector loop's prologue, scalar remainder and a memset call per
+// border. Stores are unmasked wherever they may run over into the plane's later rows (masked stores are slow on
+// AMD's Zen 4). Tried and dropped, each slower in place on the AMD EPYC (Zen 4) VM than the portable loops:
+// the same two-masked-loads-and-permute for stride 2 (3x slower than gcc's loop there, though 2x faster with
+// everything in cache), and masked float rows in the backward (about 1.6x slower).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define UNFOLD_AVX512 1
+#include <immintrin.h>
 
-template <typename T>
-inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n, int64_t step) {
-  if (step == 1) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-  } else if (step == 2) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[2 * i];  // two loads and one deinterleaving permute per vector
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i * step];
-  }
+// The lanes k of a register of `lanes` with a <= k < b.
+inline uint64_t lane_range(int64_t a, int64_t b, int64_t lanes) {
+  a = std::max<int64_t>(a, 0);
+  b = std::min<int64_t>(b, lanes);
+  if (b <= a) return 0;
+  const uint64_t below_b = b >= 64 ? ~uint64_t(0) : (uint64_t(1) << b) - 1;
+  return below_b & ~((uint64_t(1) << a) - 1);
 }
 
+template <int Bytes>
+struct Register;  // one zmm register of elements Bytes wide, moved as bits
+template <>
+struct Register<2> {
+  static constexpr int64_t lanes = 32;
+  static __m512i load(uint64_t m, const void* p) { return _mm512_maskz_loadu_epi16(static_cast<__mmask32>(m), p); }
+  static void store(void* p, uint64_t m, __m512i v) {
+    if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
+    else _mm512_mask_storeu_epi16(p, static_cast<__mmask32>(m), v);
+  }
+};
+template <>
+struct Register<4> {
+  static constexpr int64_t lanes = 16;
+  static __m512i load(uint64_t m, const void* p) { return _mm512_maskz_loadu_epi32(static_cast<__mmask16>(m), p); }
+  static void store(void* p, uint64_t m, __m512i v) {
+    if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
+    else _mm512_mask_storeu_epi32(p, static_cast<__mmask16>(m), v);
+  }
+};
+template <>
+struct Register<8> {
+  static constexpr int64_t lanes = 8;
+  static __m512i load(uint64_t m, const void* p) { return _mm512_maskz_loadu_epi64(static_cast<__mmask8>(m), p); }
+  static void store(void* p, uint64_t m, __m512i v) {
+    if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
+    else _mm512_mask_storeu_epi64(p, static_cast<__mmask8>(m), v);
+  }
+};
+#endif
+
+// ---------------------------------------------------------------------------------------------- forward
+
+// dst[i] = source[i * step] for i in [lo, hi), zero for the other i in [0, n). `source` is where window 0 would
+// read; it may lie before the row, and only the elements of [lo, hi) are read. `room`: how many elements from
+// dst on belong to this thread and are written after this row anyway (the rest of the plane): a register may be
+// stored whole over them, which is much faster than a masked store on AMD's Zen 4 and no slower elsewhere.
 template <typename T>
-inline void zero_row(T* dst, int64_t n) {
-  std::fill(dst, dst + n, T(0));
+inline void write_row(T* __restrict dst, const T* source, int64_t n, int64_t lo, int64_t hi, int64_t step,
+                      int64_t room) {
+#ifdef UNFOLD_AVX512
+  using R = Register<sizeof(T)>;
+  constexpr int64_t lanes = R::lanes;
+  if (step == 1 || hi <= lo) {  // a contiguous copy with zero borders, or a row of zeros
+    for (int64_t i = 0; i < n; i += lanes) {
+      const uint64_t read = lane_range(lo - i, hi - i, lanes);
+      R::store(dst + i, lane_range(0, i + lanes <= room ? lanes : n - i, lanes),
+               read ? R::load(read, source + i) : _mm512_setzero_si512());
+    }
+    return;
+  }
+#endif
+  if (hi <= lo) lo = hi = 0;
+  for (int64_t i = 0; i < lo; ++i) dst[i] = T(0);
+  if (step == 1) {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = source[i];
+  } else if (step == 2) {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = source[2 * i];  // gcc: two loads and a permute per vector
+  } else {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = source[i * step];
+  }
+  for (int64_t i = hi; i < n; ++i) dst[i] = T(0);
 }
 
 // T: an unsigned integer of the element's width (the forward only moves bits).
@@ -125,23 +193,24 @@ void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
     for (int64_t nc = begin; nc < end; ++nc) {
       const T* src = in + (nc / p.C) * sN + (nc % p.C) * sC;
       T* dst = o + nc * plane;
+      const T* const plane_end = dst + plane;
       for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0)
         for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1)
           for (int64_t j2 = 0; j2 < p.kernel[2]; ++j2) {
             const int64_t lo = lo2[j2], hi = hi2[j2];
-            const int64_t x2 = lo * p.stride[2] + j2 * p.dilation[2] - p.padding[2];
+            const int64_t x2 = j2 * p.dilation[2] - p.padding[2];  // where window 0 reads (may be < 0)
             for (int64_t o0 = 0; o0 < O0; ++o0) {
               const int64_t x0 = o0 * p.stride[0] + j0 * p.dilation[0] - p.padding[0];
               const bool in0 = x0 >= 0 && x0 < p.size[0];
               for (int64_t o1 = 0; o1 < O1; ++o1, dst += O2) {
+                const int64_t room = plane_end - dst;
                 const int64_t x1 = o1 * p.stride[1] + j1 * p.dilation[1] - p.padding[1];
-                if (!in0 || x1 < 0 || x1 >= p.size[1] || hi == lo) {
-                  zero_row(dst, O2);
+                if (!in0 || x1 < 0 || x1 >= p.size[1]) {
+                  write_row(dst, src, O2, 0, 0, step, room);  // a row of padding: zeros, nothing read
                   continue;
                 }
-                zero_row(dst, lo);
-                copy_row(dst + lo, src + x0 * in_stride[0] + x1 * in_stride[1] + x2 * in_stride[2], hi - lo, step);
-                zero_row(dst + hi, O2 - hi);
+                write_row(dst, src + x0 * in_stride[0] + x1 * in_stride[1] + x2 * in_stride[2], O2, lo, hi, step,
+                          room);
               }
             }
           }
@@ -178,6 +247,36 @@ void unfold_out(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef
 
 // ---------------------------------------------------------------------------------------------- backward
 
+// a[i] += row[i * step] for i in [0, n), in the accumulators' type.
+template <typename acc_t, typename scalar_t>
+inline void add_row(acc_t* __restrict a, const scalar_t* __restrict row, int64_t n, int64_t step) {
+  if (step == 1) {
+    for (int64_t i = 0; i < n; ++i) a[i] += static_cast<acc_t>(row[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) a[i] += static_cast<acc_t>(row[i * step]);
+  }
+}
+
+// dst[x] = acc[(x mod s) M + x div s] for x in [0, n), rounded once to scalar_t: the phases interleaved.
+template <typename acc_t, typename scalar_t>
+inline void store_row(scalar_t* __restrict dst, const acc_t* __restrict acc, int64_t n, int64_t s, int64_t M) {
+  if (s == 1) {
+    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[x]);
+  } else if (s == 2) {
+    const acc_t* __restrict even = acc;
+    const acc_t* __restrict odd = acc + M;
+    const int64_t pairs = n / 2;
+    for (int64_t m = 0; m < pairs; ++m) {
+      dst[2 * m] = static_cast<scalar_t>(even[m]);
+      dst[2 * m + 1] = static_cast<scalar_t>(odd[m]);
+    }
+    if (n % 2) dst[n - 1] = static_cast<scalar_t>(even[pairs]);
+  } else {
+    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[(x % s) * M + x / s]);
+  }
+}
+
+
 template <typename scalar_t>
 void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Problem& p) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -197,12 +296,22 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
     phase[j] = hi2[j] > lo2[j] ? x % s2 : 0;
     first[j] = hi2[j] > lo2[j] ? x / s2 : 0;
   }
-  // The window o along an outer dim that kernel offset j reads at position x, or -1.
-  auto window_of = [&](int64_t dim, int64_t x, int64_t j) -> int64_t {
+  // Along each outer dim, the window that kernel offset j reads at position x, or -1. From a table made once
+  // (no integer division in the loops over a plane), unless the table would be large (a huge kernel).
+  std::vector<int64_t> table[2];
+  auto compute = [&](int64_t dim, int64_t x, int64_t j) -> int64_t {
     const int64_t t = x + p.padding[dim] - j * p.dilation[dim];
     if (t < 0 || t % p.stride[dim] != 0) return -1;
-    const int64_t o = t / p.stride[dim];
-    return o < p.windows[dim] ? o : -1;
+    return t / p.stride[dim] < p.windows[dim] ? t / p.stride[dim] : -1;
+  };
+  for (int64_t dim = 0; dim < 2; ++dim) {
+    if (p.size[dim] * p.kernel[dim] > (int64_t(1) << 16)) continue;
+    table[dim].resize(p.size[dim] * p.kernel[dim]);
+    for (int64_t x = 0; x < p.size[dim]; ++x)
+      for (int64_t j = 0; j < p.kernel[dim]; ++j) table[dim][x * p.kernel[dim] + j] = compute(dim, x, j);
+  }
+  auto window_of = [&](int64_t dim, int64_t x, int64_t j) -> int64_t {
+    return table[dim].empty() ? compute(dim, x, j) : table[dim][x * p.kernel[dim] + j];
   };
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.K * p.L));
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
@@ -224,29 +333,11 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
                 if (n <= 0) continue;
                 const scalar_t* row =
                     plane + ((j0 * p.kernel[1] + j1) * k2 + j2) * gR + ((o0 * O1 + o1) * O2 + lo2[j2]) * gL;
-                acc_t* __restrict a = acc.data() + phase[j2] * M + first[j2];
-                if (gL == 1) {
-                  for (int64_t i = 0; i < n; ++i) a[i] += static_cast<acc_t>(row[i]);
-                } else {
-                  for (int64_t i = 0; i < n; ++i) a[i] += static_cast<acc_t>(row[i * gL]);
-                }
+                add_row(acc.data() + phase[j2] * M + first[j2], row, n, gL);
               }
             }
           }
-          if (s2 == 1) {
-            for (int64_t x = 0; x < S2; ++x) dst[x] = static_cast<scalar_t>(acc[x]);
-          } else if (s2 == 2) {
-            const acc_t* __restrict even = acc.data();
-            const acc_t* __restrict odd = acc.data() + M;
-            const int64_t pairs = S2 / 2;
-            for (int64_t m = 0; m < pairs; ++m) {  // interleave the two phases
-              dst[2 * m] = static_cast<scalar_t>(even[m]);
-              dst[2 * m + 1] = static_cast<scalar_t>(odd[m]);
-            }
-            if (S2 % 2) dst[S2 - 1] = static_cast<scalar_t>(even[pairs]);
-          } else {
-            for (int64_t x = 0; x < S2; ++x) dst[x] = static_cast<scalar_t>(acc[(x % s2) * M + x / s2]);
-          }
+          store_row(dst, acc.data(), S2, s2, M);
         }
     }
   });
