@@ -79,14 +79,25 @@ def build_directory() -> Path:
     return Path(root) / NAMESPACE
 
 
+def _ninja_on_path() -> bool:
+    """Whether ``ninja`` (which ``torch.utils.cpp_extension`` runs by name) is on PATH; the PyPI package's binary,
+    installed in a venv that is not activated, is put there."""
+    if shutil.which("ninja") is not None:
+        return True
+    try:
+        import ninja  # the PyPI package: its binary lives in the venv's bin/, off PATH unless activated
+    except ImportError:
+        return False
+    os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
+    return shutil.which("ninja") is not None
+
+
 def _missing_requirement() -> str | None:
     """What this machine lacks to build the kernel (checked cheaply, without building), or None."""
-    from torch.utils.cpp_extension import is_ninja_available
-
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
         return f"a C++ compiler ({compiler!r} not found; set CXX or install g++) to build its kernel"
-    if not is_ninja_available():
+    if not _ninja_on_path():
         return "ninja (pip install ninja) to build its kernel"
     return None
 
