@@ -49,6 +49,7 @@ def measure(config, names, rounds) -> dict:
     def forward(s):
         def call():
             kept["r"] = s(x, **kwargs)
+
         return call
 
     def forward_backward(s):
@@ -56,6 +57,7 @@ def measure(config, names, rounds) -> dict:
             out = s(leaf, **kwargs)
             out.backward(grad_output)
             kept["r"] = out
+
         return call
 
     def fresh():
@@ -91,7 +93,10 @@ def measure(config, names, rounds) -> dict:
         return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
     result = {
-        "config": config.name, "dtype": config.dtype, "batch": config.batch_size, "rounds": rounds,
+        "config": config.name,
+        "dtype": config.dtype,
+        "batch": config.batch_size,
+        "rounds": rounds,
         "setup_s": round(setup, 1),
         "median_ms": {k: round(1e3 * statistics.median(v), 2) for k, v in times.items()},
     }
