@@ -13,6 +13,7 @@ from impls import (
     as_strided,
     compiled,
     compiled_reuse,
+    cpp,
     gather,
     gather_reuse,
     native,
@@ -31,6 +32,7 @@ _REGISTERED: tuple[Strategy, ...] = (
     gather_reuse.unfold,
     compiled.unfold,
     compiled_reuse.unfold,
+    cpp.unfold,
 )
 
 # Checked only under Triton's CPU interpreter so far; the issue asks for the GPU parity tests to pass first.

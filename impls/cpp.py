@@ -1,0 +1,205 @@
+"""``cpp``: a hand-written CPU kernel (a C++ extension, ``impls/csrc/unfold_cpu.cpp``) for the unfold and its
+adjoint, built with ``torch.utils.cpp_extension.load`` the first time the strategy is called.
+
+Forward: OpenMP (``at::parallel_for``) over the ``N C`` planes; each plane of the output, ``K L`` contiguous
+elements, is written row by row, one window row of one kernel offset at a time: zeros where the row reads
+padding (no padded copy), else one strided copy of the unpadded input with zero borders. The copy moves the
+elements' bits, so every dtype is exact. Along a contiguous innermost dim, stride 1 is a plain vectorised copy
+and stride 2 a deinterleaving one (``gcc -O3 -march=native``: two vector loads and one permute per vector, what
+Inductor's C++ backend does not emit, see ``impls.compiled``).
+
+Backward: the adjoint (fold, col2im) as a gather, OpenMP over the planes: for each input row, a row of
+accumulators (float for float16 and bfloat16, rounded once at the end) adds the slice of ``grad_output`` of
+each kernel offset whose windows read the row, one innermost phase ``x mod s`` at a time (contiguous adds),
+then the phases are interleaved into the gradient. No atomics, no index tensor, nothing output-sized.
+Accumulating a half-precision gradient in float is within ``impls.parity``'s bound, which allows any summation
+order in the dtype's own precision: the float sum's error is ``2**13`` (float16) or ``2**16`` (bfloat16) times
+smaller than the bound's summation term, and the one final rounding is the bound's ``eps |exact|`` term.
+
+The kernels are registered as PyTorch operators (``torch.ops.<namespace>.unfold``, ``unfold_out``, ``fold``) with
+fake (meta) implementations, so the adjoint pair (``impls.adjoint_pair``) traces inside ``torch.compile`` and
+composes with ``jvp``, ``vmap`` and double backward as ``gather`` does. The namespace carries a hash of the source
+and flags, so two versions of this file can be loaded in one process (``benchmarks.paired`` loads two trees).
+
+Build: once per source, flags, torch version and CPU (``-march=native``: a build is only reused on a CPU with
+the same instruction-set flags), cached under ``$UNFOLD_BENCH_EXTENSIONS_DIR`` or
+``~/.cache/unfold-bench/extensions``; later processes only load it. Without a C++ compiler or ninja the strategy
+refuses every input, saying which is missing (``Strategy.missing_requirement``); importing this module never
+builds anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import torch
+
+from impls.adjoint_pair import adjoint_pair
+from impls.geometry import Geometry
+from impls.output_reuse import check_out
+from impls.strategy import Strategy
+
+SOURCE = Path(__file__).parent / "csrc" / "unfold_cpu.cpp"
+# UNFOLD_BENCH_CPP_CFLAGS replaces them (part of the build's key), e.g. "-O3 -march=x86-64-v3" to run the
+# portable loops on an AVX-512 machine.
+CFLAGS = tuple((os.environ.get("UNFOLD_BENCH_CPP_CFLAGS") or "-O3 -march=native").split())
+
+
+def _cpu_flags() -> str:
+    """The CPU's instruction-set flags (Linux), so a ``-march=native`` build is never loaded on another CPU."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return " ".join(sorted(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def _build_key() -> str:
+    digest = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), " ".join(CFLAGS).encode(), torch.__version__.encode(), _cpu_flags().encode()):
+        digest.update(part)
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+KEY = _build_key()
+NAMESPACE = f"unfold_bench_cpp_{KEY}"
+
+
+def build_directory() -> Path:
+    root = os.environ.get("UNFOLD_BENCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "unfold-bench" / "extensions"
+    return Path(root) / NAMESPACE
+
+
+def _ninja_on_path() -> bool:
+    """Whether ``ninja`` (which ``torch.utils.cpp_extension`` runs by name) is on PATH; the PyPI package's binary,
+    installed in a venv that is not activated, is put there."""
+    if shutil.which("ninja") is not None:
+        return True
+    try:
+        import ninja  # the PyPI package: its binary lives in the venv's bin/, off PATH unless activated
+    except ImportError:
+        return False
+    os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
+    return shutil.which("ninja") is not None
+
+
+def _missing_requirement() -> str | None:
+    """What this machine lacks to build the kernel (checked cheaply, without building), or None."""
+    compiler = os.environ.get("CXX", "c++")
+    if shutil.which(compiler) is None:
+        return f"a C++ compiler ({compiler!r} not found; set CXX or install g++) to build its kernel"
+    if not _ninja_on_path():
+        return "ninja (pip install ninja) to build its kernel"
+    return None
+
+
+MISSING_REQUIREMENT = _missing_requirement()
+_lock = threading.Lock()
+_ops = None
+
+
+def ops():
+    """The built operators (``torch.ops.<NAMESPACE>``), built or loaded from the cache on first use."""
+    global _ops
+    if _ops is not None:
+        return _ops
+    with _lock:
+        if _ops is None:
+            if MISSING_REQUIREMENT is not None:
+                raise RuntimeError(f"the cpp strategy needs {MISSING_REQUIREMENT}")
+            from torch.utils.cpp_extension import load
+
+            directory = build_directory()
+            directory.mkdir(parents=True, exist_ok=True)
+            load(
+                name=NAMESPACE,
+                sources=[str(SOURCE)],
+                extra_cflags=[*CFLAGS, f"-DUNFOLD_NAMESPACE={NAMESPACE}"],
+                build_directory=str(directory),
+                is_python_module=False,
+                verbose=bool(os.environ.get("UNFOLD_BENCH_VERBOSE_BUILD")),
+            )
+            _register_fakes()
+            _ops = getattr(torch.ops, NAMESPACE)
+    return _ops
+
+
+def _output_shape(shape, kernel, dilation, padding, stride) -> list[int]:
+    rows, patches = shape[1], 1
+    for size, k, d, p, s in zip(shape[2:], kernel, dilation, padding, stride):
+        rows *= k
+        patches *= (size + 2 * p - d * (k - 1) - 1) // s + 1
+    return [shape[0], rows, patches]
+
+
+def _register_fakes() -> None:
+    @torch.library.register_fake(f"{NAMESPACE}::unfold")
+    def _(input, kernel_size, dilation, padding, stride):
+        return input.new_empty(_output_shape(input.shape, kernel_size, dilation, padding, stride))
+
+    @torch.library.register_fake(f"{NAMESPACE}::unfold_out")
+    def _(input, kernel_size, dilation, padding, stride, out):
+        return None
+
+    @torch.library.register_fake(f"{NAMESPACE}::fold")
+    def _(grad_output, input_shape, kernel_size, dilation, padding, stride):
+        return grad_output.new_empty(input_shape)
+
+
+def _arguments(g: Geometry) -> tuple:
+    return (list(g.kernel_size), list(g.dilation), list(g.padding), list(g.stride))
+
+
+def _unfold(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
+    if out is None:
+        return ops().unfold(input, *_arguments(geometry))
+    ops().unfold_out(input, *_arguments(geometry), out)
+    return out
+
+
+def _fold(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    return ops().fold(grad_output, list(geometry.input_shape), *_arguments(geometry))
+
+
+_CppUnfold = adjoint_pair("Cpp", _unfold, _fold)
+
+
+def unfold_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The unfold (differentiable), written into ``out`` when given (``impls.output_reuse.check_out``)."""
+    if out is not None:
+        check_out(out, input, geometry)
+    return _CppUnfold.apply(input, geometry, out)
+
+
+def _cpp_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+    return unfold_into(input, geometry)
+
+
+unfold = Strategy(
+    name="cpp",
+    description="hand-written C++ kernels: OpenMP over (n, c) planes, vectorised row copies (deinterleaving for "
+    "stride 2) forward, a gather of each input row's windows backward",
+    spatial_dims=(1, 2, 3),
+    devices=("cpu",),
+    implementation=_cpp_unfold,
+    missing_requirement=MISSING_REQUIREMENT,
+)
+
+
+def build() -> float:
+    """Build the kernel now (or load it from the cache); the seconds it took. ``scripts/build_cpp.py`` calls it,
+    so that ``make venv`` could pay the build instead of the first test or benchmark."""
+    import time
+
+    start = time.perf_counter()
+    ops()
+    return time.perf_counter() - start

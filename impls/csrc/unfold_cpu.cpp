@@ -1,0 +1,403 @@
+// The `cpp` strategy's CPU kernels (impls/cpp.py builds this with torch.utils.cpp_extension.load).
+//
+// unfold: input (N, C, *S) -> output (N, C*K, L), the exact output of F.unfold.
+// fold:   grad_output (N, C*K, L) -> grad_input (N, C, *S), its adjoint (col2im), as a gather.
+//
+// 1-d and 2-d problems run as 3-d ones with unit leading spatial dims (kernel 1, no padding), so there is one
+// kernel per direction. Work is split over the N*C planes with at::parallel_for (OpenMP in PyTorch's CPU
+// builds, so torch.set_num_threads governs it and no second OpenMP runtime is linked).
+//
+// Forward: plane (n, c) of the output is one contiguous block of K*L elements, written row by row: for each
+// kernel offset and each window row, zeros where the row reads padding, else one strided copy from the
+// unpadded input (no padded copy) with zero borders. The copy moves bits (an unsigned integer of the element's
+// width), so every dtype is bit-exact, NaN payloads and -0.0 included. Stride 1 along a contiguous innermost
+// dim, and rows of padding, are written in whole AVX-512 registers where the CPU has them (below); stride 2 is
+// gcc's vectorisation of `dst[i] = src[2 * i]` (-O3 -march=native: two vector loads and one deinterleaving
+// permute, vpermt2d/w/q, per vector); other steps are a scalar strided loop.
+//
+// Backward: for each input row of plane (n, c), a row of accumulators in the op-math type (float for half
+// types, then rounded once) gathers, for each kernel offset whose windows read that row, the slice of
+// grad_output those windows wrote: contiguous adds into the accumulators of one phase (x mod s along the
+// innermost dim, stored phase-major), then the phases are interleaved into the gradient row. Each input entry
+// sums its at most K terms in one fixed order: no atomics, deterministic.
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#ifndef UNFOLD_NAMESPACE
+#define UNFOLD_NAMESPACE unfold_bench_cpp
+#endif
+// One indirection, so that UNFOLD_NAMESPACE (set per source hash by impls/cpp.py) is expanded before
+// TORCH_LIBRARY stringifies it.
+#define UNFOLD_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
+#define UNFOLD_LIBRARY_IMPL(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
+namespace {
+
+// A problem in three spatial dims (index 0 outermost). Strides are in elements.
+struct Problem {
+  int64_t N = 0, C = 0;
+  int64_t size[3], kernel[3], dilation[3], padding[3], stride[3], windows[3];
+  int64_t K = 1, L = 1;
+};
+
+Problem make_problem(at::IntArrayRef input_shape, at::IntArrayRef kernel, at::IntArrayRef dilation,
+                     at::IntArrayRef padding, at::IntArrayRef stride) {
+  const int64_t dims = static_cast<int64_t>(input_shape.size()) - 2;
+  TORCH_CHECK(dims >= 1 && dims <= 3, "unfold_cpu: 1 to 3 spatial dims, got ", dims);
+  TORCH_CHECK(static_cast<int64_t>(kernel.size()) == dims && static_cast<int64_t>(dilation.size()) == dims &&
+                  static_cast<int64_t>(padding.size()) == dims && static_cast<int64_t>(stride.size()) == dims,
+              "unfold_cpu: kernel_size, dilation, padding and stride need one entry per spatial dim");
+  Problem p;
+  p.N = input_shape[0];
+  p.C = input_shape[1];
+  const int64_t lead = 3 - dims;
+  for (int64_t i = 0; i < 3; ++i) {
+    const bool unit = i < lead;
+    p.size[i] = unit ? 1 : input_shape[2 + i - lead];
+    p.kernel[i] = unit ? 1 : kernel[i - lead];
+    p.dilation[i] = unit ? 1 : dilation[i - lead];
+    p.padding[i] = unit ? 0 : padding[i - lead];
+    p.stride[i] = unit ? 1 : stride[i - lead];
+    const int64_t span = p.dilation[i] * (p.kernel[i] - 1) + 1;
+    const int64_t padded = p.size[i] + 2 * p.padding[i];
+    TORCH_CHECK(p.kernel[i] >= 1 && p.dilation[i] >= 1 && p.padding[i] >= 0 && p.stride[i] >= 1 && span <= padded,
+                "unfold_cpu: invalid geometry");
+    p.windows[i] = (padded - span) / p.stride[i] + 1;
+    p.K *= p.kernel[i];
+    p.L *= p.windows[i];
+  }
+  return p;
+}
+
+// [lo, hi): the windows of kernel offset j along one dim that read the input (impls/windows.py, _dim_range).
+inline void window_range(int64_t size, int64_t padding, int64_t dilation, int64_t stride, int64_t windows, int64_t j,
+                         int64_t& lo, int64_t& hi) {
+  const int64_t shift = j * dilation - padding;  // the position window 0 reads
+  lo = shift >= 0 ? 0 : (-shift + stride - 1) / stride;
+  const int64_t last = size - 1 - shift;
+  hi = last < 0 ? 0 : std::min(windows, last / stride + 1);
+  if (hi < lo) hi = lo;
+}
+
+// ---------------------------------------------------------------------------------------- AVX-512 rows
+// With AVX-512 (F, BW, VL: -march=native on such a CPU) a contiguous row is written in whole registers, the
+// padding by load masks (masked-off lanes are neither read nor faulted on), so a short row (8 to 32 elements in
+// All-CNN-C) costs a load and a store instead of a vector loop's prologue, scalar remainder and a memset call per
+// border. Stores are unmasked wherever they may run over into the plane's later rows (masked stores are slow on
+// AMD's Zen 4). Tried and dropped, each slower in place on the AMD EPYC (Zen 4) VM than the portable loops:
+// the same two-masked-loads-and-permute for stride 2 (3x slower than gcc's loop there, though 2x faster with
+// everything in cache), and masked float rows in the backward (about 1.6x slower).
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define UNFOLD_AVX512 1
+#include <immintrin.h>
+
+// The lanes k of a register of `lanes` with a <= k < b.
+inline uint64_t lane_range(int64_t a, int64_t b, int64_t lanes) {
+  a = std::max<int64_t>(a, 0);
+  b = std::min<int64_t>(b, lanes);
+  if (b <= a) return 0;
+  const uint64_t below_b = b >= 64 ? ~uint64_t(0) : (uint64_t(1) << b) - 1;
+  return below_b & ~((uint64_t(1) << a) - 1);
+}
+
+template <int Bytes>
+struct Register;  // one zmm register of elements Bytes wide, moved as bits
+template <>
+struct Register<2> {
+  static constexpr int64_t lanes = 32;
+  static __m512i load(uint64_t m, const void* p) { return _mm512_maskz_loadu_epi16(static_cast<__mmask32>(m), p); }
+  static void store(void* p, uint64_t m, __m512i v) {
+    if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
+    else _mm512_mask_storeu_epi16(p, static_cast<__mmask32>(m), v);
+  }
+};
+template <>
+struct Register<4> {
+  static constexpr int64_t lanes = 16;
+  static __m512i load(uint64_t m, const void* p) { return _mm512_maskz_loadu_epi32(static_cast<__mmask16>(m), p); }
+  static void store(void* p, uint64_t m, __m512i v) {
+    if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
+    else _mm512_mask_storeu_epi32(p, static_cast<__mmask16>(m), v);
+  }
+};
+template <>
+struct Register<8> {
+  static constexpr int64_t lanes = 8;
+  static __m512i load(uint64_t m, const void* p) { return _mm512_maskz_loadu_epi64(static_cast<__mmask8>(m), p); }
+  static void store(void* p, uint64_t m, __m512i v) {
+    if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
+    else _mm512_mask_storeu_epi64(p, static_cast<__mmask8>(m), v);
+  }
+};
+// Rows of one register (of Reg) or less: dst row o1 = the input row x1(o1), lanes [lo, hi), zeros elsewhere.
+template <typename Reg, typename V, typename T>
+inline void short_rows(T* dst, const T* row, const T* plane_end, int64_t O1, int64_t O2, int64_t lo, int64_t hi,
+                       bool in0, int64_t first_x1, int64_t x1_step, int64_t size1, int64_t row_stride) {
+  const uint64_t read = lane_range(lo, hi, Reg::lanes);
+  for (int64_t o1 = 0, x1 = first_x1; o1 < O1; ++o1, x1 += x1_step, dst += O2) {
+    const bool inside = in0 && x1 >= 0 && x1 < size1 && read;
+    V v;
+    if constexpr (sizeof(V) == 64) v = inside ? Reg::load(read, row + x1 * row_stride) : _mm512_setzero_si512();
+    else v = inside ? Reg::load(read, row + x1 * row_stride) : _mm256_setzero_si256();
+    if (plane_end - dst >= Reg::lanes) {
+      if constexpr (sizeof(V) == 64) _mm512_storeu_si512(dst, v);
+      else _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), v);
+    } else {
+      Reg::store(dst, lane_range(0, O2, Reg::lanes), v);
+    }
+  }
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------- forward
+
+// dst[i] = source[i * step] for i in [lo, hi), zero for the other i in [0, n). `source` is where window 0 would
+// read; it may lie before the row, and only the elements of [lo, hi) are read. `room`: how many elements from
+// dst on belong to this thread and are written after this row anyway (the rest of the plane): a register may be
+// stored whole over them, which is much faster than a masked store on AMD's Zen 4 and no slower elsewhere.
+template <typename T>
+inline void write_row(T* __restrict dst, const T* source, int64_t n, int64_t lo, int64_t hi, int64_t step,
+                      int64_t room) {
+#ifdef UNFOLD_AVX512
+  using R = Register<sizeof(T)>;
+  constexpr int64_t lanes = R::lanes;
+  if (step == 1 || hi <= lo) {  // a contiguous copy with zero borders, or a row of zeros
+    for (int64_t i = 0; i < n; i += lanes) {
+      const uint64_t read = lane_range(lo - i, hi - i, lanes);
+      R::store(dst + i, lane_range(0, i + lanes <= room ? lanes : n - i, lanes),
+               read ? R::load(read, source + i) : _mm512_setzero_si512());
+    }
+    return;
+  }
+#endif
+  if (hi <= lo) lo = hi = 0;
+  for (int64_t i = 0; i < lo; ++i) dst[i] = T(0);
+  if (step == 1) {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = source[i];
+  } else if (step == 2) {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = source[2 * i];  // gcc: two loads and a permute per vector
+  } else {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = source[i * step];
+  }
+  for (int64_t i = hi; i < n; ++i) dst[i] = T(0);
+}
+
+// T: an unsigned integer of the element's width (the forward only moves bits).
+template <typename T>
+void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
+  const T* in = reinterpret_cast<const T*>(input.const_data_ptr());
+  T* o = reinterpret_cast<T*>(out.mutable_data_ptr());
+  const int64_t dims = input.dim() - 2;
+  int64_t in_stride[3];
+  for (int64_t i = 0; i < 3; ++i) in_stride[i] = i < 3 - dims ? 0 : input.stride(2 + i - (3 - dims));
+  const int64_t sN = input.stride(0), sC = input.stride(1);
+  const int64_t O0 = p.windows[0], O1 = p.windows[1], O2 = p.windows[2];
+  const int64_t plane = p.K * p.L;
+  // Along the innermost dim each kernel offset's [lo, hi) is the same for every window row: computed once.
+  std::vector<int64_t> lo2(p.kernel[2]), hi2(p.kernel[2]);
+  for (int64_t j = 0; j < p.kernel[2]; ++j)
+    window_range(p.size[2], p.padding[2], p.dilation[2], p.stride[2], O2, j, lo2[j], hi2[j]);
+  const int64_t step = p.stride[2] * in_stride[2];
+#ifdef UNFOLD_AVX512
+  // Rows of one register or less, copied contiguously (stride 1 along a contiguous innermost dim): 6 to 32
+  // elements in All-CNN-C, where the per-row work of write_row (masks from lo, hi and n) would dominate.
+  const bool one_register = step == 1 && O2 <= Register<sizeof(T)>::lanes;
+#endif
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plane));
+  at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const T* src = in + (nc / p.C) * sN + (nc % p.C) * sC;
+      T* dst = o + nc * plane;
+      const T* const plane_end = dst + plane;
+      for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0)
+        for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1)
+          for (int64_t j2 = 0; j2 < p.kernel[2]; ++j2) {
+            const int64_t lo = lo2[j2], hi = hi2[j2];
+            const int64_t x2 = j2 * p.dilation[2] - p.padding[2];  // where window 0 reads (may be < 0)
+            for (int64_t o0 = 0; o0 < O0; ++o0) {
+              const int64_t x0 = o0 * p.stride[0] + j0 * p.dilation[0] - p.padding[0];
+              const bool in0 = x0 >= 0 && x0 < p.size[0];
+#ifdef UNFOLD_AVX512
+              if (one_register) {  // one register per row, its masks the same for every row of this offset
+                const T* row = src + x0 * in_stride[0] + x2 * in_stride[2];
+                const int64_t x1 = j1 * p.dilation[1] - p.padding[1];
+                short_rows<Register<sizeof(T)>, __m512i>(dst, row, plane_end, O1, O2, lo, hi, in0, x1, p.stride[1],
+                                                         p.size[1], in_stride[1]);
+                dst += O1 * O2;
+                continue;
+              }
+#endif
+              for (int64_t o1 = 0; o1 < O1; ++o1, dst += O2) {
+                const int64_t room = plane_end - dst;
+                const int64_t x1 = o1 * p.stride[1] + j1 * p.dilation[1] - p.padding[1];
+                if (!in0 || x1 < 0 || x1 >= p.size[1]) {
+                  write_row(dst, src, O2, 0, 0, step, room);  // a row of padding: zeros, nothing read
+                  continue;
+                }
+                write_row(dst, src + x0 * in_stride[0] + x1 * in_stride[1] + x2 * in_stride[2], O2, lo, hi, step,
+                          room);
+              }
+            }
+          }
+    }
+  });
+}
+
+void unfold_into(const at::Tensor& input, at::Tensor& out, const Problem& p) {
+  TORCH_CHECK(input.device().is_cpu() && out.device().is_cpu(), "unfold_cpu: CPU tensors only");
+  TORCH_CHECK(out.is_contiguous() && out.dtype() == input.dtype(), "unfold_cpu: out must be contiguous, input's dtype");
+  TORCH_CHECK(out.sizes() == at::IntArrayRef({p.N, p.C * p.K, p.L}), "unfold_cpu: out has the wrong shape");
+  if (out.numel() == 0) return;
+  switch (input.element_size()) {
+    case 2: unfold_kernel<uint16_t>(input, out, p); break;
+    case 4: unfold_kernel<uint32_t>(input, out, p); break;
+    case 8: unfold_kernel<uint64_t>(input, out, p); break;
+    default: TORCH_CHECK(false, "unfold_cpu: unsupported element size ", input.element_size());
+  }
+}
+
+at::Tensor unfold(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+                  at::IntArrayRef stride) {
+  const Problem p = make_problem(input.sizes(), kernel, dilation, padding, stride);
+  at::Tensor out = at::empty({p.N, p.C * p.K, p.L}, input.options().memory_format(at::MemoryFormat::Contiguous));
+  unfold_into(input, out, p);
+  return out;
+}
+
+void unfold_out(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
+                at::IntArrayRef stride, at::Tensor out) {
+  const Problem p = make_problem(input.sizes(), kernel, dilation, padding, stride);
+  unfold_into(input, out, p);
+}
+
+// ---------------------------------------------------------------------------------------------- backward
+
+// a[i] += row[i * step] for i in [0, n), in the accumulators' type.
+template <typename acc_t, typename scalar_t>
+inline void add_row(acc_t* __restrict a, const scalar_t* __restrict row, int64_t n, int64_t step) {
+  if (step == 1) {
+    for (int64_t i = 0; i < n; ++i) a[i] += static_cast<acc_t>(row[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) a[i] += static_cast<acc_t>(row[i * step]);
+  }
+}
+
+// dst[x] = acc[(x mod s) M + x div s] for x in [0, n), rounded once to scalar_t: the phases interleaved.
+template <typename acc_t, typename scalar_t>
+inline void store_row(scalar_t* __restrict dst, const acc_t* __restrict acc, int64_t n, int64_t s, int64_t M) {
+  if (s == 1) {
+    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[x]);
+  } else if (s == 2) {
+    const acc_t* __restrict even = acc;
+    const acc_t* __restrict odd = acc + M;
+    const int64_t pairs = n / 2;
+    for (int64_t m = 0; m < pairs; ++m) {
+      dst[2 * m] = static_cast<scalar_t>(even[m]);
+      dst[2 * m + 1] = static_cast<scalar_t>(odd[m]);
+    }
+    if (n % 2) dst[n - 1] = static_cast<scalar_t>(even[pairs]);
+  } else {
+    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[(x % s) * M + x / s]);
+  }
+}
+
+
+template <typename scalar_t>
+void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Problem& p) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const scalar_t* g = grad_output.const_data_ptr<scalar_t>();
+  scalar_t* gi = grad_input.mutable_data_ptr<scalar_t>();
+  const int64_t gN = grad_output.stride(0), gR = grad_output.stride(1), gL = grad_output.stride(2);
+  const int64_t S0 = p.size[0], S1 = p.size[1], S2 = p.size[2];
+  const int64_t O1 = p.windows[1], O2 = p.windows[2];
+  const int64_t s2 = p.stride[2];
+  const int64_t M = (S2 + s2 - 1) / s2;  // positions per phase along the innermost dim
+  // Per innermost kernel offset: its windows [lo, hi), and where they land: phase r, first position m.
+  const int64_t k2 = p.kernel[2];
+  std::vector<int64_t> lo2(k2), hi2(k2), phase(k2), first(k2);
+  for (int64_t j = 0; j < k2; ++j) {
+    window_range(S2, p.padding[2], p.dilation[2], s2, O2, j, lo2[j], hi2[j]);
+    const int64_t x = lo2[j] * s2 + j * p.dilation[2] - p.padding[2];  // >= 0 when the range is not empty
+    phase[j] = hi2[j] > lo2[j] ? x % s2 : 0;
+    first[j] = hi2[j] > lo2[j] ? x / s2 : 0;
+  }
+  // Along each outer dim, the window that kernel offset j reads at position x, or -1. From a table made once
+  // (no integer division in the loops over a plane), unless the table would be large (a huge kernel).
+  std::vector<int64_t> table[2];
+  auto compute = [&](int64_t dim, int64_t x, int64_t j) -> int64_t {
+    const int64_t t = x + p.padding[dim] - j * p.dilation[dim];
+    if (t < 0 || t % p.stride[dim] != 0) return -1;
+    return t / p.stride[dim] < p.windows[dim] ? t / p.stride[dim] : -1;
+  };
+  for (int64_t dim = 0; dim < 2; ++dim) {
+    if (p.size[dim] * p.kernel[dim] > (int64_t(1) << 16)) continue;
+    table[dim].resize(p.size[dim] * p.kernel[dim]);
+    for (int64_t x = 0; x < p.size[dim]; ++x)
+      for (int64_t j = 0; j < p.kernel[dim]; ++j) table[dim][x * p.kernel[dim] + j] = compute(dim, x, j);
+  }
+  auto window_of = [&](int64_t dim, int64_t x, int64_t j) -> int64_t {
+    return table[dim].empty() ? compute(dim, x, j) : table[dim][x * p.kernel[dim] + j];
+  };
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.K * p.L));
+  at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> acc(s2 * M);
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const scalar_t* plane = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
+      scalar_t* dst = gi + nc * S0 * S1 * S2;
+      for (int64_t x0 = 0; x0 < S0; ++x0)
+        for (int64_t x1 = 0; x1 < S1; ++x1, dst += S2) {
+          std::fill(acc.begin(), acc.end(), acc_t(0));
+          for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0) {
+            const int64_t o0 = window_of(0, x0, j0);
+            if (o0 < 0) continue;
+            for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1) {
+              const int64_t o1 = window_of(1, x1, j1);
+              if (o1 < 0) continue;
+              for (int64_t j2 = 0; j2 < k2; ++j2) {
+                const int64_t n = hi2[j2] - lo2[j2];
+                if (n <= 0) continue;
+                const scalar_t* row =
+                    plane + ((j0 * p.kernel[1] + j1) * k2 + j2) * gR + ((o0 * O1 + o1) * O2 + lo2[j2]) * gL;
+                add_row(acc.data() + phase[j2] * M + first[j2], row, n, gL);
+              }
+            }
+          }
+          store_row(dst, acc.data(), S2, s2, M);
+        }
+    }
+  });
+}
+
+at::Tensor fold(const at::Tensor& grad_output, at::IntArrayRef input_shape, at::IntArrayRef kernel,
+                at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  TORCH_CHECK(grad_output.device().is_cpu(), "fold_cpu: CPU tensors only");
+  const Problem p = make_problem(input_shape, kernel, dilation, padding, stride);
+  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef({p.N, p.C * p.K, p.L}), "fold_cpu: grad_output has the wrong shape");
+  at::Tensor grad_input = at::empty(input_shape, grad_output.options().memory_format(at::MemoryFormat::Contiguous));
+  if (grad_input.numel() == 0) return grad_input;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad_output.scalar_type(), "fold_cpu",
+                                  [&] { fold_kernel<scalar_t>(grad_output, grad_input, p); });
+  return grad_input;
+}
+
+}  // namespace
+
+UNFOLD_LIBRARY(UNFOLD_NAMESPACE, m) {
+  m.def("unfold(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride) -> Tensor");
+  m.def("unfold_out(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride, Tensor(a!) out) -> ()");
+  m.def("fold(Tensor grad_output, int[] input_shape, int[] kernel_size, int[] dilation, int[] padding, int[] stride) -> Tensor");
+}
+
+UNFOLD_LIBRARY_IMPL(UNFOLD_NAMESPACE, CPU, m) {
+  m.impl("unfold", &unfold);
+  m.impl("unfold_out", &unfold_out);
+  m.impl("fold", &fold);
+}
