@@ -20,7 +20,7 @@ help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-.PHONY: help venv test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
+.PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
 	memprofile report regress regress-validate advise asv-check clean
 
 $(STAMP): pyproject.toml
@@ -31,6 +31,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)  ## set up .venv (torch first, then the project with its extras)
+
+# The cpp strategy's kernel, built once per source, flags, torch and CPU and cached (impls/cpp.py), so that no test
+# or benchmark pays the build; without a C++ compiler the strategy refuses every input and this says why.
+cpp: venv  ## build the cpp strategy's kernel (cached; a second call only loads it)
+	$(PY) scripts/build_cpp.py
 
 lint: venv  ## ruff, and the GitHub workflows against their schema (check-jsonschema, offline)
 	$(PY) -m ruff check .
@@ -44,7 +49,7 @@ lint: venv  ## ruff, and the GitHub workflows against their schema (check-jsonsc
 PYTEST_WORKERS ?= 2
 PYTEST_FLAGS ?= -n $(PYTEST_WORKERS) --dist load --maxschedchunk 1
 
-test: lint browser  ## ruff, then the whole test suite in two workers (what CI runs)
+test: lint browser cpp  ## ruff, then the whole test suite in two workers (what CI runs)
 	$(PY) -m pytest $(PYTEST_FLAGS)
 
 # The inner loop: every strategy's parity on every config, its random problems (but the compiling strategies'),
@@ -52,7 +57,7 @@ test: lint browser  ## ruff, then the whole test suite in two workers (what CI r
 # strategies' random problems, PyTorch's OpInfo samples, Triton's interpreter, the harness end to end (every quick
 # cell, asv runs, the gate's processes, the cold compile), a killed run, the allocator's processes, the defects'
 # reproducers, torch.func on the compiled strategies, the scripts' entry points, the site in chromium.
-test-fast: venv  ## the tests not marked slow, for the inner loop (make test runs them all)
+test-fast: cpp  ## the tests not marked slow, for the inner loop (make test runs them all)
 	@echo "make test-fast: the tests not marked slow (compiles, processes, Triton's interpreter, the browser); make test runs them all"
 	$(PY) -m pytest $(PYTEST_FLAGS) -m "not slow" -q
 
@@ -69,7 +74,7 @@ browser:
 # The asv suite on this machine in the current environment, one asv run per config, then a summary, the
 # capability matrix (reports/capabilities/), then the website (reports/site/index.html); exits non-zero when a
 # benchmark failed or a capability fails undeclared.
-bench: venv  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), the capability matrix, the site
+bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), the capability matrix, the site
 	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/capabilities.py || status=1; \
 		$(PY) scripts/report.py; exit $$status
 
@@ -86,7 +91,7 @@ regress-validate: venv  ## measure the gate's false alarms and catches on this m
 
 # Which strategy to ship for your own layers: make advise ARGS="--input-shape 64,128,56,56 --kernel-size 3 --stride 2"
 # or ARGS="--model torchvision.models.resnet18 --input-shape 32,3,224,224" (unfold-bench advise --help).
-advise: venv  ## which strategy for your own layers: make advise ARGS="--input-shape ... --kernel-size ..."
+advise: cpp  ## which strategy for your own layers: make advise ARGS="--input-shape ... --kernel-size ..."
 	$(PY) -m unfold_bench.cli advise $(ARGS)
 
 # The static website from every result in results/ (all machines, commits, profiles): reports/site/.

@@ -196,8 +196,8 @@ unfold = Strategy(
 
 
 def build() -> float:
-    """Build the kernel now (or load it from the cache); the seconds it took. ``scripts/build_cpp.py`` calls it,
-    so that ``make venv`` could pay the build instead of the first test or benchmark."""
+    """Build the kernel now (or load it from the cache); the seconds it took. ``scripts/build_cpp.py`` calls it for
+    ``make cpp`` (before ``make test``, ``bench`` and ``advise``), so that no test or benchmark pays the build."""
     import time
 
     start = time.perf_counter()
