@@ -180,17 +180,20 @@ def _checked_workloads(strategies: tuple[Mapping[str, Strategy], Mapping[str, St
     return workloads, problems
 
 
-def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]], strategy: str, config: str,
-                 kind: str = "time", profile_name: str = "quick", budget: float = 12.0, target: float = 1.08,
-                 margin: float = 0.0, limit: float = math.inf, device: str = "cpu", head_first: bool = False,
-                 pairs: Mapping[str, int] | None = None) -> Iterator[dict]:  # fmt: skip
+def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]], strategy: str, config: str, *,
+                 budget: float | None = None, target: float | None = None, kind: str = "time",
+                 profile_name: str = "quick", margin: float = 0.0, limit: float = math.inf, device: str = "cpu",
+                 head_first: bool = False, pairs: Mapping[str, int] | None = None) -> Iterator[dict]:  # fmt: skip
     """The ``kind`` ("time" or "memory") measurements of one strategy on one config at both revisions, as dicts
     (module docstring); a call that cannot be measured at a side is reported failed there, with the reason.
 
     A time row carries the log-ratios (head over base) of its pairs. ``head_first``: the head revision is
     checked, set up, warmed up and called first in each process-level step (its buffers are allocated first);
-    ``pairs``: a fixed number of pairs per measurement instead of sampling to ``target``.
+    ``pairs``: a fixed number of pairs per measurement instead of sampling to ``target``. ``budget`` and
+    ``target`` (the gate's ``reports.compare.Thresholds``, passed by ``scripts/regress.py``) are required for time.
     """
+    if kind == "time" and (budget is None or target is None):
+        raise ValueError(f"measure_cell: kind 'time' needs budget and target, got {budget!r} and {target!r}")
     layer = profile_config(get_profile(profile_name), config)
     base = {"strategy": strategy, "config": config, "device": device}
     absent = [SIDES[i] for i, registry in enumerate(strategies) if strategy not in registry]
@@ -272,15 +275,14 @@ def measure_in_processes(base_tree: Path, head_tree: Path, units: list[tuple[str
         cell = {"strategy": strategy, "config": config, "device": device}
         common = [sys.executable, "-m", "benchmarks.paired", str(base_tree), str(head_tree), strategy, config,
                   "--device", device, *arguments]  # fmt: skip
-        first, why = _run_child([*common, "--budget", str(budget / 2), "--target",
-                                 str(process_target(target, margin))], env, timeout)  # fmt: skip
+        sampling = ["--budget", str(budget / 2), "--target", str(process_target(target, margin))]
+        first, why = _run_child([*common, *sampling], env, timeout)
         first_rows = {row["measure"]: row for row in first}
         counts = {m.removeprefix("time_"): len(r["log_ratios"]) for m, r in first_rows.items() if "log_ratios" in r}
         second: list[dict] = []
         if counts:
             fixed = ",".join(f"{which}={n}" for which, n in counts.items())
-            second, why_second = _run_child([*common, "--budget", str(budget / 2), "--head-first", "--pairs", fixed],
-                                            env, timeout)  # fmt: skip
+            second, why_second = _run_child([*common, *sampling, "--head-first", "--pairs", fixed], env, timeout)
             why = why or why_second
         second_rows = {row["measure"]: row for row in second}
         for measure in measures("time"):
@@ -336,13 +338,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kind", choices=("time", "memory"), default="time")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--budget", type=float, default=12.0, help="seconds of pairs per time cell at most")
-    parser.add_argument("--target", type=float, default=1.08, help="stop sampling at this resolution")
+    parser.add_argument("--budget", type=float, help="seconds of pairs per time cell at most (time: required)")
+    parser.add_argument("--target", type=float, help="stop sampling at this resolution (time: required)")
     parser.add_argument("--margin", type=float, default=0.0, help="slowdown a change must clear")
     parser.add_argument("--limit", type=float, default=math.inf, help="a second budget below this resolution")
     parser.add_argument("--head-first", action="store_true", help="load, set up and call the head revision first")
     parser.add_argument("--pairs", type=_fixed_pairs, help="fixed pairs: forward=N,forward_backward=M")
     args = parser.parse_args(argv)
+    if args.kind == "time" and (args.budget is None or args.target is None):
+        parser.error("--kind time needs --budget and --target (scripts/regress.py passes the gate's Thresholds)")
     sides = (1, 0) if args.head_first else (0, 1)  # load in the order they are set up
     loaded: dict[int, dict[str, Strategy]] = {}
     errors: dict[int, str] = {}
@@ -358,8 +362,9 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps({**row, "failed_at": at, "error": "; ".join(errors.values())}), flush=True)
         return
     strategies = (loaded[0], loaded[1])
-    rows = measure_cell(strategies, args.strategy, args.config, args.kind, args.profile, args.budget, args.target,
-                        args.margin, args.limit, args.device, args.head_first, args.pairs)  # fmt: skip
+    rows = measure_cell(strategies, args.strategy, args.config, budget=args.budget, target=args.target, kind=args.kind,
+                        profile_name=args.profile, margin=args.margin, limit=args.limit, device=args.device,
+                        head_first=args.head_first, pairs=args.pairs)  # fmt: skip
     for row in rows:
         print(json.dumps(row), flush=True)
 

@@ -150,7 +150,7 @@ def _slower(factor: float) -> Strategy:
 
 def _measured(base: Strategy, head: Strategy, kind: str = "time", head_first: bool = False) -> dict[str, dict]:
     rows = measure_cell(({"s": base}, {"s": head}), "s", "example", kind=kind, budget=MIN_SECONDS + 0.5,
-                        head_first=head_first)  # fmt: skip
+                        target=Thresholds().target, head_first=head_first)  # fmt: skip
     return {row["measure"]: row for row in rows}
 
 
