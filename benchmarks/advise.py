@@ -73,9 +73,15 @@ class Layer:
     names: tuple[str, ...] = ()
 
 
-def layer_config(input_shape: tuple[int, ...], kernel_size: int | tuple[int, ...], stride: int | tuple = 1,
-                 padding: int | tuple = 0, dilation: int | tuple = 1, dtype: str = "float32",
-                 name: str = "layer") -> LayerConfig:  # fmt: skip
+def layer_config(
+    input_shape: tuple[int, ...],
+    kernel_size: int | tuple[int, ...],
+    stride: int | tuple = 1,
+    padding: int | tuple = 0,
+    dilation: int | tuple = 1,
+    dtype: str = "float32",
+    name: str = "layer",
+) -> LayerConfig:
     """A validated layer; an ``AdviceError`` naming the parameter otherwise (a kernel larger than the padded
     input, a dim out of range, an unknown dtype)."""
     if dtype not in DTYPES:
@@ -201,8 +207,15 @@ class Race:
         return PairedRatio(math.exp(statistics.median(d)), math.exp(min(d)), math.exp(max(d)), len(d), math.nan)
 
 
-def race(workloads: Mapping[str, Workload], baseline: str, which: str, budget: float, target: float = TARGET,
-         set_aside: Collection[str] = (), clock: Callable[[], float] = time.monotonic) -> Race:  # fmt: skip
+def race(
+    workloads: Mapping[str, Workload],
+    baseline: str,
+    which: str,
+    budget: float,
+    target: float = TARGET,
+    set_aside: Collection[str] = (),
+    clock: Callable[[], float] = time.monotonic,
+) -> Race:
     """Time ``which`` of every workload in rounds: each round calls each strategy still racing once, the baseline
     always, in the registry's order and the next round in the reverse order (so each position's bias cancels in
     pairs of rounds), every output dropped before the next call. A strategy's per-round log-ratio to the
@@ -239,9 +252,15 @@ def race(workloads: Mapping[str, Workload], baseline: str, which: str, budget: f
     return found
 
 
-def measure(config: LayerConfig, budget: float, regimes: Sequence[str] = tuple(REGIMES), device: str = "cpu",
-            set_aside: Collection[str] = (), strategies: Mapping[str, Strategy] = STRATEGIES,
-            progress: Callable[[str], None] = lambda line: None) -> Iterator[dict]:  # fmt: skip
+def measure(
+    config: LayerConfig,
+    budget: float,
+    regimes: Sequence[str] = tuple(REGIMES),
+    device: str = "cpu",
+    set_aside: Collection[str] = (),
+    strategies: Mapping[str, Strategy] = STRATEGIES,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Iterator[dict]:
     """Rows of the layer's measurements (module docstring), in a process started with the allocator unpinned:
     per strategy its problem (why it cannot run the layer) or its compile time; per regime and strategy its
     times and ratios to the baseline with intervals; per strategy its net peaks (the threshold pinned)."""
@@ -283,33 +302,63 @@ def measure(config: LayerConfig, budget: float, regimes: Sequence[str] = tuple(R
             base_time = statistics.median(found.times[baseline])
             for name in workloads:
                 result = found.ratio(name)
-                yield {"strategy": name, "regime": regime, "which": which, "time": result.ratio * base_time,
-                       "ratio": result.ratio, "low": result.low, "high": result.high, "rounds": result.pairs,
-                       "far_behind": name in found.far_behind, "baseline": baseline}  # fmt: skip
+                yield {
+                    "strategy": name,
+                    "regime": regime,
+                    "which": which,
+                    "time": result.ratio * base_time,
+                    "ratio": result.ratio,
+                    "low": result.low,
+                    "high": result.high,
+                    "rounds": result.pairs,
+                    "far_behind": name in found.far_behind,
+                    "baseline": baseline,
+                }
             rounds = len(found.times[baseline])
             progress(f"{regime} {which}: {rounds} rounds in {time.monotonic() - started:.1f} s")
     started = time.monotonic()
     warm_up = FRESH_PAGES.name not in regimes  # else each strategy's calls already ran with the threshold pinned
     for name, workload in workloads.items():
-        yield {"strategy": name, "regime": "memory",
-               **{f"net_peak_{w}": charged_net_peak(workload, w != "forward", warm_up) for w in WHICH}}  # fmt: skip
+        yield {
+            "strategy": name,
+            "regime": "memory",
+            **{f"net_peak_{w}": charged_net_peak(workload, w != "forward", warm_up) for w in WHICH},
+        }
     progress(f"net peaks in {time.monotonic() - started:.1f} s")
 
 
-def measure_layer(config: LayerConfig, budget: float, regimes: Sequence[str] = tuple(REGIMES), device: str = "cpu",
-                  set_aside: Collection[str] = (), timeout: float = 900.0,
-                  progress: Callable[[str], None] = print) -> dict[str, dict]:  # fmt: skip
+def measure_layer(
+    config: LayerConfig,
+    budget: float,
+    regimes: Sequence[str] = tuple(REGIMES),
+    device: str = "cpu",
+    set_aside: Collection[str] = (),
+    timeout: float = 900.0,
+    progress: Callable[[str], None] = print,
+) -> dict[str, dict]:
     """The layer's measurements from a process of its own (a crash fails this layer only), started with the
     allocator as a user's process has it: ``{"time:<regime>": {strategy: row}, "memory": {strategy: row}}``,
     rows keyed as ``reports.advice`` reads them; a failed process leaves its strategies the reason as problem."""
-    command = [sys.executable, "-m", "benchmarks.advise", json.dumps(dataclasses.asdict(config)), "--budget",
-               str(budget), "--device", device, "--regimes", ",".join(regimes),
-               "--set-aside", ",".join(set_aside)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.advise",
+        json.dumps(dataclasses.asdict(config)),
+        "--budget",
+        str(budget),
+        "--device",
+        device,
+        "--regimes",
+        ",".join(regimes),
+        "--set-aside",
+        ",".join(set_aside),
+    ]
     rows: list[dict] = []
     why = ""
     try:
-        with subprocess.Popen(command, cwd=ROOT, env=regime_environment(WARM), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) as process:  # fmt: skip
+        with subprocess.Popen(
+            command, cwd=ROOT, env=regime_environment(WARM), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as process:
             timer = threading.Timer(timeout, process.kill)
             timer.start()
             errors = threading.Thread(target=lambda: setattr(process, "errors", process.stderr.read()))

@@ -41,8 +41,11 @@ def parse_cell(spec: str) -> tuple[str, str, str]:
     if len(parts) != 3:
         raise ValueError(f"callgrind cell {spec!r}: expected STRATEGY:CONFIG:{'|'.join(WHICH)}")
     strategy, config, which = parts
-    for value, known, what in ((strategy, STRATEGIES, "strategy"), (config, CONFIGS_BY_NAME, "config"),
-                               (which, WHICH, "call")):  # fmt: skip
+    for value, known, what in (
+        (strategy, STRATEGIES, "strategy"),
+        (config, CONFIGS_BY_NAME, "config"),
+        (which, WHICH, "call"),
+    ):
         if value not in known:
             raise ValueError(f"callgrind cell {spec!r}: unknown {what} {value!r}; known: {', '.join(known)}")
     return strategy, config, which
@@ -73,9 +76,12 @@ def count_instructions(impls_root: Path, strategy: str, config: str, which: str,
     with tempfile.TemporaryDirectory() as shadow:
         # only impls from the revision: the harness (benchmarks/) is this working tree's
         os.symlink(Path(impls_root).resolve() / "impls", Path(shadow) / "impls")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([shadow, str(ROOT)]),
-               # torch's callgrind wrapper runs "python" from PATH: make it this interpreter
-               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # fmt: skip
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([shadow, str(ROOT)]),
+            # torch's callgrind wrapper runs "python" from PATH: make it this interpreter
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        }
         command = [sys.executable, "-m", "benchmarks.instructions", shadow, strategy, config, which, profile]
         done = subprocess.run(command, cwd=shadow, env=env, capture_output=True, text=True)  # not ROOT: its impls
     if done.returncode != 0:

@@ -93,9 +93,16 @@ def timed_call(workloads: tuple[Workload, Workload], side: int, which: str) -> f
     return time.perf_counter() - start
 
 
-def paired_log_ratios(workloads: tuple[Workload, Workload], which: str, budget: float, target: float,
-                      margin: float, limit: float = math.inf, blocks: int | None = None,
-                      clock: Callable[[], float] = time.monotonic) -> np.ndarray:  # fmt: skip
+def paired_log_ratios(
+    workloads: tuple[Workload, Workload],
+    which: str,
+    budget: float,
+    target: float,
+    margin: float,
+    limit: float = math.inf,
+    blocks: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> np.ndarray:
     """One log-ratio, log(second workload's time / first's), per block of four calls A B B A: the mean of its two
     pairs' log-ratios, so that whatever the order within a pair does (the second call finds the first's data in
     cache, or its freed memory) cancels. Sampled until the resolution reaches ``target`` (after at least
@@ -156,8 +163,9 @@ Problems = dict[str, str | None]  # per call (forward, forward_backward): why it
 SKIPPED = "skipped: "  # a problem that is no failure: the cell does not run here
 
 
-def _checked_workloads(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]], strategy: str,
-                       layer: LayerConfig, device: str) -> tuple[list[Workload | None], list[Problems]]:  # fmt: skip
+def _checked_workloads(
+    strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]], strategy: str, layer: LayerConfig, device: str
+) -> tuple[list[Workload | None], list[Problems]]:
     """Each side's workload (inputs shared, compiling calls made) and its problems per call (``None``: none), after
     the correctness check; a side that is skipped or computes a wrong output gets no workload."""
     workloads: list[Workload | None] = [None, None]
@@ -180,10 +188,21 @@ def _checked_workloads(strategies: tuple[Mapping[str, Strategy], Mapping[str, St
     return workloads, problems
 
 
-def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]], strategy: str, config: str, *,
-                 budget: float | None = None, target: float | None = None, kind: str = "time",
-                 profile_name: str = "quick", margin: float = 0.0, limit: float = math.inf, device: str = "cpu",
-                 head_first: bool = False, pairs: Mapping[str, int] | None = None) -> Iterator[dict]:  # fmt: skip
+def measure_cell(
+    strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy]],
+    strategy: str,
+    config: str,
+    *,
+    budget: float | None = None,
+    target: float | None = None,
+    kind: str = "time",
+    profile_name: str = "quick",
+    margin: float = 0.0,
+    limit: float = math.inf,
+    device: str = "cpu",
+    head_first: bool = False,
+    pairs: Mapping[str, int] | None = None,
+) -> Iterator[dict]:
     """The ``kind`` ("time" or "memory") measurements of one strategy on one config at both revisions, as dicts
     (module docstring); a call that cannot be measured at a side is reported failed there, with the reason.
 
@@ -212,17 +231,31 @@ def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy
             runnable.append((which, measure))
         elif failed:
             why = "; ".join(f"{SIDES[revision]}: {at[revision]}" for revision in failed)
-            yield {**base, "measure": measure, "failed_at": "both" if len(failed) == 2 else SIDES[failed[0]],
-                   "error": why}  # fmt: skip
+            yield {
+                **base,
+                "measure": measure,
+                "failed_at": "both" if len(failed) == 2 else SIDES[failed[0]],
+                "error": why,
+            }
         else:  # not supported here (no GPU, spatial dims, a refused dtype): nothing to compare
-            yield {**base, "measure": measure, "failed_at": "", "skipped_at": "both" if len(skipped) == 2 else
-                   SIDES[skipped[0]], "error": "; ".join(f"{SIDES[r]}: {at[r]}" for r in skipped)}  # fmt: skip
+            yield {
+                **base,
+                "measure": measure,
+                "failed_at": "",
+                "skipped_at": "both" if len(skipped) == 2 else SIDES[skipped[0]],
+                "error": "; ".join(f"{SIDES[r]}: {at[r]}" for r in skipped),
+            }
     pair = (workloads[0], workloads[1])
     if kind == "memory":
         for which, measure in runnable:
             peaks = [charged_net_peak(w, backward=which != "forward") for w in pair]  # type: ignore[arg-type]
-            yield {**base, "measure": measure, "failed_at": "", "before": peaks[order.index(0)],
-                   "after": peaks[order.index(1)]}  # fmt: skip
+            yield {
+                **base,
+                "measure": measure,
+                "failed_at": "",
+                "before": peaks[order.index(0)],
+                "after": peaks[order.index(1)],
+            }
         return
     if runnable:
         _warm_up(pair, get_profile(profile_name).warmup_time)  # type: ignore[arg-type]
@@ -232,16 +265,24 @@ def measure_cell(strategies: tuple[Mapping[str, Strategy], Mapping[str, Strategy
             continue  # not measured in the first process: nothing to pair with
         started = time.monotonic()
         ratios = paired_log_ratios(pair, which, budget, target, margin, limit, fixed)  # type: ignore[arg-type]
-        yield {**base, "measure": measure, "failed_at": "", "log_ratios": (-ratios if head_first else ratios).tolist(),
-               "seconds": time.monotonic() - started}  # fmt: skip
+        yield {
+            **base,
+            "measure": measure,
+            "failed_at": "",
+            "log_ratios": (-ratios if head_first else ratios).tolist(),
+            "seconds": time.monotonic() - started,
+        }
 
 
 def _run_child(command: list[str], env: Mapping[str, str], timeout: float) -> tuple[list[dict], str]:
     """The JSON rows a measuring process printed, and why it ended if it failed (else "")."""
     try:
         done = subprocess.run(command, cwd=ROOT, env=dict(env), capture_output=True, text=True, timeout=timeout)
-        why = "" if done.returncode == 0 else f"the measuring process exited with status {done.returncode}: " \
-            f"{done.stderr.strip()[-1500:]}"  # fmt: skip
+        why = (
+            ""
+            if done.returncode == 0
+            else f"the measuring process exited with status {done.returncode}: {done.stderr.strip()[-1500:]}"
+        )
         stdout = done.stdout
     except subprocess.TimeoutExpired as expired:
         why = f"the measuring process took longer than {timeout:.0f} s and was killed"
@@ -255,9 +296,18 @@ def process_target(target: float, margin: float, processes: int = 2) -> float:
     return (1 + margin) * (target / (1 + margin)) ** math.sqrt(processes)
 
 
-def measure_in_processes(base_tree: Path, head_tree: Path, units: list[tuple[str, str, str]], profile: str,
-                         budget: float, target: float, margin: float, limit: float, env: Mapping[str, str],
-                         timeout: float = 600.0) -> Iterator[dict]:  # fmt: skip
+def measure_in_processes(
+    base_tree: Path,
+    head_tree: Path,
+    units: list[tuple[str, str, str]],
+    profile: str,
+    budget: float,
+    target: float,
+    margin: float,
+    limit: float,
+    env: Mapping[str, str],
+    timeout: float = 600.0,
+) -> Iterator[dict]:
     """The measurements of each (strategy, config, device) in ``units``, each from processes of its own, so a
     crash or a hang fails that unit's cells only (its unreported measurements come back failed at an
     ``unknown`` revision: which one killed the process cannot be told).
@@ -273,8 +323,18 @@ def measure_in_processes(base_tree: Path, head_tree: Path, units: list[tuple[str
     arguments = ["--profile", profile, "--margin", str(margin), "--limit", str(limit)]
     for strategy, config, device in units:
         cell = {"strategy": strategy, "config": config, "device": device}
-        common = [sys.executable, "-m", "benchmarks.paired", str(base_tree), str(head_tree), strategy, config,
-                  "--device", device, *arguments]  # fmt: skip
+        common = [
+            sys.executable,
+            "-m",
+            "benchmarks.paired",
+            str(base_tree),
+            str(head_tree),
+            strategy,
+            config,
+            "--device",
+            device,
+            *arguments,
+        ]
         sampling = ["--budget", str(budget / 2), "--target", str(process_target(target, margin))]
         first, why = _run_child([*common, *sampling], env, timeout)
         first_rows = {row["measure"]: row for row in first}
@@ -308,14 +368,20 @@ def _pooled(first: dict, second: dict, margin: float) -> dict:
     n = min(len(first["log_ratios"]), len(second["log_ratios"]))
     if n < MIN_PAIRS:
         return {key: value for key, value in first.items() if key != "log_ratios"} | {
-            "failed_at": "unknown", "error": f"the second process took {n} blocks, fewer than {MIN_PAIRS}"}  # fmt: skip
+            "failed_at": "unknown",
+            "error": f"the second process took {n} blocks, fewer than {MIN_PAIRS}",
+        }
     processes = [np.asarray(first["log_ratios"][:n]), np.asarray(second["log_ratios"][:n])]
     result = paired_ratio(np.concatenate(processes), margin)
     return {key: value for key, value in first.items() if key != "log_ratios"} | {
-        "ratio": result.ratio, "low": result.low, "high": result.high, "pairs": result.pairs,
-        "resolution": result.resolution, "seconds": first["seconds"] + second["seconds"],
+        "ratio": result.ratio,
+        "low": result.low,
+        "high": result.high,
+        "pairs": result.pairs,
+        "resolution": result.resolution,
+        "seconds": first["seconds"] + second["seconds"],
         "process_ratios": [paired_ratio(d, margin).ratio for d in processes],
-    }  # fmt: skip
+    }
 
 
 def _fixed_pairs(text: str) -> dict[str, int]:
@@ -362,9 +428,20 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps({**row, "failed_at": at, "error": "; ".join(errors.values())}), flush=True)
         return
     strategies = (loaded[0], loaded[1])
-    rows = measure_cell(strategies, args.strategy, args.config, budget=args.budget, target=args.target, kind=args.kind,
-                        profile_name=args.profile, margin=args.margin, limit=args.limit, device=args.device,
-                        head_first=args.head_first, pairs=args.pairs)  # fmt: skip
+    rows = measure_cell(
+        strategies,
+        args.strategy,
+        args.config,
+        budget=args.budget,
+        target=args.target,
+        kind=args.kind,
+        profile_name=args.profile,
+        margin=args.margin,
+        limit=args.limit,
+        device=args.device,
+        head_first=args.head_first,
+        pairs=args.pairs,
+    )
     for row in rows:
         print(json.dumps(row), flush=True)
 

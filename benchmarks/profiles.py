@@ -52,10 +52,17 @@ class Profile:
 # The quick profile is a look in a few minutes: one layer of each kind (unfoldNd's example; All-CNN-C's largest
 # stride-1 and stride-2 layers; 1-d; 3-d; half precision) and one cold compile. The full profile has them all.
 QUICK = Profile(
-    "quick", batch_cap=8, rounds=1, repeat=(5, 200, 0.5), number=1, warmup_time=0.15, timeout=60, gate_timeout=300,
+    "quick",
+    batch_cap=8,
+    rounds=1,
+    repeat=(5, 200, 0.5),
+    number=1,
+    warmup_time=0.15,
+    timeout=60,
+    gate_timeout=300,
     config_names=("example", "allcnnc-conv2", "allcnnc-conv3", "seq1d-conv", "vol3d-conv", "conv4-bfloat16"),
     compile_time_configs=("allcnnc-conv2",),
-)  # fmt: skip
+)
 FULL = Profile(
     "full", batch_cap=None, rounds=2, repeat=(2, 20, 1.0), number=1, warmup_time=0.1, timeout=300, gate_timeout=1200
 )

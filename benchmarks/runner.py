@@ -97,9 +97,12 @@ def scratch_config(directory: Path, root: Path) -> Path:
 
     config = load_json(str(root / "asv.conf.json"), js_comments=True)
     config.update(
-        repo=str(root), benchmark_dir=str(root / "benchmarks"), env_dir=str(root / ".asv" / "env"),
-        results_dir=str(results_dir), html_dir=str(results_dir / "html"),
-    )  # fmt: skip
+        repo=str(root),
+        benchmark_dir=str(root / "benchmarks"),
+        env_dir=str(root / ".asv" / "env"),
+        results_dir=str(results_dir),
+        html_dir=str(results_dir / "html"),
+    )
     path = directory / "asv.conf.json"
     path.write_text(json.dumps(config))
     return path

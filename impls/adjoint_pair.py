@@ -60,8 +60,9 @@ def adjoint_pair(name: str, unfold: Unfold, fold: Fold) -> type[torch.autograd.F
             return None if input_tangent is None else unfold(input_tangent, ctx.geometry, None)
 
         @staticmethod
-        def vmap(info: Any, in_dims: tuple, input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None
-                 ) -> tuple[torch.Tensor, int | None]:  # fmt: skip
+        def vmap(
+            info: Any, in_dims: tuple, input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None
+        ) -> tuple[torch.Tensor, int | None]:
             if in_dims[0] is None:  # only something else is mapped: one problem, shared
                 return UnfoldFunction.apply(input, geometry, None), None
             stacked = input.movedim(in_dims[0], 0)
@@ -88,8 +89,9 @@ def adjoint_pair(name: str, unfold: Unfold, fold: Fold) -> type[torch.autograd.F
             return None if tangent is None else fold(tangent, ctx.geometry)
 
         @staticmethod
-        def vmap(info: Any, in_dims: tuple, grad_output: torch.Tensor, geometry: Geometry
-                 ) -> tuple[torch.Tensor, int | None]:  # fmt: skip
+        def vmap(
+            info: Any, in_dims: tuple, grad_output: torch.Tensor, geometry: Geometry
+        ) -> tuple[torch.Tensor, int | None]:
             if in_dims[0] is None:
                 return FoldFunction.apply(grad_output, geometry), None
             stacked = grad_output.movedim(in_dims[0], 0)

@@ -125,15 +125,21 @@ CHECKS: dict[str, Callable[[Strategy], str | None]] = {
     **{
         f"dtype {str(d).removeprefix('torch.')}": _dtype(d)
         for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-    },  # fmt: skip
+    },
 }
 CAPABILITIES: tuple[str, ...] = tuple(CHECKS)
 # what a user names on the command line (``unfold-bench advise --needs vmap,forward-ad``) -> the capability
 NEEDS: dict[str, str] = {
-    "gradient": "gradient", "double-backward": "double backward", "forward-ad": "forward-mode AD (jvp)",
-    "vmap": "vmap", "per-sample-gradients": "per-sample gradients", "torch-compile": "torch.compile(fullgraph)",
-    "empty-batch": "empty batch (N=0)", "channels-last": "channels_last", "non-contiguous": "non-contiguous",
-}  # fmt: skip
+    "gradient": "gradient",
+    "double-backward": "double backward",
+    "forward-ad": "forward-mode AD (jvp)",
+    "vmap": "vmap",
+    "per-sample-gradients": "per-sample gradients",
+    "torch-compile": "torch.compile(fullgraph)",
+    "empty-batch": "empty batch (N=0)",
+    "channels-last": "channels_last",
+    "non-contiguous": "non-contiguous",
+}
 
 
 def declared(strategy: Strategy, capability: str) -> str | None:

@@ -66,8 +66,9 @@ def _unfold_expression(x: torch.Tensor, kernel: tuple, dilation: tuple, padding:
     return kernel_first.reshape(x.shape[0], rows, patches).contiguous()
 
 
-def _gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple,
-                         stride: tuple, spatial: tuple) -> torch.Tensor:  # fmt: skip
+def _gradient_expression(
+    grad_slotted: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple, spatial: tuple
+) -> torch.Tensor:
     if any(step > 1 for step in stride):
         return _strided_gradient_expression(grad_slotted, kernel, dilation, padding, stride, spatial)
     n = len(kernel)
@@ -83,8 +84,9 @@ def _gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tu
     return interior.contiguous()  # computed at the input's size directly, not as a view of a padded buffer
 
 
-def _strided_gradient_expression(grad_slotted: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple,
-                                 stride: tuple, spatial: tuple) -> torch.Tensor:  # fmt: skip
+def _strided_gradient_expression(
+    grad_slotted: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple, spatial: tuple
+) -> torch.Tensor:
     """The input gradient for a stride > 1: the outer spatial dims as for stride 1 (slots zero-inserted for the
     stride, placed, cropped), the innermost dim one phase at a time.
 
@@ -142,8 +144,9 @@ _INLINE_THE_SUM = {
 }
 
 
-def _unfold_into_expression(x: torch.Tensor, out: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple,
-                            stride: tuple) -> None:  # fmt: skip
+def _unfold_into_expression(
+    x: torch.Tensor, out: torch.Tensor, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple
+) -> None:
     out.copy_(_unfold_expression(x, kernel, dilation, padding, stride))  # Inductor stores straight into out
 
 

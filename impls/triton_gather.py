@@ -54,15 +54,30 @@ if TRITON_INSTALLED:
 
     @triton.jit
     def _unfold_kernel(
-        x_ptr, out_ptr,
-        S0: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,  # input spatial size
-        K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr,  # kernel size
-        D0: tl.constexpr, D1: tl.constexpr, D2: tl.constexpr,  # dilation
-        P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr,  # padding
-        T0: tl.constexpr, T1: tl.constexpr, T2: tl.constexpr,  # stride
-        O0: tl.constexpr, O1: tl.constexpr, O2: tl.constexpr,  # windows per dim
-        INDEX: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
-    ):  # fmt: skip
+        x_ptr,
+        out_ptr,
+        S0: tl.constexpr,
+        S1: tl.constexpr,
+        S2: tl.constexpr,  # input spatial size
+        K0: tl.constexpr,
+        K1: tl.constexpr,
+        K2: tl.constexpr,  # kernel size
+        D0: tl.constexpr,
+        D1: tl.constexpr,
+        D2: tl.constexpr,  # dilation
+        P0: tl.constexpr,
+        P1: tl.constexpr,
+        P2: tl.constexpr,  # padding
+        T0: tl.constexpr,
+        T1: tl.constexpr,
+        T2: tl.constexpr,  # stride
+        O0: tl.constexpr,
+        O1: tl.constexpr,
+        O2: tl.constexpr,  # windows per dim
+        INDEX: tl.constexpr,
+        BLOCKS: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         nc = tl.program_id(0) // BLOCKS  # program ids: (n, c) times BLOCKS blocks of windows
         o = (tl.program_id(0) % BLOCKS) * BLOCK + tl.arange(0, BLOCK).to(INDEX)
         in_row = o < O0 * O1 * O2
@@ -86,15 +101,31 @@ if TRITON_INSTALLED:
 
     @triton.jit
     def _fold_kernel(
-        g_ptr, out_ptr,
-        S0: tl.constexpr, S1: tl.constexpr, S2: tl.constexpr,
-        K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr,
-        D0: tl.constexpr, D1: tl.constexpr, D2: tl.constexpr,
-        P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr,
-        T0: tl.constexpr, T1: tl.constexpr, T2: tl.constexpr,
-        O0: tl.constexpr, O1: tl.constexpr, O2: tl.constexpr,
-        ACCUMULATOR: tl.constexpr, INDEX: tl.constexpr, BLOCKS: tl.constexpr, BLOCK: tl.constexpr,
-    ):  # fmt: skip
+        g_ptr,
+        out_ptr,
+        S0: tl.constexpr,
+        S1: tl.constexpr,
+        S2: tl.constexpr,
+        K0: tl.constexpr,
+        K1: tl.constexpr,
+        K2: tl.constexpr,
+        D0: tl.constexpr,
+        D1: tl.constexpr,
+        D2: tl.constexpr,
+        P0: tl.constexpr,
+        P1: tl.constexpr,
+        P2: tl.constexpr,
+        T0: tl.constexpr,
+        T1: tl.constexpr,
+        T2: tl.constexpr,
+        O0: tl.constexpr,
+        O1: tl.constexpr,
+        O2: tl.constexpr,
+        ACCUMULATOR: tl.constexpr,
+        INDEX: tl.constexpr,
+        BLOCKS: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         nc = tl.program_id(0) // BLOCKS  # program ids: (n, c) times BLOCKS blocks of input positions
         x = (tl.program_id(0) % BLOCKS) * BLOCK + tl.arange(0, BLOCK).to(INDEX)
         in_row = x < S0 * S1 * S2
@@ -156,9 +187,14 @@ def _launch(kernel, length: int, g: Geometry, *tensors: torch.Tensor, **constant
     device = torch.cuda.device(tensors[0].device) if tensors[0].is_cuda else contextlib.nullcontext()
     with device:
         kernel[(g.batch_size * g.channels * blocks,)](
-            *tensors, *_geometry_args(g), **constants, INDEX=tl.int64 if wide else tl.int32, BLOCKS=blocks,
-            BLOCK=block, num_warps=max(1, min(8, block // 128)),
-        )  # fmt: skip
+            *tensors,
+            *_geometry_args(g),
+            **constants,
+            INDEX=tl.int64 if wide else tl.int32,
+            BLOCKS=blocks,
+            BLOCK=block,
+            num_warps=max(1, min(8, block // 128)),
+        )
 
 
 def _unfold(input: torch.Tensor, g: Geometry) -> torch.Tensor:

@@ -55,8 +55,12 @@ def slots(geometry: Geometry) -> tuple[Slot, ...]:
         empty = False
         for dim, j in enumerate(offset):
             size, pad, dil, step, windows = (
-                g.spatial_size[dim], g.padding[dim], g.dilation[dim], g.stride[dim], g.output_size[dim]
-            )  # fmt: skip
+                g.spatial_size[dim],
+                g.padding[dim],
+                g.dilation[dim],
+                g.stride[dim],
+                g.output_size[dim],
+            )
             lo, hi = _dim_range(size, pad, dil, step, windows, j)
             empty = empty or hi == lo
             start = lo * step + j * dil - pad

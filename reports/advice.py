@@ -67,8 +67,13 @@ def model_pick(
     for strategy, rows in ok.groupby("strategy"):
         if rows.config.nunique() < layers:
             continue  # it cannot run every layer
-        totals.append({"strategy": strategy, "time": (rows[rule.time_metric] * rows["count"]).sum(),
-                       "memory": rows[rule.memory_metric].sum()})  # fmt: skip
+        totals.append(
+            {
+                "strategy": strategy,
+                "time": (rows[rule.time_metric] * rows["count"]).sum(),
+                "memory": rows[rule.memory_metric].sum(),
+            }
+        )
     ranking = pd.DataFrame(totals, columns=["strategy", "time", "memory"])
     if ranking.empty:
         return None, ranking
@@ -77,25 +82,41 @@ def model_pick(
     return ranking.strategy.iloc[0], ranking
 
 
-def advice(layers: list[Layer], measured: list[dict[str, dict]], regimes: list[str],
-           set_aside: Mapping[str, str]) -> dict:  # fmt: skip
+def advice(
+    layers: list[Layer], measured: list[dict[str, dict]], regimes: list[str], set_aside: Mapping[str, str]
+) -> dict:
     """Everything the command reports, as plain data (what ``--json`` writes)."""
     result = {"layers": [], "rules": [], "set_aside": dict(set_aside)}
     for layer in layers:
         c = layer.config
-        result["layers"].append({"name": c.name, "count": layer.count, "modules": list(layer.names),
-                                 "input_shape": list(c.input_shape), "kernel_size": c.kernel_size, "stride": c.stride,
-                                 "padding": c.padding, "dilation": c.dilation, "dtype": c.dtype})  # fmt: skip
+        result["layers"].append(
+            {
+                "name": c.name,
+                "count": layer.count,
+                "modules": list(layer.names),
+                "input_shape": list(c.input_shape),
+                "kernel_size": c.kernel_size,
+                "stride": c.stride,
+                "padding": c.padding,
+                "dilation": c.dilation,
+                "dtype": c.dtype,
+            }
+        )
     for regime in regimes:
         table = cells(layers, measured, regime)
         for rule in analysis.RULES:
             per_layer = analysis.recommend_per_config(table, rule, set_aside)
             pick, ranking = model_pick(table, rule, set_aside)
-            result["rules"].append({
-                "regime": regime, "rule": rule.name, "text": rule.per_config_text(), "model_pick": pick,
-                "model_ranking": ranking.to_dict("records"),
-                "layer_picks": {p.config: p.strategy for p in per_layer.itertuples()},
-            })  # fmt: skip
+            result["rules"].append(
+                {
+                    "regime": regime,
+                    "rule": rule.name,
+                    "text": rule.per_config_text(),
+                    "model_pick": pick,
+                    "model_ranking": ranking.to_dict("records"),
+                    "layer_picks": {p.config: p.strategy for p in per_layer.itertuples()},
+                }
+            )
         result.setdefault("tables", {})[regime] = json.loads(table.to_json(orient="records"))
     return result
 
@@ -126,9 +147,11 @@ LEGEND = (
 
 def _layer_heading(layer: Mapping, regime: str) -> str:
     where = ", ".join(layer["modules"][:3]) or "given"
-    return (f"{layer['name']} x{layer['count']} ({where}): input {tuple(layer['input_shape'])}, kernel "
-            f"{layer['kernel_size']}, stride {layer['stride']}, padding {layer['padding']}, dilation "
-            f"{layer['dilation']}, {layer['dtype']}; {regime} regime")  # fmt: skip
+    return (
+        f"{layer['name']} x{layer['count']} ({where}): input {tuple(layer['input_shape'])}, kernel "
+        f"{layer['kernel_size']}, stride {layer['stride']}, padding {layer['padding']}, dilation "
+        f"{layer['dilation']}, {layer['dtype']}; {regime} regime"
+    )
 
 
 def _ranked(report: dict) -> Iterator[tuple[str, Mapping, pd.DataFrame]]:
@@ -168,8 +191,9 @@ def format_text(report: dict) -> str:
                 lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
                 continue
             intervals = "  ".join(_time_text(r._asdict(), which) for which in WHICH)
-            memory = (f"net peak {_mib(r.track_net_peak_forward)} / {_mib(r.track_net_peak_forward_backward)} "
-                      f"{BYTES.shown}")  # fmt: skip
+            memory = (
+                f"net peak {_mib(r.track_net_peak_forward)} / {_mib(r.track_net_peak_forward_backward)} {BYTES.shown}"
+            )
             note = _compile_note(r.compile_seconds)
             lines.append(f"  {r.strategy:<15} {intervals}  {memory}{f'  ({note})' if note else ''}")
     return "\n".join([*lines, "", *picks_text(report)])
@@ -206,10 +230,12 @@ def _chart(table: pd.DataFrame, regime: str, which: str) -> go.Figure:
     for strategy, mine in table[table.problem == ""].groupby("strategy", sort=False):
         time, ratio = SECONDS.scaled(mine[f"time_{which}"]), mine[f"ratio_{which}"]
         above, below = time * (mine[f"high_{which}"] / ratio - 1), time * (1 - mine[f"low_{which}"] / ratio)
-        figure.add_bar(name=strategy, x=mine.config, y=time,
-                       error_y={"type": "data", "array": above, "arrayminus": below})  # fmt: skip
-    figure.update_layout(title=f"{which.replace('_', '-')} time per layer, {regime} regime",
-                         yaxis_title=SECONDS.shown, barmode="group")  # fmt: skip
+        figure.add_bar(
+            name=strategy, x=mine.config, y=time, error_y={"type": "data", "array": above, "arrayminus": below}
+        )
+    figure.update_layout(
+        title=f"{which.replace('_', '-')} time per layer, {regime} regime", yaxis_title=SECONDS.shown, barmode="group"
+    )
     return figure
 
 
@@ -227,7 +253,9 @@ def write_html(report: dict, path: str) -> None:
     for regime, layer, mine in _ranked(report):
         parts.append(f"<h3>{html.escape(_layer_heading(layer, regime))}</h3>{_html_table(mine)}")
     style = "body{font-family:sans-serif;margin:2em} td,th{padding:2px 8px;text-align:left}"
-    page = (f"<html><head><meta charset='utf-8'><title>unfold-bench advise</title><style>{style}</style></head>"
-            f"<body>{''.join(parts)}</body></html>")  # fmt: skip
+    page = (
+        f"<html><head><meta charset='utf-8'><title>unfold-bench advise</title><style>{style}</style></head>"
+        f"<body>{''.join(parts)}</body></html>"
+    )
     with open(path, "w", encoding="utf-8") as out:
         out.write(page)

@@ -139,10 +139,17 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
             if ok.empty:
                 continue
             best = ok.loc[ok[time_metric].idxmin()]
-            out.append({"config": config, "metric": time_metric, "strategy": best.strategy,
-                        "time": best[time_metric], "x_copy": best[f"{time_metric}:x_bound"],
-                        "peak": best.get(memory_metric, math.nan),
-                        "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan)})  # fmt: skip
+            out.append(
+                {
+                    "config": config,
+                    "metric": time_metric,
+                    "strategy": best.strategy,
+                    "time": best[time_metric],
+                    "x_copy": best[f"{time_metric}:x_bound"],
+                    "peak": best.get(memory_metric, math.nan),
+                    "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan),
+                }
+            )
     return pd.DataFrame(out, columns=columns)
 
 
@@ -264,8 +271,9 @@ def _eligible(rows: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str]) -> p
     return ok[ok[rule.memory_metric] <= rule.memory_limit(ok[rule.memory_metric].min())]
 
 
-def recommend_per_config(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = MappingProxyType({})
-                         ) -> pd.DataFrame:  # fmt: skip
+def recommend_per_config(
+    cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = MappingProxyType({})
+) -> pd.DataFrame:
     """Per config: the pick under ``rule`` (None when no strategy qualifies) and the eligible strategies.
 
     ``set_aside``: strategies never picked (name -> why), e.g. those that overwrite their previous result.
@@ -348,8 +356,9 @@ def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, s
     }
 
 
-def needs_picks(cells: pd.DataFrame, rule: Rule, record: Mapping | None, device: str,
-                set_aside: Mapping[str, str]) -> list[tuple[str, str | None]]:  # fmt: skip
+def needs_picks(
+    cells: pd.DataFrame, rule: Rule, record: Mapping | None, device: str, set_aside: Mapping[str, str]
+) -> list[tuple[str, str | None]]:
     """(capability, pick under ``rule`` among the strategies that work for it) for every capability of the matrix
     that some strategy of ``cells`` lacks: which strategy to ship when the user's code needs that capability."""
     picks = []

@@ -72,8 +72,12 @@ class Thresholds:
 
 
 # a cell that failed, by the revision it failed at (``failed_at``)
-FAILED_VERDICTS = {"both": "failed (also before)", "head": "failed", "base": "fixed",
-                   "unknown": "failed (revision unknown)"}  # fmt: skip
+FAILED_VERDICTS = {
+    "both": "failed (also before)",
+    "head": "failed",
+    "base": "fixed",
+    "unknown": "failed (revision unknown)",
+}
 
 
 def ratio_verdict(low: float, high: float, threshold: float) -> str:
@@ -150,9 +154,17 @@ def rounds_differ(before: list[float], after: list[float], p_threshold: float = 
     return mann_whitney_u(before, after)[1] < p_threshold
 
 
-def judge(before: float, after: float, stats_before: dict | None, stats_after: dict | None,
-          samples_before: list | None, samples_after: list | None, unit: str,
-          thresholds: Thresholds, rounds: int | None = None) -> tuple[float, bool | None, str, str]:  # fmt: skip
+def judge(
+    before: float,
+    after: float,
+    stats_before: dict | None,
+    stats_after: dict | None,
+    samples_before: list | None,
+    samples_after: list | None,
+    unit: str,
+    thresholds: Thresholds,
+    rounds: int | None = None,
+) -> tuple[float, bool | None, str, str]:
     """(ratio, significant, verdict, mode) of one cell measured at both revisions."""
     ratio = change_ratio(before, after)
     if unit == "seconds":
@@ -172,8 +184,14 @@ def judge(before: float, after: float, stats_before: dict | None, stats_after: d
     return ratio, None, verdict, "net peak"
 
 
-def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(), include: str = "",
-            rounds: int | None = None, repeat: int | None = None) -> pd.DataFrame:  # fmt: skip
+def compare(
+    base: Results,
+    head: Results,
+    thresholds: Thresholds = Thresholds(),
+    include: str = "",
+    rounds: int | None = None,
+    repeat: int | None = None,
+) -> pd.DataFrame:
     """One row per benchmark cell present in either run (see the module docstring for the verdicts).
 
     ``rounds``: how many rounds (processes) per revision produced the samples, if each gave the same number;
@@ -193,9 +211,17 @@ def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(),
         for params in sorted(set(old) | set(new)):
             absent = ResultCell(name, params, math.nan, None, None, "skipped")  # not run at that revision
             was, now = old.get(params, absent), new.get(params, absent)
-            row = {"benchmark": name, "params": ", ".join(params), "mode": metric_mode, "unit": unit,
-                   "before": was.value, "after": now.value, "ratio": math.nan, "significant": None,
-                   "failed_at": ""}  # fmt: skip
+            row = {
+                "benchmark": name,
+                "params": ", ".join(params),
+                "mode": metric_mode,
+                "unit": unit,
+                "before": was.value,
+                "after": now.value,
+                "ratio": math.nan,
+                "significant": None,
+                "failed_at": "",
+            }
             if now.status == "failed":
                 failed_at = "both" if was.status == "failed" else "head"
                 rows.append({**row, "verdict": FAILED_VERDICTS[failed_at], "failed_at": failed_at})
@@ -213,8 +239,16 @@ def compare(base: Results, head: Results, thresholds: Thresholds = Thresholds(),
                     was.value, now.value, was.stats, now.stats, was.samples, now.samples, unit, thresholds, rounds
                 )
                 lost = "base" if unit == "seconds" and _lost_a_round(was.samples, rounds, repeat) else ""
-                rows.append({**row, "mode": mode, "ratio": ratio, "significant": significant, "verdict": verdict,
-                             "failed_at": lost})  # fmt: skip
+                rows.append(
+                    {
+                        **row,
+                        "mode": mode,
+                        "ratio": ratio,
+                        "significant": significant,
+                        "verdict": verdict,
+                        "failed_at": lost,
+                    }
+                )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -228,8 +262,14 @@ def round_spread(medians_before: list[float], medians_after: list[float]) -> flo
     return math.sqrt(sum(variances) / 2)
 
 
-def detectable_slowdown(spread: float, rounds: int, thresholds: Thresholds = Thresholds(),
-                        power: float = DETECTION_POWER, trials: int = 400, seed: int = 0) -> float:  # fmt: skip
+def detectable_slowdown(
+    spread: float,
+    rounds: int,
+    thresholds: Thresholds = Thresholds(),
+    power: float = DETECTION_POWER,
+    trials: int = 400,
+    seed: int = 0,
+) -> float:
     """The smallest slowdown in ``SLOWDOWN_GRID`` the wall-clock rule flags with probability >= ``power``.
 
     Simulated: ``rounds`` round medians a side, log-normal with standard deviation ``spread`` (a cell's
@@ -258,8 +298,9 @@ def detectable_slowdown(spread: float, rounds: int, thresholds: Thresholds = Thr
     return SLOWDOWN_GRID[low]
 
 
-def resolution(base: Results, head: Results, rounds: int, thresholds: Thresholds = Thresholds(),
-               include: str = "") -> pd.DataFrame:  # fmt: skip
+def resolution(
+    base: Results, head: Results, rounds: int, thresholds: Thresholds = Thresholds(), include: str = ""
+) -> pd.DataFrame:
     """Per wall-clock cell of a gate run: its round spread and the slowdown the gate catches 95% of the time.
 
     A gate run measures its own noise: this is what a regression had to be for this run to catch it reliably
@@ -276,8 +317,14 @@ def resolution(base: Results, head: Results, rounds: int, thresholds: Thresholds
             if medians_before is None or medians_after is None:
                 continue
             spread = round_spread(medians_before, medians_after)
-            rows.append({"benchmark": name, "params": ", ".join(cell.params), "spread": spread,
-                         "detectable": detectable_slowdown(spread, rounds, thresholds)})  # fmt: skip
+            rows.append(
+                {
+                    "benchmark": name,
+                    "params": ", ".join(cell.params),
+                    "spread": spread,
+                    "detectable": detectable_slowdown(spread, rounds, thresholds),
+                }
+            )
     return pd.DataFrame(rows, columns=["benchmark", "params", "spread", "detectable"])
 
 
@@ -296,8 +343,9 @@ def format_resolution(table: pd.DataFrame) -> str:
     )
 
 
-def callgrind_rows(counts: dict[str, tuple[int | None, int | None]], thresholds: Thresholds = Thresholds()
-                   ) -> pd.DataFrame:  # fmt: skip
+def callgrind_rows(
+    counts: dict[str, tuple[int | None, int | None]], thresholds: Thresholds = Thresholds()
+) -> pd.DataFrame:
     """Rows for instruction counts: ``counts`` maps a cell ("strategy, config, forward") to (before, after),
     ``None`` for a count that failed."""
     rows = []
@@ -307,14 +355,30 @@ def callgrind_rows(counts: dict[str, tuple[int | None, int | None]], thresholds:
         )
         ratio = math.nan if failed_at else change_ratio(before, after)
         verdict = FAILED_VERDICTS[failed_at] if failed_at else ratio_verdict(ratio, ratio, thresholds.instructions)
-        rows.append({"benchmark": "instructions (callgrind)", "params": cell, "mode": "callgrind",
-                     "unit": "instructions", "before": before, "after": after, "ratio": ratio,
-                     "significant": None, "verdict": verdict, "failed_at": failed_at})  # fmt: skip
+        rows.append(
+            {
+                "benchmark": "instructions (callgrind)",
+                "params": cell,
+                "mode": "callgrind",
+                "unit": "instructions",
+                "before": before,
+                "after": after,
+                "ratio": ratio,
+                "significant": None,
+                "verdict": verdict,
+                "failed_at": failed_at,
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def paired_verdict(low: float, high: float, resolution: float, thresholds: Thresholds = Thresholds(),
-                   process_ratios: tuple[float, ...] = ()) -> str:  # fmt: skip
+def paired_verdict(
+    low: float,
+    high: float,
+    resolution: float,
+    thresholds: Thresholds = Thresholds(),
+    process_ratios: tuple[float, ...] = (),
+) -> str:
     """The paired mode's verdict on one time cell from its interval of the ratio head / base
     (``benchmarks.paired_stats``): a regression when the whole interval lies above ``1 + paired_margin`` and
     so does the ratio of each process that measured it (an effect of one process alone does not count), an
@@ -338,17 +402,34 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
             f"unfold.{profile.capitalize()}.{'track_' if m['measure'].startswith('net_peak') else ''}{m['measure']}"
         )
         unit = recorded_unit(benchmark.rsplit(".", 1)[-1])
-        row = {"benchmark": benchmark, "params": f"{m['strategy']}, {m['config']}, {m['device']}", "unit": unit,
-               "mode": "net peak" if unit == "bytes" else "wall clock (paired)", "before": math.nan,
-               "after": math.nan, "ratio": math.nan, "significant": None, "failed_at": m.get("failed_at", ""),
-               "low": math.nan, "high": math.nan, "resolution": math.nan, "pairs": 0,
-               "error": m.get("error", "")}  # fmt: skip
+        row = {
+            "benchmark": benchmark,
+            "params": f"{m['strategy']}, {m['config']}, {m['device']}",
+            "unit": unit,
+            "mode": "net peak" if unit == "bytes" else "wall clock (paired)",
+            "before": math.nan,
+            "after": math.nan,
+            "ratio": math.nan,
+            "significant": None,
+            "failed_at": m.get("failed_at", ""),
+            "low": math.nan,
+            "high": math.nan,
+            "resolution": math.nan,
+            "pairs": 0,
+            "error": m.get("error", ""),
+        }
         if m.get("skipped_at") == "both":
             continue  # runs at neither revision here (no GPU, unsupported dims or dtype), as in ``compare``
         if m.get("absent_at") or m.get("skipped_at"):
             side = m.get("absent_at") or m["skipped_at"]
-            rows.append({**row, "verdict": {"base": "new", "head": "removed" if m.get("absent_at") else
-                                            "not measured"}.get(side, "not measured")})  # fmt: skip
+            rows.append(
+                {
+                    **row,
+                    "verdict": {"base": "new", "head": "removed" if m.get("absent_at") else "not measured"}.get(
+                        side, "not measured"
+                    ),
+                }
+            )
         elif row["failed_at"]:
             rows.append({**row, "verdict": FAILED_VERDICTS[row["failed_at"]]})
         elif unit == "bytes":
@@ -359,8 +440,18 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
                 m["low"], m["high"], m["resolution"], thresholds, tuple(m.get("process_ratios", ()))
             )
             significant = verdict in ("regression", "improvement")
-            rows.append({**row, "ratio": m["ratio"], "low": m["low"], "high": m["high"], "significant": significant,
-                         "resolution": m["resolution"], "pairs": m["pairs"], "verdict": verdict})  # fmt: skip
+            rows.append(
+                {
+                    **row,
+                    "ratio": m["ratio"],
+                    "low": m["low"],
+                    "high": m["high"],
+                    "significant": significant,
+                    "resolution": m["resolution"],
+                    "pairs": m["pairs"],
+                    "verdict": verdict,
+                }
+            )
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 
@@ -373,15 +464,20 @@ def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
     lines = []
     if not time_rows.empty:
         calls = [b.rsplit(".", 1)[-1].removeprefix("time_") for b in time_rows.benchmark]
-        lines.append(pd.DataFrame({
-            "verdict": time_rows.verdict,
-            "cell": [f"{call} {params}" for call, params in zip(calls, time_rows.params)],
-            "ratio": [_ratio(r) for r in time_rows.ratio],
-            "interval": ["" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low,
-                                                                                         time_rows.high)],
-            "resolution": [_ratio(r) for r in time_rows.resolution],
-            "blocks": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
-        }).to_string(index=False))  # fmt: skip
+        lines.append(
+            pd.DataFrame(
+                {
+                    "verdict": time_rows.verdict,
+                    "cell": [f"{call} {params}" for call, params in zip(calls, time_rows.params)],
+                    "ratio": [_ratio(r) for r in time_rows.ratio],
+                    "interval": [
+                        "" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low, time_rows.high)
+                    ],
+                    "resolution": [_ratio(r) for r in time_rows.resolution],
+                    "blocks": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
+                }
+            ).to_string(index=False)
+        )
     lines.append(
         format_table(memory_rows) if not memory_rows.empty else "memory: no net peak changed beyond its threshold"
     )
@@ -403,8 +499,10 @@ def format_paired_row(m: dict) -> str:
         return f"{cell}: {BYTES.format(m['before'])} -> {BYTES.format(m['after'])}"
     processes = "/".join(f"{r:.3f}x" for r in m.get("process_ratios", []))
     each = f"; per process {processes}" if processes else ""
-    return (f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
-            f"{m['pairs']} blocks in {m['seconds']:.1f} s{each}")  # fmt: skip
+    return (
+        f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
+        f"{m['pairs']} blocks in {m['seconds']:.1f} s{each}"
+    )
 
 
 def _ratio(value: float) -> str:
@@ -418,10 +516,12 @@ def format_paired_resolution(table: pd.DataFrame) -> str:
         return "wall-clock resolution: no time cell was measured at both revisions"
     worst = timed.loc[timed.resolution.idxmax()]
     unresolved = (timed.verdict == "unresolved").sum()
-    return (f"wall-clock resolution of this run (slowdown caught {POWER:.0%} of the time at a one-sided false-alarm "
-            f"rate of {ALPHA:g} per cell): median {timed.resolution.median():.3f}x, worst {worst.resolution:.3f}x "
-            f"({worst.benchmark.rsplit('.', 1)[-1]} {worst.params}); {unresolved} of {len(timed)} time cells "
-            "unresolved")  # fmt: skip
+    return (
+        f"wall-clock resolution of this run (slowdown caught {POWER:.0%} of the time at a one-sided false-alarm "
+        f"rate of {ALPHA:g} per cell): median {timed.resolution.median():.3f}x, worst {worst.resolution:.3f}x "
+        f"({worst.benchmark.rsplit('.', 1)[-1]} {worst.params}); {unresolved} of {len(timed)} time cells "
+        "unresolved"
+    )
 
 
 def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
@@ -440,8 +540,10 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
         return 2, "FAIL: a benchmark failed at head (or a measuring process died, revision unknown)"
     if asv_status == 2:
         if failed_at.astype(bool).any():
-            return 2, ("FAIL: asv reported a failed benchmark; rows marked base failed at BASE, and asv does not "
-                       "say whether a round also failed at HEAD (see its log above)")  # fmt: skip
+            return 2, (
+                "FAIL: asv reported a failed benchmark; rows marked base failed at BASE, and asv does not "
+                "say whether a round also failed at HEAD (see its log above)"
+            )
         return 2, "FAIL: asv reported a failed benchmark that the saved results do not show (see its log above)"
     if (table.verdict == "regression").any():
         return 1, "FAIL: regression"

@@ -174,8 +174,14 @@ def trend_lines(
     return figure
 
 
-def tradeoff_scatter(cells: pd.DataFrame, time_metric: str, memory_metric: str, colors: dict[str, str],
-                     on_front: dict[str, pd.Series], title: str) -> go.Figure:  # fmt: skip
+def tradeoff_scatter(
+    cells: pd.DataFrame,
+    time_metric: str,
+    memory_metric: str,
+    colors: dict[str, str],
+    on_front: dict[str, pd.Series],
+    title: str,
+) -> go.Figure:
     """Time vs net peak memory, one point per strategy; the Pareto front (no strategy is better in both) is
     joined by a line and its points are ringed. A dropdown picks the config."""
     t_label, t_unit, t_scale = _shown(time_metric)
@@ -201,7 +207,7 @@ def tradeoff_scatter(cells: pd.DataFrame, time_metric: str, memory_metric: str, 
                 visible=config == configs[0],
                 marker=dict(
                     size=13, color=colors[row.strategy], line=dict(width=3 if front[row.Index] else 0, color="black")
-                ),  # fmt: skip
+                ),
                 hovertemplate=(
                     f"<b>{row.strategy}</b><br>{t_label}: %{{x:.4g}} {t_unit}<br>{m_label}: %{{y:.4g}} {m_unit}"
                     f"<br>{'on' if front[row.Index] else 'not on'} the Pareto front<extra>{config}</extra>"

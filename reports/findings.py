@@ -113,8 +113,10 @@ class _Run:
     @property
     def source(self) -> str:
         r = self.run
-        return (f"{r['machine']}, commit {r['commit'][:8]}, {r['profile']} profile, timed: {r['regime']}, "
-                f"{r['device'].upper()}")  # fmt: skip
+        return (
+            f"{r['machine']}, commit {r['commit'][:8]}, {r['profile']} profile, timed: {r['regime']}, "
+            f"{r['device'].upper()}"
+        )
 
     def bound(self, config: str, metric: str) -> float:
         """A bound measured in this run (``time_copy``, ``time_fresh_output``, ...); NaN unless ``ok``."""
@@ -141,14 +143,25 @@ def _runs(table: pd.DataFrame) -> list[_Run]:
             if cells.empty:
                 continue  # every cell skipped (a device this machine lacks)
             keys = {key: str(run[key]) for key in ("machine", "env", "profile", "commit")}
-            out.append(_Run(MappingProxyType({**keys, "regime": regime, "device": device}),
-                            run_rows[run_rows.device == device], cells))  # fmt: skip
+            out.append(
+                _Run(
+                    MappingProxyType({**keys, "regime": regime, "device": device}),
+                    run_rows[run_rows.device == device],
+                    cells,
+                )
+            )
     return out
 
 
 def _not_measured(topic: str, claim: str, reason: str, source: str = "", run: _Run | None = None) -> Finding:
-    return Finding(topic, claim, f"not measured: {reason}", pd.DataFrame(), run.source if run else source,
-                   run=run.run if run else MappingProxyType({}))  # fmt: skip
+    return Finding(
+        topic,
+        claim,
+        f"not measured: {reason}",
+        pd.DataFrame(),
+        run.source if run else source,
+        run=run.run if run else MappingProxyType({}),
+    )
 
 
 def _x(value: float) -> str:
@@ -211,9 +224,11 @@ def tensor_unfold_findings() -> list[Finding]:
     }
     results = {name: check(make) for name, make in operations.items()}
     evidence = pd.DataFrame(
-        [{"operation": name, "shares x's storage": shares, "a write through it changes x": writes}
-         for name, (shares, writes) in results.items()]
-    )  # fmt: skip
+        [
+            {"operation": name, "shares x's storage": shares, "a write through it changes x": writes}
+            for name, (shares, writes) in results.items()
+        ]
+    )
     source = f"torch {torch.__version__}, run when this report was built (not from results), on a 2x3x5x5 float32 x"
     names = list(operations)
     unfold_view = all(results[name][0] and results[name][1] for name in names[:2])
@@ -261,8 +276,14 @@ def onehot_findings(runs: list[_Run]) -> list[Finding]:
                 out.append(finding)
                 judged += 1
         if not judged:
-            out.append(_not_measured(SOURCES, claim, f"no run has {ONEHOT} and {REFERENCE_STRATEGY} on a common config"
-                                     , "the newest run of each machine and profile"))  # fmt: skip
+            out.append(
+                _not_measured(
+                    SOURCES,
+                    claim,
+                    f"no run has {ONEHOT} and {REFERENCE_STRATEGY} on a common config",
+                    "the newest run of each machine and profile",
+                )
+            )
     return out
 
 
@@ -298,8 +319,10 @@ def _onehot_finding(run: _Run, claim: str, time_metric: str, peak_metric: str) -
     compared = evidence["onehot peak higher"].dropna()
     higher = int(compared.astype(bool).sum())
     holds = n - faster == 1 and len(compared) > 0 and higher == len(compared)
-    verdict = (f"{'holds' if holds else 'does not hold'}: onehot is faster on {faster} of {n} configs, its net peak "
-               f"higher on {higher} of {len(compared)}")  # fmt: skip
+    verdict = (
+        f"{'holds' if holds else 'does not hold'}: onehot is faster on {faster} of {n} configs, its net peak "
+        f"higher on {higher} of {len(compared)}"
+    )
     note = (
         "Faster: a lower median time in the same run. Higher peak: more than "
         f"{PEAK_RESOLUTION // 1024} KiB above (the resolution of a net peak)."
@@ -437,25 +460,43 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
             key = (config, "time_forward")
             time, floor = _get(best, key, "time"), run.bound(config, "time_fresh_output")
             ratio = math.nan if time is None or not floor > 0 else time / floor
-            lines.append({"config": config, "fastest": _get(best, key, "strategy"),
-                          "forward ms": math.nan if time is None else time * 1e3, "fresh-output floor ms": floor * 1e3,
-                          "x floor": ratio, "verdict": _judged(ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT)})  # fmt: skip
+            lines.append(
+                {
+                    "config": config,
+                    "fastest": _get(best, key, "strategy"),
+                    "forward ms": math.nan if time is None else time * 1e3,
+                    "fresh-output floor ms": floor * 1e3,
+                    "x floor": ratio,
+                    "verdict": _judged(ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT),
+                }
+            )
         out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["fresh"], run, pd.DataFrame(lines)))
         lines = []
         for config in configs:
             key = (config, "time_forward")
             ratio = _get(best, key, "x_copy")
-            lines.append({"config": config, "fastest": _get(best, key, "strategy"),
-                          "x copy_": math.nan if ratio is None else ratio,
-                          "verdict": _judged(ratio, ISSUE_21_FORWARD_X_COPY)})  # fmt: skip
+            lines.append(
+                {
+                    "config": config,
+                    "fastest": _get(best, key, "strategy"),
+                    "x copy_": math.nan if ratio is None else ratio,
+                    "verdict": _judged(ratio, ISSUE_21_FORWARD_X_COPY),
+                }
+            )
         out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["copy"], run, pd.DataFrame(lines)))
         by_cell = cells.set_index(["config", "strategy"])
         lines = []
         for config in configs:
             strategy = _get(best, (config, "time_forward_backward"), "strategy")
             ratio = math.nan if strategy is None else by_cell.loc[(config, strategy), "time_forward_backward:x_native"]
-            lines.append({"config": config, "fastest": strategy, "x native": ratio,
-                          "verdict": _judged(ratio, ISSUE_21_FORWARD_BACKWARD_X_NATIVE)})  # fmt: skip
+            lines.append(
+                {
+                    "config": config,
+                    "fastest": strategy,
+                    "x native": ratio,
+                    "verdict": _judged(ratio, ISSUE_21_FORWARD_BACKWARD_X_NATIVE),
+                }
+            )
         out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["native"], run, pd.DataFrame(lines)))
         lines = []
         for config in configs:
@@ -463,10 +504,17 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                 key = (config, metric)
                 peak, minimum = _get(best, key, "peak"), run.bound(config, minimum_metric)
                 above = math.nan if peak is None or pd.isna(peak) else peak - minimum
-                lines.append({"config": config, "pass": pass_name, "fastest": _get(best, key, "strategy"),
-                              "net peak MiB": math.nan if peak is None else peak / MIB,
-                              "analytic minimum MiB": minimum / MIB, "above minimum MiB": above / MIB,
-                              "verdict": _judged(above, PEAK_RESOLUTION, _mib)})  # fmt: skip
+                lines.append(
+                    {
+                        "config": config,
+                        "pass": pass_name,
+                        "fastest": _get(best, key, "strategy"),
+                        "net peak MiB": math.nan if peak is None else peak / MIB,
+                        "analytic minimum MiB": minimum / MIB,
+                        "above minimum MiB": above / MIB,
+                        "verdict": _judged(above, PEAK_RESOLUTION, _mib),
+                    }
+                )
         out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["peak"], run, pd.DataFrame(lines)))
         out.append(_half_precision_finding(run))
     return out
@@ -480,11 +528,18 @@ def _half_precision_finding(run: _Run) -> Finding:
         for metric, (pass_name, _, _) in PASSES.items():
             half, single = _get(best, (config, metric), "x_copy"), _get(best, (twin, metric), "x_copy")
             ratio = math.nan if half is None or single is None or not single > 0 else half / single
-            lines.append({"config": config, "pass": pass_name, "fastest": _get(best, (config, metric), "strategy"),
-                          "x copy_": math.nan if half is None else half,
-                          f"fastest on {twin}": _get(best, (twin, metric), "strategy"),
-                          f"x copy_ on {twin}": math.nan if single is None else single,
-                          "x float32's": ratio, "verdict": _judged(ratio, ISSUE_21_HALF_X_FLOAT32)})  # fmt: skip
+            lines.append(
+                {
+                    "config": config,
+                    "pass": pass_name,
+                    "fastest": _get(best, (config, metric), "strategy"),
+                    "x copy_": math.nan if half is None else half,
+                    f"fastest on {twin}": _get(best, (twin, metric), "strategy"),
+                    f"x copy_ on {twin}": math.nan if single is None else single,
+                    "x float32's": ratio,
+                    "verdict": _judged(ratio, ISSUE_21_HALF_X_FLOAT32),
+                }
+            )
     evidence = pd.DataFrame(lines)
     if (evidence.verdict == "not measured").all():
         reason = f"the run lacks {' or '.join(HALF_PRECISION)} or allcnnc-conv4, or their copy_ bound"
@@ -513,8 +568,16 @@ def physics_findings(runs: list[_Run]) -> list[Finding]:
         problems = physics_problems(run.rows)
         count = f"{len(problems)} figure contradicts" if len(problems) == 1 else f"{len(problems)} figures contradict"
         verdict = f"does not hold: {count} the bounds" if problems else "holds"
-        out.append(Finding(PHYSICS, PHYSICS_CLAIM, verdict, pd.DataFrame({"problem": problems}, dtype=object),
-                           run.source, run=run.run))  # fmt: skip
+        out.append(
+            Finding(
+                PHYSICS,
+                PHYSICS_CLAIM,
+                verdict,
+                pd.DataFrame({"problem": problems}, dtype=object),
+                run.source,
+                run=run.run,
+            )
+        )
     return out
 
 
@@ -562,8 +625,10 @@ def render_html(found: list[Finding]) -> str:
             f"<td>{html.escape(finding.claim)}</td><td>{html.escape(finding.source)}</td>"
             f"<td>{html.escape(finding.verdict)}</td></tr>"
         )
-    parts.append('<div class="wide"><table><thead><tr><th>topic</th><th>claim or target</th><th>from</th>'
-                 f"<th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")  # fmt: skip
+    parts.append(
+        '<div class="wide"><table><thead><tr><th>topic</th><th>claim or target</th><th>from</th>'
+        f"<th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
     numbered = list(enumerate(found, 1))
     for topic in [*TOPICS, *sorted({f.topic for f in found} - set(TOPICS))]:
         mine = [(n, f) for n, f in numbered if f.topic == topic]

@@ -27,12 +27,37 @@ from pathlib import Path
 import pandas as pd
 from asv.results import Results, iter_results
 
-MACHINE_FIELDS = ("cpu", "num_cpu", "ram", "os", "device_names", "torch_version", "torch_threads", "allocator",
-                  "timing_regime")  # fmt: skip
+MACHINE_FIELDS = (
+    "cpu",
+    "num_cpu",
+    "ram",
+    "os",
+    "device_names",
+    "torch_version",
+    "torch_threads",
+    "allocator",
+    "timing_regime",
+)
 COLUMNS = [
-    "commit", "date", "machine", "env", "profile", "suite", "metric", "strategy", "config", "device",
-    "value", "unit", "q_25", "q_75", "ci_99_low", "ci_99_high", "status", *MACHINE_FIELDS,
-]  # fmt: skip
+    "commit",
+    "date",
+    "machine",
+    "env",
+    "profile",
+    "suite",
+    "metric",
+    "strategy",
+    "config",
+    "device",
+    "value",
+    "unit",
+    "q_25",
+    "q_75",
+    "ci_99_low",
+    "ci_99_high",
+    "status",
+    *MACHINE_FIELDS,
+]
 
 
 def _unquote(value: str) -> str:

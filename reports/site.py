@@ -164,14 +164,18 @@ def _needs_html(cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, d
     picks = analysis.needs_picks(cells, rule, record, device, SET_ASIDE)
     if not picks:
         return ""
-    lines = "; ".join(f"{html.escape(c)}: <b>{html.escape(p or 'none')}</b>" + (" (the same)" if p == pick else "")
-                      for c, p in picks)  # fmt: skip
-    return (f'<div class="rule">If your code needs (<a href="#capabilities">capability matrix</a>, '
-            f"{html.escape(record['machine'])}) {lines}.</div>")  # fmt: skip
+    lines = "; ".join(
+        f"{html.escape(c)}: <b>{html.escape(p or 'none')}</b>" + (" (the same)" if p == pick else "") for c, p in picks
+    )
+    return (
+        f'<div class="rule">If your code needs (<a href="#capabilities">capability matrix</a>, '
+        f"{html.escape(record['machine'])}) {lines}.</div>"
+    )
 
 
-def _recommendation_html(cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str,
-                         record: dict | None = None) -> str:  # fmt: skip
+def _recommendation_html(
+    cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str, record: dict | None = None
+) -> str:
     parts = []
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule, SET_ASIDE)
@@ -288,8 +292,10 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: lis
             page.figure(figures.bound_ratio_bars(cells, colors, title))
     page.heading("How the recommendations are made", anchor="rules")
     page.add(f"<ul>{rules}</ul>")
-    page.paragraph('The recommendations weigh speed and memory only; under each, what to ship when your code needs '
-                   'a capability some strategy lacks, from the capability matrix below.')  # fmt: skip
+    page.paragraph(
+        "The recommendations weigh speed and memory only; under each, what to ship when your code needs "
+        "a capability some strategy lacks, from the capability matrix below."
+    )
     page.heading("Capabilities", anchor="capabilities")
     page.paragraph(
         "Where each strategy works as <code>torch.nn.functional.unfold</code> does, measured by "
@@ -331,7 +337,7 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                     (f"{r.commit_before[:8]} → {r.commit_after[:8]}", ""),
                     (f"{figure.format(r.value_before, 3)} → {figure.format(r.value_after, 3)}", "num"),
                     (f"{r.ratio:.2f}x" if r.ratio != float("inf") else "from 0", "num step"),
-                ]  # fmt: skip
+                ]
             )
         page.add(_table(["run", "config", "strategy", "figure", "commits", "level", "ratio"], rows))
     sections = history[history.status == "ok"].drop_duplicates(["machine", "env", "profile", "device"])
@@ -381,8 +387,13 @@ def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     return page
 
 
-CAPABILITY_MARKS = {"works": ("works", "best"), "declared defect": ("defect", "failed"), "fails": ("FAILS", "failed"),
-                    "unsupported": ("unsupported", "skipped"), "unverified": ("unverified", "skipped")}  # fmt: skip
+CAPABILITY_MARKS = {
+    "works": ("works", "best"),
+    "declared defect": ("defect", "failed"),
+    "fails": ("FAILS", "failed"),
+    "unsupported": ("unsupported", "skipped"),
+    "unverified": ("unverified", "skipped"),
+}
 
 
 def _capabilities_html(records: list[dict]) -> str:
@@ -390,8 +401,10 @@ def _capabilities_html(records: list[dict]) -> str:
     every cell other than "works" numbered and explained under the table."""
     parts = []
     for record in records:
-        where = (f"{html.escape(record['machine'])}: commit <code>{html.escape(record['commit'][:8])}</code>, torch "
-                 f"{html.escape(record['torch'])}, {html.escape(record['date'])}")  # fmt: skip
+        where = (
+            f"{html.escape(record['machine'])}: commit <code>{html.escape(record['commit'][:8])}</code>, torch "
+            f"{html.escape(record['torch'])}, {html.escape(record['date'])}"
+        )
         for device, rows in record["cells"].items():
             cells = [v for row in rows.values() for v in row.values()]
             if all(v.startswith("unverified") for v in cells):
@@ -419,8 +432,10 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
     page = Page("strategies.html")
     history = analysis.series(table)
     names = sorted(set(registry) | set(history.strategy.dropna()))
-    page.paragraph('Each strategy from the registry (<code>impls/</code>) and its figures across commits; what '
-                   'each can do is in the <a href="index.html#capabilities">capability matrix</a>.')  # fmt: skip
+    page.paragraph(
+        "Each strategy from the registry (<code>impls/</code>) and its figures across commits; what "
+        'each can do is in the <a href="index.html#capabilities">capability matrix</a>.'
+    )
     page.add("<p>" + " · ".join(f'<a href="#{html.escape(n)}">{html.escape(n)}</a>' for n in names) + "</p>")
     for name in names:
         page.heading(name, anchor=name)
@@ -437,7 +452,7 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
                             (", ".join(map(str, entry["spatial_dims"])), ""),
                             (", ".join(entry["devices"]), ""),
                         ]
-                    ],  # fmt: skip
+                    ],
                 )
             )
         mine = history[(history.strategy == name) & (history.status == "ok")]
@@ -466,14 +481,33 @@ def machines_page(table: pd.DataFrame) -> Page:
         latest = group.sort_values("date").iloc[-1]
         profiles = ", ".join(sorted(group.profile.unique()))
         rows.append(
-            [(machine, ""), (str(latest.device_names or "-"), ""), (str(latest.num_cpu or "-"), "num"),
-             (str(latest.ram or "-"), ""), (str(latest.torch_version or "-"), ""),
-             (str(latest.torch_threads or "-"), "num"), (analysis.regime_label(group), ""),
-             (str(latest.allocator or "-"), ""),
-             (str(group.commit.nunique()), "num"), (profiles, ""), (", ".join(sorted(group.env.unique())), "")]
-        )  # fmt: skip
-    header = ["machine", "CPU and GPU", "CPUs", "memory", "torch", "threads", "timing regime", "allocator", "commits",
-              "profiles", "environments"]  # fmt: skip
+            [
+                (machine, ""),
+                (str(latest.device_names or "-"), ""),
+                (str(latest.num_cpu or "-"), "num"),
+                (str(latest.ram or "-"), ""),
+                (str(latest.torch_version or "-"), ""),
+                (str(latest.torch_threads or "-"), "num"),
+                (analysis.regime_label(group), ""),
+                (str(latest.allocator or "-"), ""),
+                (str(group.commit.nunique()), "num"),
+                (profiles, ""),
+                (", ".join(sorted(group.env.unique())), ""),
+            ]
+        )
+    header = [
+        "machine",
+        "CPU and GPU",
+        "CPUs",
+        "memory",
+        "torch",
+        "threads",
+        "timing regime",
+        "allocator",
+        "commits",
+        "profiles",
+        "environments",
+    ]
     page.add(_table(header, rows) if rows else "<p class=note>No results yet.</p>")
     return page
 

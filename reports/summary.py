@@ -246,13 +246,19 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
         best = with_bandwidth(best, table.profile.iloc[0])
         best = best.merge(floors_against_copy(table, device), on="config", how="left")
         floor = best["time_fresh_output:x_copy"].where(best.metric == "time_forward")
-        shown = pd.DataFrame({"config": best.config, "metric": best.metric, "fastest": best.strategy,
-                              "xcopy": best.x_copy.map("{:.2f}".format),
-                              "fresh-output floor xcopy": floor.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}"),
-                              "its net peak xmin": best.peak_x_minimum.map("{:.2f}".format),
-                              "GB/s": best.gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
-                              "copy_ GB/s": best.copy_gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
-                              "of copy_": best.of_copy.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}")})  # fmt: skip
+        shown = pd.DataFrame(
+            {
+                "config": best.config,
+                "metric": best.metric,
+                "fastest": best.strategy,
+                "xcopy": best.x_copy.map("{:.2f}".format),
+                "fresh-output floor xcopy": floor.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}"),
+                "its net peak xmin": best.peak_x_minimum.map("{:.2f}".format),
+                "GB/s": best.gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
+                "copy_ GB/s": best.copy_gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
+                "of copy_": best.of_copy.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}"),
+            }
+        )
         print(
             f"\nFastest per config against the bounds [{device}] (a new output cannot beat the fresh-output floor;"
             " GB/s: the least bytes an unfold moves, input read and output written, twice that with the backward,"

@@ -106,9 +106,13 @@ def main() -> int:
             for found, kept in ((harness, by_harness), (independent, by_timer)):
                 if key in found:
                     kept[key].append(found[key])
-        print(f"round {round_} (harness/Timer): " + ", ".join(
-            f"{k} {harness.get(k, math.nan) * 1e3:.3g}/{independent.get(k, math.nan) * 1e3:.3g} ms" for k in keys
-        ), flush=True)  # fmt: skip
+        print(
+            f"round {round_} (harness/Timer): "
+            + ", ".join(
+                f"{k} {harness.get(k, math.nan) * 1e3:.3g}/{independent.get(k, math.nan) * 1e3:.3g} ms" for k in keys
+            ),
+            flush=True,
+        )
     lines = [
         f"make agreement: machine {machine_name(regime.name)}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}",
         f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
@@ -144,8 +148,21 @@ def _time_by_harness(
     names = "|".join(rf"unfold\.{class_name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
     with tempfile.TemporaryDirectory() as scratch:
         config = str(scratch_config(Path(scratch), ROOT))
-        command = [sys.executable, "-m", "asv", "--config", config, "run", "--python=same", "--set-commit-hash",
-                   commit, "--machine", machine, "-b", f"^(?:{names})$"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "asv",
+            "--config",
+            config,
+            "run",
+            "--python=same",
+            "--set-commit-hash",
+            commit,
+            "--machine",
+            machine,
+            "-b",
+            f"^(?:{names})$",
+        ]
         subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
         table = load_results(Path(scratch) / "results")
     return {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in table.itertuples() if r.status == "ok"}
@@ -157,8 +174,12 @@ def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: di
     for cell in cells:
         timed = subprocess.run(
             [sys.executable, "-c", _TIMER, json.dumps([cell]), profile_name],
-            cwd=ROOT, env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         independent.update(json.loads(timed.stdout.strip().splitlines()[-1]))
     return independent
 

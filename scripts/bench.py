@@ -75,8 +75,13 @@ def main() -> int:
         if not chunks:
             print(f"no {profile.name}-profile cell matches --bench {args.bench!r}")
             return 2
-        key = {"machine": info["machine"], "commit": commit, "python": sys.executable, "profile": profile.name,
-               "bench": args.bench}  # fmt: skip
+        key = {
+            "machine": info["machine"],
+            "commit": commit,
+            "python": sys.executable,
+            "profile": profile.name,
+            "bench": args.bench,
+        }
         ledger = Ledger(ROOT / ".asv" / "progress", key)
         command = [*asv, "--python=same", "--set-commit-hash", commit]
         status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume)

@@ -34,15 +34,28 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     machine = machine_name()
     cells = matrix(STRATEGIES)
-    record = {"machine": machine, "commit": commit, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-              "capabilities": list(CAPABILITIES), "cells": cells}  # fmt: skip
+    record = {
+        "machine": machine,
+        "commit": commit,
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "capabilities": list(CAPABILITIES),
+        "cells": cells,
+    }
     path = Path(args.out) / f"{machine}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
-    failing = [(d, s, c, v) for d, rows in cells.items() for s, row in rows.items() for c, v in row.items()
-               if v.startswith("fails")]  # fmt: skip
-    print(f"capabilities: {len(STRATEGIES)} strategies x {len(CAPABILITIES)} capabilities in "
-          f"{time.monotonic() - started:.0f} s, written to {path}")  # fmt: skip
+    failing = [
+        (d, s, c, v)
+        for d, rows in cells.items()
+        for s, row in rows.items()
+        for c, v in row.items()
+        if v.startswith("fails")
+    ]
+    print(
+        f"capabilities: {len(STRATEGIES)} strategies x {len(CAPABILITIES)} capabilities in "
+        f"{time.monotonic() - started:.0f} s, written to {path}"
+    )
     for device, strategy, capability, verdict in failing:
         print(f"  {strategy} on {device}, {capability}: {verdict}")
     return 1 if failing else 0

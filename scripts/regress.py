@@ -151,14 +151,29 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
         if not names:
             raise RuntimeError("neither revision's impls imports")
         devices = [d for d in ("cpu", "cuda") if device_unavailable(d) is None]
-        units = [(s, c.name, d) for c in PROFILES[args.profile].configs() for s in names for d in devices
-                 if re.search(args.bench, f"{s}, {c.name}, {d}")]  # fmt: skip
-        print(f"paired: {len(units)} strategy-config units, {thresholds.budget:g} s at most per time cell, stopping at "
-              f"resolution {thresholds.target:g}x; timed in the {regime.name} regime: {regime.label}",
-              flush=True)  # fmt: skip
-        rows = measure_in_processes(base_tree, head_tree, units, args.profile, thresholds.budget, thresholds.target,
-                                    thresholds.paired_margin, thresholds.resolution_limit,
-                                    regime_environment(regime))  # fmt: skip
+        units = [
+            (s, c.name, d)
+            for c in PROFILES[args.profile].configs()
+            for s in names
+            for d in devices
+            if re.search(args.bench, f"{s}, {c.name}, {d}")
+        ]
+        print(
+            f"paired: {len(units)} strategy-config units, {thresholds.budget:g} s at most per time cell, stopping at "
+            f"resolution {thresholds.target:g}x; timed in the {regime.name} regime: {regime.label}",
+            flush=True,
+        )
+        rows = measure_in_processes(
+            base_tree,
+            head_tree,
+            units,
+            args.profile,
+            thresholds.budget,
+            thresholds.target,
+            thresholds.paired_margin,
+            thresholds.resolution_limit,
+            regime_environment(regime),
+        )
         for row in rows:
             measurements.append(row)
             print(format_paired_row(row), flush=True)
@@ -170,18 +185,39 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
     return table
 
 
-def run_asv(args: argparse.Namespace, base: str, head: str, machine: str, thresholds: Thresholds
-            ) -> tuple[pd.DataFrame, int, str]:  # fmt: skip
+def run_asv(
+    args: argparse.Namespace, base: str, head: str, machine: str, thresholds: Thresholds
+) -> tuple[pd.DataFrame, int, str]:
     """The asv mode: ``asv continuous`` with interleaved rounds (fresh-pages regime), then ``reports.compare``;
     (table, asv's exit status, the resolution line)."""
     shutil.rmtree(WORK / "results" / machine, ignore_errors=True)  # no stale cells from an earlier gate run
     config = gate_config()
     pattern = benchmark_regex(PROFILES[args.profile], args.bench, suites=("unfold",))  # the strategies' cells
-    command = [sys.executable, "-m", "asv", "--config", str(config), "continuous", "--interleave-rounds",
-               "-a", f"rounds={thresholds.rounds}", "-a", f"repeat={thresholds.repeat}", "--machine", machine,
-               "--show-stderr", "-b", pattern, base, head]  # fmt: skip
-    print(f"asv: significant by asv's Mann-Whitney U test on {thresholds.rounds} round medians a side; timed in the "
-          f"{FRESH_PAGES.name} regime: {FRESH_PAGES.label}", flush=True)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "asv",
+        "--config",
+        str(config),
+        "continuous",
+        "--interleave-rounds",
+        "-a",
+        f"rounds={thresholds.rounds}",
+        "-a",
+        f"repeat={thresholds.repeat}",
+        "--machine",
+        machine,
+        "--show-stderr",
+        "-b",
+        pattern,
+        base,
+        head,
+    ]
+    print(
+        f"asv: significant by asv's Mann-Whitney U test on {thresholds.rounds} round medians a side; timed in the "
+        f"{FRESH_PAGES.name} regime: {FRESH_PAGES.label}",
+        flush=True,
+    )
     print("$ " + " ".join(command), flush=True)
     environment = {**regime_environment(FRESH_PAGES), "PYTHONUNBUFFERED": "1"}
     asv_status = subprocess.run(command, cwd=ROOT, env=environment).returncode
@@ -207,29 +243,50 @@ def main() -> int:
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired", help="how time is measured (paired)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     parser.add_argument("--bench", default="", help="extra regex restricting the cells, e.g. 'conv2' or 'tiling'")
-    parser.add_argument("--memory-threshold", type=float, default=defaults.memory,
-                        help="relative growth that fails (%(default)g)")  # fmt: skip
-    parser.add_argument("--instruction-threshold", type=float, default=defaults.instructions,
-                        help="callgrind growth that fails (%(default)g)")  # fmt: skip
+    parser.add_argument(
+        "--memory-threshold", type=float, default=defaults.memory, help="relative growth that fails (%(default)g)"
+    )
+    parser.add_argument(
+        "--instruction-threshold",
+        type=float,
+        default=defaults.instructions,
+        help="callgrind growth that fails (%(default)g)",
+    )
     paired = parser.add_argument_group("paired mode")
-    paired.add_argument("--budget", type=float, default=defaults.budget,
-                        help="seconds of blocks per time cell, split between its two processes; a cell that "
-                        "resolves no better than --resolution-limit gets a second helping (%(default)g)")  # fmt: skip
-    paired.add_argument("--target", type=float, default=defaults.target,
-                        help="stop sampling a cell at this resolution (%(default)g)")  # fmt: skip
-    paired.add_argument("--margin", type=float, default=defaults.paired_margin,
-                        help="slowdown the whole interval must clear to fail (%(default)g)")  # fmt: skip
-    paired.add_argument("--resolution-limit", type=float, default=defaults.resolution_limit,
-                        help="a time cell that resolves no better is reported unresolved (%(default)g)")  # fmt: skip
+    paired.add_argument(
+        "--budget",
+        type=float,
+        default=defaults.budget,
+        help="seconds of blocks per time cell, split between its two processes; a cell that "
+        "resolves no better than --resolution-limit gets a second helping (%(default)g)",
+    )
+    paired.add_argument(
+        "--target", type=float, default=defaults.target, help="stop sampling a cell at this resolution (%(default)g)"
+    )
+    paired.add_argument(
+        "--margin",
+        type=float,
+        default=defaults.paired_margin,
+        help="slowdown the whole interval must clear to fail (%(default)g)",
+    )
+    paired.add_argument(
+        "--resolution-limit",
+        type=float,
+        default=defaults.resolution_limit,
+        help="a time cell that resolves no better is reported unresolved (%(default)g)",
+    )
     paired.add_argument("--regime", choices=sorted(REGIMES), default="warm", help="timing regime (warm)")
     processes = parser.add_argument_group("asv mode")
-    processes.add_argument("--time-threshold", type=float, default=defaults.time,
-                           help="relative slowdown that fails (%(default)g)")  # fmt: skip
-    processes.add_argument("--rounds", type=int, default=defaults.rounds,
-                           help=f"interleaved rounds (processes) a side (%(default)d); {min_rounds()}+ reach "
-                           f"p < {P_THRESHOLD}")  # fmt: skip
-    processes.add_argument("--repeat", type=int, default=defaults.repeat,
-                           help="samples per round, fixed (%(default)d)")  # fmt: skip
+    processes.add_argument(
+        "--time-threshold", type=float, default=defaults.time, help="relative slowdown that fails (%(default)g)"
+    )
+    processes.add_argument(
+        "--rounds",
+        type=int,
+        default=defaults.rounds,
+        help=f"interleaved rounds (processes) a side (%(default)d); {min_rounds()}+ reach p < {P_THRESHOLD}",
+    )
+    processes.add_argument("--repeat", type=int, default=defaults.repeat, help="samples per round, fixed (%(default)d)")
     parser.add_argument("--machine", help="machine name to record (default: derived, as for make bench)")
     parser.add_argument("--all-rows", action="store_true", help="print unchanged cells too")
     parser.add_argument(
@@ -266,11 +323,22 @@ def main() -> int:
     info = register_machine(args.machine)
     machine = info["machine"]
     WORK.mkdir(parents=True, exist_ok=True)
-    thresholds = Thresholds(args.time_threshold, args.memory_threshold, instructions=args.instruction_threshold,
-                            paired_margin=args.margin, resolution_limit=args.resolution_limit, target=args.target,
-                            budget=args.budget, rounds=args.rounds, repeat=args.repeat)  # fmt: skip
-    print(f"gate ({args.mode} mode): {base[:8]} (base) vs {head[:8]} (head) on {machine}; memory +"
-          f"{args.memory_threshold:.0%}", flush=True)  # fmt: skip
+    thresholds = Thresholds(
+        args.time_threshold,
+        args.memory_threshold,
+        instructions=args.instruction_threshold,
+        paired_margin=args.margin,
+        resolution_limit=args.resolution_limit,
+        target=args.target,
+        budget=args.budget,
+        rounds=args.rounds,
+        repeat=args.repeat,
+    )
+    print(
+        f"gate ({args.mode} mode): {base[:8]} (base) vs {head[:8]} (head) on {machine}; memory +"
+        f"{args.memory_threshold:.0%}",
+        flush=True,
+    )
     if args.mode == "paired":
         table, asv_status = run_paired(args, base, head, thresholds), 0
         power = format_paired_resolution(table)

@@ -33,8 +33,16 @@ def main() -> int:
     if not args.no_asv_publish and asv_results != Path(args.results).resolve():
         print(f"note: asv publish reads {asv_results}, not {args.results}: no asv site is built")
     elif not args.no_asv_publish:
-        publish = [sys.executable, "-m", "asv", "--config", args.config, "publish", "--html-dir",
-                   str(Path(args.out) / "asv")]  # fmt: skip
+        publish = [
+            sys.executable,
+            "-m",
+            "asv",
+            "--config",
+            args.config,
+            "publish",
+            "--html-dir",
+            str(Path(args.out) / "asv"),
+        ]
         done = subprocess.run(publish, cwd=ROOT, capture_output=True, text=True)
         if done.returncode != 0:
             print(f"note: asv publish failed, the site is built without a link to it:\n{done.stderr[-2000:]}")

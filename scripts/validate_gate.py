@@ -89,8 +89,10 @@ def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
     subprocess.run(["git", "commit", "-qam", "A/A: no code under test changes"], cwd=clone, check=True)
     same = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
     subprocess.run(["git", "checkout", "-q", base], cwd=clone, check=True)
-    for module, text, placeholder in (("gather", SLOWER_GATHER, "_gather_unfold"),
-                                      ("as_strided", HUNGRIER_AS_STRIDED, "_as_strided_unfold")):  # fmt: skip
+    for module, text, placeholder in (
+        ("gather", SLOWER_GATHER, "_gather_unfold"),
+        ("as_strided", HUNGRIER_AS_STRIDED, "_as_strided_unfold"),
+    ):
         path = clone / "impls" / f"{module}.py"
         imports = "\nimport dataclasses  # noqa: E402\nimport time  # noqa: E402\n\nimport torch  # noqa: E402\n"
         path.write_text(path.read_text() + imports + text.replace(placeholder, _implementation_name(path)))
@@ -143,8 +145,11 @@ def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
             caught += bool(len(gather)) and bool((gather.low > 1 + margin).all())
         resolution = table[same].resolution * (1 + margin) / (1 + measured_margin)  # the margin scales it
         lines.append(f"  {path.stem}: resolution median {resolution.median():.3f}x, worst {resolution.max():.3f}x")
-    return [f"judged again with margin {margin:g} ({workdir}): {flags} of {cells} time cells of unchanged code "
-            f"flagged; gather's forward caught in {caught} of {runs} injected runs", *lines]  # fmt: skip
+    return [
+        f"judged again with margin {margin:g} ({workdir}): {flags} of {cells} time cells of unchanged code "
+        f"flagged; gather's forward caught in {caught} of {runs} injected runs",
+        *lines,
+    ]
 
 
 def main() -> int:
@@ -172,9 +177,11 @@ def main() -> int:
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
     clone, base, same, injected = make_clone(workdir)
-    say(f"make regress-validate: machine {machine_name()}, commit {base[:8]}, {time.strftime('%Y-%m-%d')}; "
+    say(
+        f"make regress-validate: machine {machine_name()}, commit {base[:8]}, {time.strftime('%Y-%m-%d')}; "
         f"{args.aa} A/A and {args.injected} injected runs of scripts/regress.py --mode {args.mode} --bench "
-        f"'{args.bench}' (defaults otherwise)")  # fmt: skip
+        f"'{args.bench}' (defaults otherwise)"
+    )
     gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
     aa_cells = aa_flags = caught = 0
     injected_ratios: list[float] = []
@@ -213,23 +220,31 @@ def main() -> int:
                 aa_cells += sum(same_code)
                 aa_time.append(table[same_code & (table.unit == "seconds") & (table.pairs > 0)])
             aa_flags += len(unexpected)
-            say(f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "
-                f"{sorted(unexpected) or 'none'}; missed {sorted(missed) or 'none'}; {line}")  # fmt: skip
-    say(f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} flagged "
-        f"of {aa_cells}")  # fmt: skip
+            say(
+                f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "
+                f"{sorted(unexpected) or 'none'}; missed {sorted(missed) or 'none'}; {line}"
+            )
+    say(
+        f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} flagged "
+        f"of {aa_cells}"
+    )
     if aa_time:
         same = pd.concat(aa_time, ignore_index=True)
         excluded = ((same.low > 1) | (same.high < 1)).sum()
         far = same.loc[(same.ratio.apply(math.log).abs()).idxmax()]
-        say(f"process effect: {excluded} of {len(same)} time intervals of unchanged code exclude 1.0 (a pure "
+        say(
+            f"process effect: {excluded} of {len(same)} time intervals of unchanged code exclude 1.0 (a pure "
             f"sampling error would exclude it in about {2 * ALPHA:.1%}); their ratios span {same.ratio.min():.3f}x "
             f"to {same.ratio.max():.3f}x, the farthest {far.ratio:.3f}x ({far.benchmark.rsplit('.', 1)[-1]} "
             f"{far.params}); resolution median {same.resolution.median():.3f}x, worst "
-            f"{same.resolution.max():.3f}x")  # fmt: skip
+            f"{same.resolution.max():.3f}x"
+        )
     if args.injected:
         ratios = ", ".join(f"{r:.3f}" for r in injected_ratios)
-        say(f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected; "
-            f"gather's forward ratio in those runs: {ratios}")  # fmt: skip
+        say(
+            f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected; "
+            f"gather's forward ratio in those runs: {ratios}"
+        )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("\n".join(lines) + "\n")

@@ -30,7 +30,7 @@ MIB = 2**20
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--needs", "telepathy"], "telepathy: unknown"),
         (["--input-shape", "2,3,8,8"], "--kernel-size"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_exits_2_naming_the_parameter_before_any_measurement(arguments, named, capsys):
     try:
         status = main(["advise", *arguments])
@@ -47,17 +47,35 @@ def test_a_device_that_is_not_there_exits_2(capsys):
 
 def test_a_models_layers_are_collected_merged_and_counted():
     layers, notes = model_layers(f"{MODELS}.two_blocks", (2, 4, 9, 9))
-    found = [(layer.config.input_shape, layer.config.kernel_size, layer.config.stride, layer.config.padding,
-              layer.count) for layer in layers]  # fmt: skip
-    assert found == [((2, 4, 9, 9), (3, 3), (1, 1), (1, 1), 2), ((2, 4, 9, 9), (3, 3), (2, 2), (0, 0), 1),
-                     ((2, 6, 4, 4), (3, 3), (1, 1), (1, 1), 1), ((2, 6, 4, 4), 2, 1, 0, 1)]  # fmt: skip
+    found = [
+        (layer.config.input_shape, layer.config.kernel_size, layer.config.stride, layer.config.padding, layer.count)
+        for layer in layers
+    ]
+    assert found == [
+        ((2, 4, 9, 9), (3, 3), (1, 1), (1, 1), 2),
+        ((2, 4, 9, 9), (3, 3), (2, 2), (0, 0), 1),
+        ((2, 6, 4, 4), (3, 3), (1, 1), (1, 1), 1),
+        ((2, 6, 4, 4), 2, 1, 0, 1),
+    ]
     assert layers[0].names == ("0", "2") and notes == []
 
 
 def _measured(times: dict[str, float], peaks: dict[str, int]) -> dict[str, dict]:
-    rows = {s: {"strategy": s, "time_forward": t, "time_forward_backward": 2 * t, "ratio_forward": 1.0,
-                "low_forward": 1.0, "high_forward": 1.0, "ratio_forward_backward": 1.0, "low_forward_backward": 1.0,
-                "high_forward_backward": 1.0, "compile_seconds": 0.0} for s, t in times.items()}  # fmt: skip
+    rows = {
+        s: {
+            "strategy": s,
+            "time_forward": t,
+            "time_forward_backward": 2 * t,
+            "ratio_forward": 1.0,
+            "low_forward": 1.0,
+            "high_forward": 1.0,
+            "ratio_forward_backward": 1.0,
+            "low_forward_backward": 1.0,
+            "high_forward_backward": 1.0,
+            "compile_seconds": 0.0,
+        }
+        for s, t in times.items()
+    }
     memory = {s: {"strategy": s, "net_peak_forward": p, "net_peak_forward_backward": 2 * p} for s, p in peaks.items()}
     return {"time:warm": rows, "memory": memory}
 
@@ -98,15 +116,31 @@ def test_a_strategy_that_cannot_run_a_layer_is_listed_with_its_reason_and_never_
 
 def test_one_geometry_end_to_end_writes_json_and_a_self_contained_page(tmp_path, capsys):
     files = ["--json", str(tmp_path / "a.json"), "--html", str(tmp_path / "a.html")]
-    status = main(["advise", "--input-shape", "2,3,6,6", "--kernel-size", "3", "--padding", "1", "--budget", "0.2",
-                   "--regime", "warm", *files])  # fmt: skip
+    status = main(
+        [
+            "advise",
+            "--input-shape",
+            "2,3,6,6",
+            "--kernel-size",
+            "3",
+            "--padding",
+            "1",
+            "--budget",
+            "0.2",
+            "--regime",
+            "warm",
+            *files,
+        ]
+    )
     assert status == 0
     report = json.loads((tmp_path / "a.json").read_text())
     table = report["tables"]["warm"]
     native = next(row for row in table if row["strategy"] == "native")
     assert native["problem"] == "" and math.isclose(native["ratio_forward"], 1.0) and native["time_forward"] > 0
-    assert {rule["rule"] for rule in report["rules"]} == {"training (forward and backward)",
-                                                         "forward only (e.g. KFAC statistics)"}  # fmt: skip
+    assert {rule["rule"] for rule in report["rules"]} == {
+        "training (forward and backward)",
+        "forward only (e.g. KFAC statistics)",
+    }
     page = (tmp_path / "a.html").read_text()
     assert "<script" in page and not re.search(r"<script[^>]*\bsrc=", page)  # plotly inline: no network
     assert "ship" in capsys.readouterr().out

@@ -95,7 +95,7 @@ def test_with_the_threshold_pinned_the_net_peaks_repeat_and_pinning_late_gives_t
     runs = [
         subprocess.run([sys.executable, "-c", _PEAKS], cwd=ROOT, env=env, capture_output=True, text=True)
         for env in (UNPINNED, pinned_environment(UNPINNED))
-    ]  # fmt: skip
+    ]
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
     pinned_now, pinned_at_start = (json.loads(run.stdout) for run in runs)
     for peaks in (pinned_now, pinned_at_start):

@@ -53,10 +53,16 @@ def test_pytest_benchmark_runs_a_config_and_skips_with_reasons():
 # Command lines scripts/regress.py must refuse before any work (exit status 2), and what its message must name
 REGRESS_REFUSALS = [
     (["--mode", "asv", "--rounds", "6"], ["--rounds 6", "at least 7"]),
-    *[(["--callgrind", spec], [named, repr(spec)]) for spec, named in [
-        ("tilling:example:forward", "unknown strategy 'tilling'"), ("tiling:conv2:forward", "unknown config 'conv2'"),
-        ("tiling:example:backward", "unknown call 'backward'"), ("tiling:example", "expected STRATEGY:CONFIG")]],
-]  # fmt: skip
+    *[
+        (["--callgrind", spec], [named, repr(spec)])
+        for spec, named in [
+            ("tilling:example:forward", "unknown strategy 'tilling'"),
+            ("tiling:conv2:forward", "unknown config 'conv2'"),
+            ("tiling:example:backward", "unknown call 'backward'"),
+            ("tiling:example", "expected STRATEGY:CONFIG"),
+        ]
+    ],
+]
 
 # Each command line through the script's main in one process (the checks are argparse's, before any work).
 _RUN_REGRESS_MAIN = """
@@ -77,8 +83,9 @@ for arguments in json.loads(sys.argv[1]):
 @pytest.mark.slow
 def test_regress_refuses_bad_arguments_before_any_work():
     arguments = json.dumps([arguments for arguments, _ in REGRESS_REFUSALS])
-    run = subprocess.run([sys.executable, "-c", _RUN_REGRESS_MAIN, arguments], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-c", _RUN_REGRESS_MAIN, arguments], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     results = [json.loads(line) for line in run.stdout.splitlines()]
     assert len(results) == len(REGRESS_REFUSALS), run.stdout
@@ -139,8 +146,17 @@ def test_a_stable_host_label_replaces_the_host_name(monkeypatch):
 
 
 def _row(suite: str, metric: str, value: float | None, strategy: str | None = None, status: str = "ok") -> dict:
-    return {"suite": suite, "metric": metric, "strategy": strategy, "config": "c", "device": "cpu",
-            "value": value, "status": status, "q_25": None, "q_75": None}  # fmt: skip
+    return {
+        "suite": suite,
+        "metric": metric,
+        "strategy": strategy,
+        "config": "c",
+        "device": "cpu",
+        "value": value,
+        "status": status,
+        "q_25": None,
+        "q_75": None,
+    }
 
 
 def test_summary_ratios_skips_and_physics_checks():
@@ -168,10 +184,12 @@ def test_summary_ratios_skips_and_physics_checks():
     assert "impossible forward" in problems[0] and "below the write-only fill_ floor" in problems[0]
     assert "below the analytic minimum" in problems[1]
     # Beyond the noise only: a forward whose quartiles overlap the fill_ floor's is not a contradiction.
-    noisy = pd.DataFrame([
-        {**_row("bounds", "time_fill", 0.018), "q_25": 0.012, "q_75": 0.030},
-        {**_row("unfold", "time_forward", 0.0179, "as_fast"), "q_25": 0.014, "q_75": 0.019},
-        {**_row("unfold", "time_forward", 0.008, "faster"), "q_25": 0.007, "q_75": 0.011},
-    ])  # fmt: skip
+    noisy = pd.DataFrame(
+        [
+            {**_row("bounds", "time_fill", 0.018), "q_25": 0.012, "q_75": 0.030},
+            {**_row("unfold", "time_forward", 0.0179, "as_fast"), "q_25": 0.014, "q_75": 0.019},
+            {**_row("unfold", "time_forward", 0.008, "faster"), "q_25": 0.007, "q_75": 0.011},
+        ]
+    )
     found = physics_problems(noisy)
     assert len(found) == 1 and "faster forward" in found[0] and "upper quartile 11.000" in found[0], found

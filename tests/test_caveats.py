@@ -173,5 +173,6 @@ def test_onednn_isa_names_an_instruction_set_where_onednn_is_present():
 
 def test_an_isa_cannot_be_both_seen_and_not_seen():
     with pytest.raises(ValueError, match="both seen_on and not_seen_on"):
-        KnownDefect("cpu", torch.float16, "crash", "x", ((1, 1, 3), {"kernel_size": 2}, 0), seen_on=("A",),
-                    not_seen_on=("A",))  # fmt: skip
+        KnownDefect(
+            "cpu", torch.float16, "crash", "x", ((1, 1, 3), {"kernel_size": 2}, 0), seen_on=("A",), not_seen_on=("A",)
+        )

@@ -140,8 +140,9 @@ def test_decision_rule_rarely_cries_wolf_and_catches_a_30_percent_slowdown():
     assert flagged(1.3) >= 0.9 * trials  # a 30% slowdown: caught at least 90% of the time
 
 
-def _rounds(median: float, rounds: int, per_round: int, between: float, within: float,
-            rng: random.Random) -> list[float]:  # fmt: skip
+def _rounds(
+    median: float, rounds: int, per_round: int, between: float, within: float, rng: random.Random
+) -> list[float]:
     """Samples of ``rounds`` processes: each process has its own level (log-sd ``between``), as measured here."""
     samples = []
     for _ in range(rounds):
@@ -301,15 +302,26 @@ def test_the_gate_and_the_site_read_the_same_cells_through_one_reader():
     # every cell the site shows with a figure or a failure, and only those, is compared (skipped at both: left out)
     shown = site[site.status != "skipped"]
     assert sorted(gate.benchmark + ": " + gate.params) == sorted(
-        "unfold." + shown.profile.str.capitalize() + "." + shown.metric + ": " + shown.strategy + ", "
-        + shown.config + ", " + shown.device
-    )  # fmt: skip
+        "unfold."
+        + shown.profile.str.capitalize()
+        + "."
+        + shown.metric
+        + ": "
+        + shown.strategy
+        + ", "
+        + shown.config
+        + ", "
+        + shown.device
+    )
 
 
 def test_every_mode_ends_in_the_one_ratio_verdict():
     assert [ratio_verdict(r, r, 0.1) for r in (1.11, 1.1, 1 / 1.1, 0.9)] == [
-        "regression", "unchanged", "unchanged", "improvement"
-    ]  # fmt: skip
+        "regression",
+        "unchanged",
+        "unchanged",
+        "improvement",
+    ]
     assert ratio_verdict(1.06, 1.3, 0.05) == "regression" and ratio_verdict(0.9, 1.3, 0.05) == "unchanged"
     # paired: an interval above the margin is not enough when one process's ratio is not, or is unknown
     assert paired_verdict(1.1, 1.2, 1.05, Thresholds(), (1.1, 1.12)) == "regression"

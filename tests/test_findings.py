@@ -46,9 +46,19 @@ def _one(found: list[Finding], topic: str, claim_start: str, **run: str) -> Find
 def _row(config: str, metric: str, value: float | None, suite: str, strategy: str | None, **run) -> dict:
     row = dict.fromkeys(COLUMNS)
     row.update(
-        commit="e" * 40, date=DATE, env="hand-env", suite=suite, metric=metric, strategy=strategy, config=config,
-        device="cpu", value=value, status="ok" if value is not None else "failed", unit="seconds", **run,
-    )  # fmt: skip
+        commit="e" * 40,
+        date=DATE,
+        env="hand-env",
+        suite=suite,
+        metric=metric,
+        strategy=strategy,
+        config=config,
+        device="cpu",
+        value=value,
+        status="ok" if value is not None else "failed",
+        unit="seconds",
+        **run,
+    )
     return row
 
 
@@ -75,9 +85,12 @@ def tidy(
 
 def allcnnc_bounds(copy_ms: float = 10.0, fresh_ms: float = 5.0, minimum_mib: float = 100.0) -> dict[str, float]:
     return {
-        "time_copy": copy_ms * MS, "time_fill": 0.1 * MS, "time_fresh_output": fresh_ms * MS,
-        "track_min_peak_forward": minimum_mib * MIB, "track_min_peak_forward_backward": 2 * minimum_mib * MIB,
-    }  # fmt: skip
+        "time_copy": copy_ms * MS,
+        "time_fill": 0.1 * MS,
+        "time_fresh_output": fresh_ms * MS,
+        "track_min_peak_forward": minimum_mib * MIB,
+        "track_min_peak_forward_backward": 2 * minimum_mib * MIB,
+    }
 
 
 def test_onehot_faster_on_all_but_one_config_with_higher_peaks_holds():
@@ -101,7 +114,7 @@ def test_onehot_faster_on_all_but_one_config_with_higher_peaks_holds():
         ((1.0, 2.0, 9.0), (20.0, 10.0, 20.0), "onehot is faster on 2 of 3 configs, its net peak higher on 2 of 3"),
         ((6.0, 7.0, 9.0), (20.0, 20.0, 20.0), "onehot is faster on 0 of 3 configs, its net peak higher on 3 of 3"),
     ],
-)  # fmt: skip
+)
 def test_onehot_claim_does_not_hold_when_faster_everywhere_or_a_peak_is_not_higher(onehot_ms, onehot_mib, verdict):
     cells = {}
     for config, ms, mib in zip("abc", onehot_ms, onehot_mib):
@@ -274,9 +287,11 @@ def test_fixture_physics_and_the_missing_onehot(fixture_findings):
     # as_strided's forward net peak on vol3d-conv is 0 bytes (a view), below the analytic minimum, in every run
     physics = [f for f in fixture_findings if f.topic == PHYSICS]
     assert sorted((f.run["machine"], f.run["profile"], f.run["device"]) for f in physics) == [
-        ("fixture-cpu", "full", "cpu"), ("fixture-cpu", "quick", "cpu"),
-        ("fixture-gpu", "quick", "cpu"), ("fixture-gpu", "quick", "cuda"),
-    ]  # fmt: skip
+        ("fixture-cpu", "full", "cpu"),
+        ("fixture-cpu", "quick", "cpu"),
+        ("fixture-gpu", "quick", "cpu"),
+        ("fixture-gpu", "quick", "cuda"),
+    ]
     assert all(f.verdict == "does not hold: 1 figure contradicts the bounds" for f in physics)
     onehot = [f for f in fixture_findings if f.claim.startswith("unfoldNd")]
     assert len(onehot) == 2 and all(f.outcome == "not measured" for f in onehot)

@@ -85,9 +85,14 @@ def test_few_pairs_take_the_exact_signed_rank_tail_of_the_published_tables():
 
 @pytest.mark.parametrize(
     "low, high, resolution, verdict",
-    [(1.03, 1.2, 1.1, "regression"), (1.01, 1.2, 1.1, "unchanged"), (0.8, 0.97, 1.1, "improvement"),
-     (0.9, 1.1, 1.3, "unresolved"), (0.99, 1.01, 1.05, "unchanged")],
-)  # fmt: skip
+    [
+        (1.03, 1.2, 1.1, "regression"),
+        (1.01, 1.2, 1.1, "unchanged"),
+        (0.8, 0.97, 1.1, "improvement"),
+        (0.9, 1.1, 1.3, "unresolved"),
+        (0.99, 1.01, 1.05, "unchanged"),
+    ],
+)
 def test_paired_verdicts_read_the_whole_interval_against_the_margin(low, high, resolution, verdict):
     assert paired_verdict(low, high, resolution, Thresholds(paired_margin=0.02, resolution_limit=1.25)) == verdict
 
@@ -149,8 +154,15 @@ def _slower(factor: float) -> Strategy:
 
 
 def _measured(base: Strategy, head: Strategy, kind: str = "time", head_first: bool = False) -> dict[str, dict]:
-    rows = measure_cell(({"s": base}, {"s": head}), "s", "example", kind=kind, budget=MIN_SECONDS + 0.5,
-                        target=Thresholds().target, head_first=head_first)  # fmt: skip
+    rows = measure_cell(
+        ({"s": base}, {"s": head}),
+        "s",
+        "example",
+        kind=kind,
+        budget=MIN_SECONDS + 0.5,
+        target=Thresholds().target,
+        head_first=head_first,
+    )
     return {row["measure"]: row for row in rows}
 
 
@@ -229,20 +241,30 @@ def test_a_process_that_dies_fails_its_cells_only():
     units = [("native", "no-such-config", "cpu"), ("nonexistent", "example", "cpu")]
     rows = list(measure_in_processes(ROOT, ROOT, units, "quick", 0.5, 1.5, 0.02, 1.25, env={"PATH": ""}))
     died = [r for r in rows if r["strategy"] == "native"]
-    assert {r["measure"] for r in died} == {"time_forward", "time_forward_backward", "net_peak_forward",
-                                            "net_peak_forward_backward"}  # fmt: skip
+    assert {r["measure"] for r in died} == {
+        "time_forward",
+        "time_forward_backward",
+        "net_peak_forward",
+        "net_peak_forward_backward",
+    }
     assert all(r["failed_at"] == "unknown" and "no-such-config" in r["error"] for r in died)
     assert all(r["absent_at"] == "both" for r in rows if r["strategy"] == "nonexistent")
 
 
 @pytest.mark.parametrize(
     "arguments, named",
-    [(["--budget", "0"], "--budget 0"), (["--target", "1"], "--target 1"), (["--bench", "conv2("], "--bench"),
-     (["--margin", "-0.1"], "--margin -0.1"), (["--resolution-limit", "0.9"], "--resolution-limit 0.9")],
-)  # fmt: skip
+    [
+        (["--budget", "0"], "--budget 0"),
+        (["--target", "1"], "--target 1"),
+        (["--bench", "conv2("], "--bench"),
+        (["--margin", "-0.1"], "--margin -0.1"),
+        (["--resolution-limit", "0.9"], "--resolution-limit 0.9"),
+    ],
+)
 def test_regress_refuses_bad_paired_settings_before_any_work(arguments, named):
-    run = subprocess.run([sys.executable, "scripts/regress.py", "HEAD", *arguments], cwd=ROOT, capture_output=True,
-                         text=True)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "scripts/regress.py", "HEAD", *arguments], cwd=ROOT, capture_output=True, text=True
+    )
     assert run.returncode == 2 and named in run.stderr, run.stderr
 
 
@@ -259,8 +281,19 @@ def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is
 
 
 def test_a_process_effect_alone_is_no_regression():
-    cell = {"strategy": "s", "config": "c", "device": "cpu", "measure": "time_forward", "failed_at": "",
-            "ratio": 1.05, "low": 1.03, "high": 1.07, "resolution": 1.04, "pairs": 100, "seconds": 1.0}  # fmt: skip
+    cell = {
+        "strategy": "s",
+        "config": "c",
+        "device": "cpu",
+        "measure": "time_forward",
+        "failed_at": "",
+        "ratio": 1.05,
+        "low": 1.03,
+        "high": 1.07,
+        "resolution": 1.04,
+        "pairs": 100,
+        "seconds": 1.0,
+    }
     two_percent = Thresholds(paired_margin=0.02)
     assert paired_table([{**cell, "process_ratios": [1.10, 1.00]}], "quick", two_percent).verdict[0] == "unchanged"
     assert paired_table([{**cell, "process_ratios": [1.06, 1.04]}], "quick", two_percent).verdict[0] == "regression"

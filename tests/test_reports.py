@@ -52,8 +52,13 @@ def test_tidy_table_has_one_row_per_result_and_never_a_number_for_skipped_or_fai
     failed = table[table.status == "failed"]
     assert len(failed) == 1
     assert failed.iloc[0][["machine", "profile", "commit", "strategy", "config", "metric"]].tolist() == [
-        CPU, "quick", LAST, "tiling", "vol3d-conv", "time_forward_backward"
-    ]  # fmt: skip
+        CPU,
+        "quick",
+        LAST,
+        "tiling",
+        "vol3d-conv",
+        "time_forward_backward",
+    ]
     assert table[table.status != "ok"].value.isna().all()
     skipped = table[table.status == "skipped"]
     assert set(skipped[skipped.machine == GPU].strategy.dropna()) == {"native"}  # 3-d only
@@ -67,8 +72,10 @@ def test_tidy_table_has_one_row_per_result_and_never_a_number_for_skipped_or_fai
 def test_latest_runs_pick_each_machines_and_profiles_newest_commit_by_date_not_hash(table):
     latest = analysis.latest_runs(table)
     assert sorted(zip(latest.machine, latest.profile, latest.commit)) == [
-        (CPU, "full", LAST), (CPU, "quick", LAST), (GPU, "quick", LAST)
-    ]  # fmt: skip
+        (CPU, "full", LAST),
+        (CPU, "quick", LAST),
+        (GPU, "quick", LAST),
+    ]
 
 
 def test_cell_table_ratios_statuses_and_winners(table):
@@ -204,15 +211,28 @@ def test_steps_are_found_by_asvs_step_detection_and_only_there(table):
     assert len(found) == 1
     step = found.iloc[0]
     assert (step.machine, step.profile, step.device, step.config, step.strategy, step.metric) == (
-        CPU, "quick", "cpu", "allcnnc-conv2", "tiling", "time_forward"
-    )  # fmt: skip
+        CPU,
+        "quick",
+        "cpu",
+        "allcnnc-conv2",
+        "tiling",
+        "time_forward",
+    )
     assert (step.commit_before[0], step.commit_after[0]) == ("a", "d")  # the 2nd and 3rd by date
     assert step.ratio == pytest.approx(1.5)  # native's 3% step at the same commit is below the threshold
 
 
 def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
-    series = {"machine": "m", "env": "e", "profile": "quick", "device": "cpu", "config": "c", "strategy": "s",
-              "metric": "track_net_peak_forward", "status": "ok"}  # fmt: skip
+    series = {
+        "machine": "m",
+        "env": "e",
+        "profile": "quick",
+        "device": "cpu",
+        "config": "c",
+        "strategy": "s",
+        "metric": "track_net_peak_forward",
+        "status": "ok",
+    }
     values = [100.0, 100, 100, 150, 150, 150]
     same = pd.DataFrame({**series, "order": range(6), "commit": list("uvwxyz"), "value": values, "allocator": None})
     assert len(analysis.steps(same)) == 1  # one allocator throughout (None: not recorded): a step
@@ -222,8 +242,17 @@ def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
 
 def test_a_step_up_from_zero_is_a_step_with_an_infinite_ratio():
     # a view (0 bytes) turning into a copy is the step most worth catching
-    series = {"machine": "m", "env": "e", "profile": "quick", "device": "cpu", "config": "c", "strategy": "s",
-              "metric": "track_net_peak_forward", "status": "ok", "allocator": "a"}  # fmt: skip
+    series = {
+        "machine": "m",
+        "env": "e",
+        "profile": "quick",
+        "device": "cpu",
+        "config": "c",
+        "strategy": "s",
+        "metric": "track_net_peak_forward",
+        "status": "ok",
+        "allocator": "a",
+    }
     history = pd.DataFrame({**series, "order": range(5), "commit": list("vwxyz"), "value": [0, 0, 0, 100.0, 100]})
     step = analysis.steps(history).iloc[0]
     assert (step.commit_before, step.commit_after, step.ratio) == ("x", "y", math.inf)
@@ -292,10 +321,16 @@ def test_bytes_moved_are_input_read_and_output_written_worked_by_hand():
 
 
 def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
-    best = pd.DataFrame({"config": ["allcnnc-conv2", "allcnnc-conv2", "gone-config"],
-                         "metric": ["time_forward", "time_forward_backward", "time_forward"],
-                         "strategy": ["a", "b", "c"], "time": [0.010, 0.040, 0.010], "x_copy": [2.0, 8.0, 1.0],
-                         "peak_x_minimum": [1.0, 1.0, 1.0]})  # fmt: skip
+    best = pd.DataFrame(
+        {
+            "config": ["allcnnc-conv2", "allcnnc-conv2", "gone-config"],
+            "metric": ["time_forward", "time_forward_backward", "time_forward"],
+            "strategy": ["a", "b", "c"],
+            "time": [0.010, 0.040, 0.010],
+            "x_copy": [2.0, 8.0, 1.0],
+            "peak_x_minimum": [1.0, 1.0, 1.0],
+        }
+    )
     rows = analysis.with_bandwidth(best, "quick")
     batch = get_profile("quick").batch_cap  # conv2 runs at 256, capped
     output_bytes, input_bytes = batch * 96 * 9 * 1024 * 4, batch * 96 * 1024 * 4
@@ -311,9 +346,17 @@ def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandw
     conv8 = profile_config(get_profile("quick"), "allcnnc-conv8")  # 1x1, stride 1, no pad
     once = (conv8.geometry.input_numel + conv8.geometry.output_numel) * 4  # the contract is new memory
     assert minimum_bytes_moved(conv8, backward=False) == once and minimum_bytes_moved(conv8, backward=True) == 2 * once
-    best = pd.DataFrame({"config": ["allcnnc-conv8"] * 2, "metric": ["time_forward"] * 2,
-                         "strategy": ["as_strided", "compiled"], "time": [1e-5, 1e-3], "x_copy": [0.1, 10.0],
-                         "peak": [4096.0, once / 2], "peak_x_minimum": [0.0, 1.0]})  # fmt: skip
+    best = pd.DataFrame(
+        {
+            "config": ["allcnnc-conv8"] * 2,
+            "metric": ["time_forward"] * 2,
+            "strategy": ["as_strided", "compiled"],
+            "time": [1e-5, 1e-3],
+            "x_copy": [0.1, 10.0],
+            "peak": [4096.0, once / 2],
+            "peak_x_minimum": [0.0, 1.0],
+        }
+    )
     view, copy = analysis.with_bandwidth(best, "quick").itertuples()  # a 4 KiB view: results up to f26b0bd
     assert math.isnan(view.gb_per_s) and math.isnan(view.of_copy) and view.copy_gb_per_s > 0
     assert copy.gb_per_s == pytest.approx(once / 1e-3 / 1e9)
@@ -371,11 +414,19 @@ def test_the_summary_fits_a_screen_and_writes_the_full_tables_to_a_file(tmp_path
 
 def test_which_to_ship_shows_each_machines_capability_matrix_and_explains_every_other_cell(tmp_path):
     empty, missing = "empty batch (N=0)", "unverified: no cuda device on this machine"
-    cpu = {"gather": {"vmap": "works", empty: "works"},
-           "onehot": {"vmap": "works", empty: "declared defect: unfoldNd <reshape>"}}  # fmt: skip
+    cpu = {
+        "gather": {"vmap": "works", empty: "works"},
+        "onehot": {"vmap": "works", empty: "declared defect: unfoldNd <reshape>"},
+    }
     cuda = {"gather": {"vmap": missing, empty: missing}}
-    record = {"machine": "m1", "commit": "a" * 40, "torch": "2.13.0", "date": "2026-11-25",
-              "capabilities": ["vmap", empty], "cells": {"cpu": cpu, "cuda": cuda}}  # fmt: skip
+    record = {
+        "machine": "m1",
+        "commit": "a" * 40,
+        "torch": "2.13.0",
+        "date": "2026-11-25",
+        "capabilities": ["vmap", empty],
+        "cells": {"cpu": cpu, "cuda": cuda},
+    }
     (tmp_path / "caps").mkdir()
     (tmp_path / "caps" / "m1.json").write_text(json.dumps(record))
     build_site(FIXTURE, tmp_path / "site", capabilities_dir=tmp_path / "caps")
@@ -392,8 +443,14 @@ def test_the_recommendation_says_what_to_ship_when_a_capability_is_needed(tmp_pa
     strategies = ["native", "as_strided", "tiling"]
     cells = {s: {"vmap": "works", "gradient": "works"} for s in strategies}
     cells["native"]["vmap"] = "declared defect: made up"
-    record = {"machine": "fixture-cpu", "commit": "b" * 40, "torch": "2.13.0", "date": "2026-11-25",
-              "capabilities": ["gradient", "vmap"], "cells": {"cpu": cells}}  # fmt: skip
+    record = {
+        "machine": "fixture-cpu",
+        "commit": "b" * 40,
+        "torch": "2.13.0",
+        "date": "2026-11-25",
+        "capabilities": ["gradient", "vmap"],
+        "cells": {"cpu": cells},
+    }
     (tmp_path / "caps").mkdir()
     (tmp_path / "caps" / "fixture-cpu.json").write_text(json.dumps(record))
     build_site(FIXTURE, tmp_path / "site", capabilities_dir=tmp_path / "caps")
@@ -437,5 +494,9 @@ def test_one_vocabulary_writes_every_value_with_its_unit():
     assert units.format_value(math.nan, "seconds") == "-" and units.format_value(None, "bytes", missing="n/a") == "n/a"
     forward_backward = units.METRICS["time_forward_backward"]
     assert forward_backward.column == "fwd+bwd ms" and forward_backward.bound_info.ratio_label == "xcopy"
-    assert analysis.FIGURES["track_net_peak_forward"] == ("forward net peak memory", "MiB", 2.0**-20,
-                                                         "track_min_peak_forward")  # fmt: skip
+    assert analysis.FIGURES["track_net_peak_forward"] == (
+        "forward net peak memory",
+        "MiB",
+        2.0**-20,
+        "track_min_peak_forward",
+    )

@@ -64,10 +64,16 @@ def _processes_with(marker: str) -> list[int]:
 
 def _bench(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen:
     command = [
-        sys.executable, str(ROOT / "scripts" / "bench.py"), "--config", str(scratch_config(tmp_path, ROOT)),
-        "--machine", "test-kill", "--bench", SELECTION,
+        sys.executable,
+        str(ROOT / "scripts" / "bench.py"),
+        "--config",
+        str(scratch_config(tmp_path, ROOT)),
+        "--machine",
+        "test-kill",
+        "--bench",
+        SELECTION,
         *extra,
-    ]  # fmt: skip
+    ]
     env = {**os.environ, MARKER: marker}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

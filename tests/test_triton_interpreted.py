@@ -40,8 +40,22 @@ PLUGIN = "tests.test_triton_interpreted"  # this module, for its pytest_configur
 @pytest.mark.slow(first=True)
 def test_triton_gather_passes_the_parity_tests_under_the_interpreter(tmp_path):
     report = tmp_path / "interpreted.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", PLUGIN,
-               "-k", SELECTION, f"--junitxml={report}", *(f"tests/{m}.py" for m in MODULES)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-p",
+        PLUGIN,
+        "-k",
+        SELECTION,
+        f"--junitxml={report}",
+        *(f"tests/{m}.py" for m in MODULES),
+    ]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -71,8 +71,9 @@ def _set_aside(needs: list[str]) -> dict[str, str]:
 
 
 def advise(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="unfold-bench advise", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench advise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--input-shape", type=_ints, required=True, help="N,C,*spatial (of the model's input)")
     parser.add_argument("--kernel-size", type=_int_or_tuple, help="int or comma-separated per spatial dim")
     parser.add_argument("--stride", type=_int_or_tuple, default=1)
@@ -82,9 +83,13 @@ def advise(argv: list[str]) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--model", help="an importable nn.Module factory, e.g. torchvision.models.resnet18")
     parser.add_argument("--needs", type=_needs, default=[], help="capabilities the strategy must have, e.g. vmap")
-    parser.add_argument("--budget", type=float, default=BUDGET,
-                        help=f"seconds of timing rounds per call and regime, at most, after the first {MIN_ROUNDS} "
-                        f"(default {BUDGET:g})")  # fmt: skip
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=BUDGET,
+        help=f"seconds of timing rounds per call and regime, at most, after the first {MIN_ROUNDS} "
+        f"(default {BUDGET:g})",
+    )
     parser.add_argument("--regime", choices=[*REGIMES, "both"], default="both", help="timing regime(s) (both)")
     parser.add_argument("--json", help="write the report as JSON here")
     parser.add_argument("--html", help="write a self-contained page here")
@@ -101,8 +106,9 @@ def advise(argv: list[str]) -> int:
             for note in notes:
                 print(f"note: {note}")
         else:
-            config = layer_config(args.input_shape, args.kernel_size, args.stride, args.padding, args.dilation,
-                                  args.dtype)  # fmt: skip
+            config = layer_config(
+                args.input_shape, args.kernel_size, args.stride, args.padding, args.dilation, args.dtype
+            )
             layers = [Layer(config)]
     except AdviceError as error:
         print(f"unfold-bench advise: error: {error}", file=sys.stderr)
@@ -115,8 +121,11 @@ def advise(argv: list[str]) -> int:
     started = time.monotonic()
     measured = []
     for index, layer in enumerate(layers):
-        print(f"[{index + 1}/{len(layers)}] {layer.config.name}: input {layer.config.input_shape}, kernel "
-              f"{layer.config.kernel_size}, stride {layer.config.stride} (x{layer.count})", flush=True)  # fmt: skip
+        print(
+            f"[{index + 1}/{len(layers)}] {layer.config.name}: input {layer.config.input_shape}, kernel "
+            f"{layer.config.kernel_size}, stride {layer.config.stride} (x{layer.count})",
+            flush=True,
+        )
         layer_started = time.monotonic()
         measured.append(measure_layer(layer.config, args.budget, regimes, args.device, set_aside))
         print(f"  {layer.config.name}: measured in {time.monotonic() - layer_started:.0f} s", flush=True)
