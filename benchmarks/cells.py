@@ -24,7 +24,7 @@ import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -193,8 +193,14 @@ def _check_in_child(expected_files: dict[str, str | None], pickled_cells: bytes,
             for _ in cells:
                 connection.send(Verdict(error=f"the checking process imported {name} from {found}, not {expected}"))
             return
-    for cell in cells:
-        connection.send(check_cell(cell))  # one verdict per cell as soon as it is known
+    shared: dict[tuple[str, str], Reference] = {}
+    for cell in cells:  # grouped by config (checked_in_isolation): one config's reference answers at a time
+        key = (cell.config.name, cell.device)
+        if key not in shared:
+            shared.clear()  # before the next is made: the answers hold an output-sized tensor
+            with suppress(Exception):  # e.g. out of memory: check_cell then tries again and says so in the verdict
+                shared[key] = reference_for(cell)  # lazy: its answers are computed by the first check, in its try
+        connection.send(check_cell(cell, shared.get(key)))  # one verdict per cell as soon as it is known
 
 
 def _death_verdict(exitcode: int | None) -> Verdict:
@@ -243,7 +249,8 @@ def checked_in_isolation(cells: list[Cell]) -> Iterator[tuple[Cell, Verdict]]:
     not survive into a forked child.
     """
     isolated = "forkserver" in multiprocessing.get_all_start_methods()
-    pending = [cell for cell in cells if isolated and cell.device == "cpu"]
+    # grouped by config (a stable sort), so the strategies on one config share the reference's answers
+    pending = sorted((cell for cell in cells if isolated and cell.device == "cpu"), key=lambda c: c.config.name)
     in_process = [cell for cell in cells if cell not in pending]
     while pending:
         checked = 0
