@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchmarks.allocator import PINNED_MMAP_THRESHOLD, regime_of_machine
+from benchmarks.configs import get_config
 from reports.analysis import (
     REFERENCE_STRATEGY,
     cell_table,
@@ -44,6 +45,8 @@ from reports.units import MIB
 
 if TYPE_CHECKING:
     import torch
+
+    from impls import Geometry
 
 SOURCES = "Claims of the source documents"
 ISSUE_6 = "Targets of issue 6: All-CNN-C layers, full profile"
@@ -406,10 +409,13 @@ def issue_6_findings(runs: list[_Run]) -> list[Finding]:
     return out
 
 
-def _target_finding(topic: str, claim: str, run: _Run, evidence: pd.DataFrame) -> Finding:
-    """A target's finding from its evidence: ``verdict`` per row (and ``verdict (reuse allowed)`` if there)."""
+def _target_finding(topic: str, claim: str, run: _Run, evidence: pd.DataFrame, why: str = "") -> Finding:
+    """A target's finding from its evidence: ``verdict`` per row (and ``verdict (reuse allowed)`` if there).
+    ``why``: what the evidence's explanatory columns show, added to the note when the target is missed somewhere."""
     where = [" ".join(str(v) for v in row) for row in evidence[[c for c in ("config", "pass") if c in evidence]].values]
     verdict, note = _met_verdict(evidence["verdict"], where)
+    if why and note.startswith("Missed"):
+        note += f" Why: {why}"
     if "verdict (reuse allowed)" in evidence:
         reuse, _ = _met_verdict(evidence["verdict (reuse allowed)"], where)
         note = (note + " " if note else "") + f"With output reuse allowed: {reuse}."
@@ -445,6 +451,49 @@ def _mib(value: float) -> str:
     return f"{value / MIB:.2f} MiB"
 
 
+# What explains a missed issue-21 target, in terms of the evidence's own columns (no figure: those are the data's)
+WHY_FLOOR = (
+    "the fresh-output floor only allocates and writes the output, while an unfold also reads its input: "
+    "'input / output' is how many input elements it reads per output element written. That share is largest "
+    "at stride 2, where windows overlap least, and there the innermost dim's elements are also deinterleaved "
+    "(every other one kept), which costs a shuffle per vector."
+)
+WHY_COPY = (
+    "copy_ streams whole rows, while an unfold writes the output in rows of 'row elements' (the windows along "
+    "the innermost dim), each with its own start, borders and padding; the shorter the rows, the more of the "
+    "time goes to that per-row work rather than to moving bytes."
+)
+WHY_NATIVE = (
+    "'backward ms' (forward-backward minus forward of the same strategy) against native's shows which pass "
+    "falls short: the backward sums, for every input entry, the up to K output entries of the windows that read it."
+)
+WHY_HALF = (
+    "the work per element (index arithmetic, masks, a conversion to float for the backward's sums) is the same "
+    "in every dtype, while copy_'s time halves with the element size: where that work, not memory, bounds the "
+    "time, the ratio to copy_ grows in half precision."
+)
+WHY_PEAK = "'above minimum MiB' is memory the fastest strategy holds beyond its output (and gradients) at its peak."
+
+
+def _geometry(config: str) -> Geometry | None:
+    """The geometry of a registered config (its ratios do not depend on the batch size), or None."""
+    try:
+        return get_config(config).geometry
+    except KeyError:  # a config that this checkout no longer has
+        return None
+
+
+def _input_per_output(config: str) -> float:
+    geometry = _geometry(config)
+    return math.nan if geometry is None else geometry.input_numel / geometry.output_numel
+
+
+def _row_elements(config: str) -> float:
+    """The windows along the innermost spatial dim: the length of one row of the output's writes."""
+    geometry = _geometry(config)
+    return math.nan if geometry is None else geometry.output_size[-1]
+
+
 def issue_21_findings(runs: list[_Run]) -> list[Finding]:
     """Issue 21's targets per full-profile run, for the fastest strategy that returns a new tensor."""
     full = _full_allcnnc_runs(runs)
@@ -467,10 +516,11 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                     "forward ms": math.nan if time is None else time * 1e3,
                     "fresh-output floor ms": floor * 1e3,
                     "x floor": ratio,
+                    "input / output": _input_per_output(config),
                     "verdict": _judged(ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT),
                 }
             )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["fresh"], run, pd.DataFrame(lines)))
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["fresh"], run, pd.DataFrame(lines), WHY_FLOOR))
         lines = []
         for config in configs:
             key = (config, "time_forward")
@@ -480,10 +530,11 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                     "config": config,
                     "fastest": _get(best, key, "strategy"),
                     "x copy_": math.nan if ratio is None else ratio,
+                    "row elements": _row_elements(config),
                     "verdict": _judged(ratio, ISSUE_21_FORWARD_X_COPY),
                 }
             )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["copy"], run, pd.DataFrame(lines)))
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["copy"], run, pd.DataFrame(lines), WHY_COPY))
         by_cell = cells.set_index(["config", "strategy"])
         lines = []
         for config in configs:
@@ -494,10 +545,12 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                     "config": config,
                     "fastest": strategy,
                     "x native": ratio,
+                    "backward ms": _backward_ms(by_cell, config, strategy),
+                    "native's backward ms": _backward_ms(by_cell, config, REFERENCE_STRATEGY),
                     "verdict": _judged(ratio, ISSUE_21_FORWARD_BACKWARD_X_NATIVE),
                 }
             )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["native"], run, pd.DataFrame(lines)))
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["native"], run, pd.DataFrame(lines), WHY_NATIVE))
         lines = []
         for config in configs:
             for metric, (pass_name, _, minimum_metric) in PASSES.items():
@@ -515,7 +568,7 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                         "verdict": _judged(above, PEAK_RESOLUTION, _mib),
                     }
                 )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["peak"], run, pd.DataFrame(lines)))
+        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["peak"], run, pd.DataFrame(lines), WHY_PEAK))
         out.append(_half_precision_finding(run))
     return out
 
@@ -544,7 +597,15 @@ def _half_precision_finding(run: _Run) -> Finding:
     if (evidence.verdict == "not measured").all():
         reason = f"the run lacks {' or '.join(HALF_PRECISION)} or allcnnc-conv4, or their copy_ bound"
         return _not_measured(ISSUE_21, claim, reason, run=run)
-    return _target_finding(ISSUE_21, claim, run, evidence)
+    return _target_finding(ISSUE_21, claim, run, evidence, WHY_HALF)
+
+
+def _backward_ms(by_cell: pd.DataFrame, config: str, strategy: str | None) -> float:
+    """Forward-backward minus forward of one strategy on one config, in ms (NaN where either is missing)."""
+    if strategy is None or (config, strategy) not in by_cell.index:
+        return math.nan
+    cell = by_cell.loc[(config, strategy)]
+    return (cell["time_forward_backward"] - cell["time_forward"]) * 1e3
 
 
 # --- physics ---------------------------------------------------------------------------------------------------

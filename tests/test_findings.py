@@ -180,10 +180,17 @@ def test_issue_21_targets_worked_by_hand():
     assert fresh.evidence["x floor"].tolist() == pytest.approx([1.2, 1.0])  # 12 / 10 and 10 / 10
     assert fresh.evidence["verdict"].tolist() == ["missed by 0.05x", "met"]
     assert fresh.verdict == "met on 1 of 2" and "fresh pages" in fresh.source
+    # why: conv1 reads 3 x 32 x 32 input elements for 27 x 32 x 32 output ones (stride 1, 'same' padding): 1/9
+    assert fresh.evidence["input / output"].tolist() == pytest.approx([1 / 9, 1 / 9])
+    assert "Missed on allcnnc-conv1" in fresh.note and "Why: the fresh-output floor only" in fresh.note
     copy = _one(found, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.3x")
     assert copy.evidence["verdict"].tolist() == ["met", "met"]  # 1.2x and 1.0x copy_
+    assert copy.evidence["row elements"].tolist() == [32, 16]  # windows along W: conv1 stride 1, conv4 stride 1 on 16
+    assert "Why" not in copy.note  # met everywhere: nothing to explain
     native = _one(found, ISSUE_21, "The fastest forward-backward")
     assert native.evidence["x native"].iloc[0] == pytest.approx(0.4)  # 16 / 40
+    # backward = forward-backward - forward: gather 16 - 12 ms, native 40 - 20 ms
+    assert native.evidence[["backward ms", "native's backward ms"]].iloc[0].tolist() == pytest.approx([4.0, 20.0])
     assert native.verdict == "met on 1 of 1"  # conv4 has no native: not measured, not counted
     assert "Not measured on allcnnc-conv4" in native.note
     peak = _one(found, ISSUE_21, "The fastest strategy that returns a new tensor has its net peak")
