@@ -29,6 +29,14 @@ from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import SUITES, Profile
 
 BENCHMARK_PREFIXES = ("time_", "track_", "peakmem_", "mem_")
+# The asv -b expression of the running asv process: a suite's correctness gate (setup_cache) checks only the
+# cells it selects, so a chunk, or make bench BENCH=..., does not check every strategy on every config.
+SELECTION_VARIABLE = "UNFOLD_BENCH_SELECTION"
+
+
+def cell_name(module_name: str, class_name: str, method: str, combo: tuple) -> str:
+    """asv's name of one cell, ``module.Class.method(param, ...)``, which its ``-b`` expressions are matched against."""
+    return f"{module_name}.{class_name}.{method}({', '.join(map(repr, combo))})"
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ def suite_cells(profile: Profile, suites: tuple[str, ...] = SUITES) -> list[tupl
         methods = sorted(name for name in dir(suite) if name.startswith(BENCHMARK_PREFIXES))
         for method in methods:
             for combo in itertools.product(*suite.params):
-                name = f"{module_name}.{profile.class_name}.{method}({', '.join(map(repr, combo))})"
+                name = cell_name(module_name, profile.class_name, method, combo)
                 cells.append((name, dict(zip(suite.param_names, combo))))
     return cells
 
@@ -141,7 +149,8 @@ def run_chunks(
                 continue
             log.write(f"\n### chunk {chunk.config}: {len(chunk.cells)} cells\n".encode())
             log.flush()
-            status = run_guarded([*asv_command, "-b", chunk.regex()], env, cwd, log)
+            selection = chunk.regex()
+            status = run_guarded([*asv_command, "-b", selection], {**env, SELECTION_VARIABLE: selection}, cwd, log)
             if status not in (0, 2):  # asv itself failed: nothing of this chunk was saved
                 print_line(f"asv exited with status {status} on {chunk.config}; see {log_path}")
                 return status

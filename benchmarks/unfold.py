@@ -17,12 +17,13 @@ so the allocator sees what a user's loop gives it (``benchmarks.allocator`` name
 time in). A strategy that compiles makes its compiling calls once per process, in the first setup.
 
 ``setup`` raises ``NotImplementedError`` (asv: "n/a", skipped) for a CUDA cell on a machine without a GPU
-and for a strategy that does not support the config. The correctness gate runs once per profile in
-``setup_cache`` (asv runs it before the cells and hands its verdicts to every setup); a cell whose strategy
-failed it raises ``WrongResultError`` in setup (forward) or in the body (forward-backward, when only the gradient
-is wrong), so asv reports it as failed and records no figure. Each cell runs in its own process, and the
-gate checks the CPU cells in a separate process (a new one after a crash), so an exception or an
-out-of-memory kill fails that cell only.
+and for a strategy that does not support the config. The correctness gate runs once per asv run in
+``setup_cache`` (asv runs it before the cells and hands its verdicts to every setup), on the cells the run's
+``-b`` expression selects when the runner names it (``benchmarks.runner.SELECTION_VARIABLE``), else on all;
+a cell whose strategy failed it raises ``WrongResultError`` in setup (forward) or in the body
+(forward-backward, when only the gradient is wrong), so asv reports it as failed and records no figure. Each
+cell runs in its own process, and the gate checks the CPU cells in a separate process (a new one after a
+crash), so an exception or an out-of-memory kill fails that cell only.
 
 ``strategies`` and ``params`` are class attributes so that a test suite can build the same classes over
 other strategies (``tests/fixtures/asv_suite``); the real classes take them from the registry and the config
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import gc
 import itertools
+import os
+import re
 import sys
 from collections.abc import Mapping
 
@@ -48,6 +51,7 @@ from benchmarks.cells import (
     warm_compiler,
 )
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
+from benchmarks.runner import BENCHMARK_PREFIXES, SELECTION_VARIABLE, cell_name
 from impls import STRATEGIES, Strategy
 
 _workloads: dict[tuple, Workload] = {}  # one per process and cell: inputs are made once, not per sample
@@ -66,8 +70,20 @@ class _UnfoldSuite(SampledByProfile):
     unit = "bytes"  # only used by the track_* benchmarks
 
     def _gate(self) -> dict:
-        """The verdict of every cell of ``params`` (asv's ``setup_cache`` of each profile class returns it)."""
-        cells = [Cell.from_names(*names, self.profile, self.strategies) for names in itertools.product(*self.params)]
+        """The verdict of every cell of ``params`` that the run selects (asv's ``setup_cache`` of each profile class
+        returns it): all of them unless ``SELECTION_VARIABLE`` holds the run's asv ``-b`` expression."""
+        combos = list(itertools.product(*self.params))
+        selection = os.environ.get(SELECTION_VARIABLE)
+        if selection:
+            module_name, class_name = type(self).__module__.rsplit(".", 1)[-1], type(self).__name__
+            methods = [name for name in dir(self) if name.startswith(BENCHMARK_PREFIXES)]
+            pattern = re.compile(selection)
+            combos = [
+                combo
+                for combo in combos
+                if any(pattern.search(cell_name(module_name, class_name, method, combo)) for method in methods)
+            ]
+        cells = [Cell.from_names(*names, self.profile, self.strategies) for names in combos]
         return gate(cells, progress=print)
 
     def setup(self, verdicts: dict, strategy: str, config: str, device: str) -> None:
@@ -79,7 +95,9 @@ class _UnfoldSuite(SampledByProfile):
         reason = cell.skip_reason()
         if reason is not None:
             raise NotImplementedError(reason)
-        verdict: Verdict = verdicts[cell.key]
+        verdict: Verdict | None = verdicts.get(cell.key)
+        if verdict is None:  # asv ran a cell the gate was told the run would not select
+            raise WrongResultError(f"{strategy} on {config} ({device}): not checked ({SELECTION_VARIABLE} left it out)")
         problem = verdict.problem(backward=False)
         if problem is not None:
             raise WrongResultError(f"{strategy} on {config} ({device}): {problem}")

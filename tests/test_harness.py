@@ -21,10 +21,11 @@ import torch
 from asv_runner.discovery import disc_benchmarks
 
 from benchmarks import bounds, compile_time, unfold
-from benchmarks.cells import DEVICES, Cell, Verdict, analytic_minimum_bytes, gate, profile_config
+from benchmarks.cells import DEVICES, Cell, Verdict, WrongResultError, analytic_minimum_bytes, gate, profile_config
 from benchmarks.configs import CONFIGS, get_config
 from benchmarks.memory import cpu_peak_supported, net_peak_bytes
 from benchmarks.profiles import FULL, PROFILES, QUICK, benchmark_regex
+from benchmarks.runner import SELECTION_VARIABLE
 from impls import STRATEGIES
 from reports.results import load_results
 from tests.test_parity_configs import TEST_BATCH_SIZE
@@ -167,7 +168,9 @@ def test_every_quick_cell_runs_or_skips_for_a_stated_reason():
         assert figures["track_min_peak_forward_backward"] == analytic_minimum_bytes(config, backward=True)
 
 
-def _run_asv(tmp_path: Path, benchmark_dir: Path, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _run_asv(
+    tmp_path: Path, benchmark_dir: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, Path]:
     results = tmp_path / "results"
     conf = {
         "version": 1,
@@ -184,7 +187,7 @@ def _run_asv(tmp_path: Path, benchmark_dir: Path, *extra: str) -> tuple[subproce
     }
     conf_path = tmp_path / "asv.conf.json"
     conf_path.write_text(json.dumps(conf))
-    env = {**os.environ, "HOME": str(tmp_path)}  # asv's machine file lives in $HOME
+    env = {**os.environ, **(env or {}), "HOME": str(tmp_path)}  # asv's machine file lives in $HOME
     asv = [sys.executable, "-m", "asv", "--config", str(conf_path)]
     subprocess.run([*asv, "machine", "--yes", "--machine", "fixture-machine"], env=env, check=True, capture_output=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -230,7 +233,8 @@ def test_a_failing_or_killed_cell_fails_alone_and_the_results_are_written(tmp_pa
 @pytest.mark.slow(first=True)
 def test_a_quick_asv_run_of_the_real_suite_completes_with_cuda_skipped(tmp_path):
     cells = r"^unfold\.Quick\..*\('native', 'example', '(cpu|cuda)'\)"
-    completed, results = _run_asv(tmp_path, ROOT / "benchmarks", "-b", cells)
+    # as make bench runs asv: the gate is told the selection, and checks only those cells
+    completed, results = _run_asv(tmp_path, ROOT / "benchmarks", "-b", cells, env={SELECTION_VARIABLE: cells})
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output
     table = load_results(results)
@@ -240,6 +244,16 @@ def test_a_quick_asv_run_of_the_real_suite_completes_with_cuda_skipped(tmp_path)
     }
     assert (table[table.device == "cpu"].status == "ok").all(), output
     assert (table[table.device == "cuda"].status == ("ok" if HAS_CUDA else "skipped")).all(), output
+
+
+def test_the_gate_checks_only_the_cells_the_run_selects(monkeypatch):
+    monkeypatch.setenv(SELECTION_VARIABLE, r"\('native', 'example', 'cpu'\)$")  # what asv -b is given
+    suite = _QuickUnfoldAtTestSize()
+    verdicts = suite._gate()
+    assert list(verdicts) == [("native", "example", "cpu")] and verdicts[("native", "example", "cpu")] == Verdict()
+    suite.setup(verdicts, "native", "example", "cpu")  # selected and checked: set up as usual
+    with pytest.raises(WrongResultError, match=r"gather on example \(cpu\): not checked"):
+        suite.setup(verdicts, "gather", "example", "cpu")  # a cell asv was not told to run is never timed unchecked
 
 
 @pytest.mark.slow
