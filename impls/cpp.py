@@ -9,9 +9,10 @@ and stride 2 a deinterleaving one (``gcc -O3 -march=native``: two vector loads a
 Inductor's C++ backend does not emit, see ``impls.compiled``).
 
 Backward: the adjoint (fold, col2im) as a gather, OpenMP over the planes: for each input row, a row of
-accumulators (float for float16 and bfloat16, rounded once at the end) adds the slice of ``grad_output`` of
-each kernel offset whose windows read the row, one innermost phase ``x mod s`` at a time (contiguous adds),
-then the phases are interleaved into the gradient. No atomics, no index tensor, nothing output-sized.
+accumulators spanning the padded row (float for float16 and bfloat16, rounded once at the end) adds the whole
+``grad_output`` row of each kernel offset whose windows read the row, one innermost phase ``y mod s`` at a time
+(contiguous adds of the same length for every offset: no borders), then the phases are interleaved into the
+gradient and the padding's sums dropped. No atomics, no index tensor, nothing output-sized.
 Accumulating a half-precision gradient in float is within ``impls.parity``'s bound, which allows any summation
 order in the dtype's own precision: the float sum's error is ``2**13`` (float16) or ``2**16`` (bfloat16) times
 smaller than the bound's summation term, and the one final rounding is the bound's ``eps |exact|`` term.
@@ -47,6 +48,10 @@ SOURCE = Path(__file__).parent / "csrc" / "unfold_cpu.cpp"
 # UNFOLD_BENCH_CPP_CFLAGS replaces them (part of the build's key), e.g. "-O3 -march=x86-64-v3" to run the
 # portable loops on an AVX-512 machine.
 CFLAGS = tuple((os.environ.get("UNFOLD_BENCH_CPP_CFLAGS") or "-O3 -march=native").split())
+# at::parallel_for is a header template whose OpenMP region exists only where the extension itself is compiled with
+# OpenMP: without this flag it runs every plane on one thread. The runtime it links (libgomp.so.1) is the one torch
+# has already loaded (torch/lib bundles it under that name), so there is one thread pool, torch's.
+OPENMP_FLAGS = ("-fopenmp",) if torch.backends.openmp.is_available() else ()
 
 
 def _cpu_flags() -> str:
@@ -64,7 +69,12 @@ def _cpu_flags() -> str:
 
 def _build_key() -> str:
     digest = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(CFLAGS).encode(), torch.__version__.encode(), _cpu_flags().encode()):
+    for part in (
+        SOURCE.read_bytes(),
+        " ".join(CFLAGS + OPENMP_FLAGS).encode(),
+        torch.__version__.encode(),
+        _cpu_flags().encode(),
+    ):
         digest.update(part)
         digest.update(b"\0")
     return digest.hexdigest()[:12]
@@ -123,7 +133,8 @@ def ops():
             load(
                 name=NAMESPACE,
                 sources=[str(SOURCE)],
-                extra_cflags=[*CFLAGS, f"-DUNFOLD_NAMESPACE={NAMESPACE}"],
+                extra_cflags=[*CFLAGS, *OPENMP_FLAGS, f"-DUNFOLD_NAMESPACE={NAMESPACE}"],
+                extra_ldflags=list(OPENMP_FLAGS),
                 build_directory=str(directory),
                 is_python_module=False,
                 verbose=bool(os.environ.get("UNFOLD_BENCH_VERBOSE_BUILD")),

@@ -4,8 +4,9 @@
 // fold:   grad_output (N, C*K, L) -> grad_input (N, C, *S), its adjoint (col2im), as a gather.
 //
 // 1-d and 2-d problems run as 3-d ones with unit leading spatial dims (kernel 1, no padding), so there is one
-// kernel per direction. Work is split over the N*C planes with at::parallel_for (OpenMP in PyTorch's CPU
-// builds, so torch.set_num_threads governs it and no second OpenMP runtime is linked).
+// kernel per direction. Work is split over the N*C planes with at::parallel_for: OpenMP, as in PyTorch's CPU
+// builds, once this file is compiled with -fopenmp (impls/cpp.py; without it the region runs on one thread), on
+// torch's own OpenMP runtime, so torch.set_num_threads governs it.
 //
 // Forward: plane (n, c) of the output is one contiguous block of K*L elements, written row by row: for each
 // kernel offset and each window row, zeros where the row reads padding, else one strided copy from the
@@ -30,6 +31,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #ifndef UNFOLD_NAMESPACE
 #define UNFOLD_NAMESPACE unfold_bench_cpp
@@ -290,22 +294,33 @@ inline void add_row(acc_t* __restrict a, const scalar_t* __restrict row, int64_t
   }
 }
 
-// dst[x] = acc[(x mod s) M + x div s] for x in [0, n), rounded once to scalar_t: the phases interleaved.
+// dst[x] = acc at padded position y = x + pad, (y mod s) M + y div s, for x in [0, n), rounded once to scalar_t:
+// the phases interleaved, the padding's sums dropped.
 template <typename acc_t, typename scalar_t>
-inline void store_row(scalar_t* __restrict dst, const acc_t* __restrict acc, int64_t n, int64_t s, int64_t M) {
+inline void store_row(scalar_t* __restrict dst, const acc_t* __restrict acc, int64_t n, int64_t s, int64_t M,
+                      int64_t pad) {
   if (s == 1) {
-    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[x]);
-  } else if (s == 2) {
-    const acc_t* __restrict even = acc;
-    const acc_t* __restrict odd = acc + M;
+    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[x + pad]);
+  } else if (s == 2 && pad % 2 == 0) {
+    const acc_t* __restrict even = acc + pad / 2;
+    const acc_t* __restrict odd = acc + M + pad / 2;
     const int64_t pairs = n / 2;
     for (int64_t m = 0; m < pairs; ++m) {
       dst[2 * m] = static_cast<scalar_t>(even[m]);
       dst[2 * m + 1] = static_cast<scalar_t>(odd[m]);
     }
     if (n % 2) dst[n - 1] = static_cast<scalar_t>(even[pairs]);
+  } else if (s == 2) {  // odd padding: x even lands on the odd phase
+    const acc_t* __restrict odd = acc + M + pad / 2;
+    const acc_t* __restrict even = acc + (pad + 1) / 2;
+    const int64_t pairs = n / 2;
+    for (int64_t m = 0; m < pairs; ++m) {
+      dst[2 * m] = static_cast<scalar_t>(odd[m]);
+      dst[2 * m + 1] = static_cast<scalar_t>(even[m]);
+    }
+    if (n % 2) dst[n - 1] = static_cast<scalar_t>(odd[pairs]);
   } else {
-    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[(x % s) * M + x / s]);
+    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<scalar_t>(acc[((x + pad) % s) * M + (x + pad) / s]);
   }
 }
 
@@ -319,15 +334,17 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
   const int64_t S0 = p.size[0], S1 = p.size[1], S2 = p.size[2];
   const int64_t O1 = p.windows[1], O2 = p.windows[2];
   const int64_t s2 = p.stride[2];
-  const int64_t M = (S2 + s2 - 1) / s2;  // positions per phase along the innermost dim
-  // Per innermost kernel offset: its windows [lo, hi), and where they land: phase r, first position m.
+  // The accumulators span the padded row (position y = x + padding), so every kernel offset adds all O2 of its
+  // windows, padding reads included, as one full-length contiguous add (no borders, no remainders that differ
+  // per offset); the padding's sums are dropped when the row is stored. Phase-major: y = r + s2 m.
+  const int64_t pad2 = p.padding[2];
+  const int64_t M = (S2 + 2 * pad2 + s2 - 1) / s2;  // positions per phase along the padded innermost dim
+  // Per innermost kernel offset: where its windows land, phase r and first position m (window o at m + o).
   const int64_t k2 = p.kernel[2];
-  std::vector<int64_t> lo2(k2), hi2(k2), phase(k2), first(k2);
+  std::vector<int64_t> phase(k2), first(k2);
   for (int64_t j = 0; j < k2; ++j) {
-    window_range(S2, p.padding[2], p.dilation[2], s2, O2, j, lo2[j], hi2[j]);
-    const int64_t x = lo2[j] * s2 + j * p.dilation[2] - p.padding[2];  // >= 0 when the range is not empty
-    phase[j] = hi2[j] > lo2[j] ? x % s2 : 0;
-    first[j] = hi2[j] > lo2[j] ? x / s2 : 0;
+    phase[j] = (j * p.dilation[2]) % s2;
+    first[j] = (j * p.dilation[2]) / s2;
   }
   // Along each outer dim, the window that kernel offset j reads at position x, or -1. From a table made once
   // (no integer division in the loops over a plane), unless the table would be large (a huge kernel).
@@ -362,15 +379,12 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
               const int64_t o1 = window_of(1, x1, j1);
               if (o1 < 0) continue;
               for (int64_t j2 = 0; j2 < k2; ++j2) {
-                const int64_t n = hi2[j2] - lo2[j2];
-                if (n <= 0) continue;
-                const scalar_t* row =
-                    plane + ((j0 * p.kernel[1] + j1) * k2 + j2) * gR + ((o0 * O1 + o1) * O2 + lo2[j2]) * gL;
-                add_row(acc.data() + phase[j2] * M + first[j2], row, n, gL);
+                const scalar_t* row = plane + ((j0 * p.kernel[1] + j1) * k2 + j2) * gR + (o0 * O1 + o1) * O2 * gL;
+                add_row(acc.data() + phase[j2] * M + first[j2], row, O2, gL);
               }
             }
           }
-          store_row(dst, acc.data(), S2, s2, M);
+          store_row(dst, acc.data(), S2, s2, M, pad2);
         }
     }
   });
@@ -388,12 +402,27 @@ at::Tensor fold(const at::Tensor& grad_output, at::IntArrayRef input_shape, at::
   return grad_input;
 }
 
+// The threads a parallel region of this build runs on: 1 where it was compiled without OpenMP.
+int64_t parallel_threads() {
+  int64_t threads = 0;
+  at::parallel_for(0, 1 << 20, 1, [&](int64_t begin, int64_t) {
+    if (begin != 0) return;  // one writer
+#ifdef _OPENMP
+    threads = omp_get_num_threads();
+#else
+    threads = 1;
+#endif
+  });
+  return threads;
+}
+
 }  // namespace
 
 UNFOLD_LIBRARY(UNFOLD_NAMESPACE, m) {
   m.def("unfold(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride) -> Tensor");
   m.def("unfold_out(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride, Tensor(a!) out) -> ()");
   m.def("fold(Tensor grad_output, int[] input_shape, int[] kernel_size, int[] dilation, int[] padding, int[] stride) -> Tensor");
+  m.def("parallel_threads() -> int", &parallel_threads);
 }
 
 UNFOLD_LIBRARY_IMPL(UNFOLD_NAMESPACE, CPU, m) {
