@@ -185,6 +185,7 @@ def test_issue_21_targets_worked_by_hand():
     assert "Missed on allcnnc-conv1" in fresh.note and "Why: the fresh-output floor only" in fresh.note
     copy = _one(found, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.3x")
     assert copy.evidence["verdict"].tolist() == ["met", "met"]  # 1.2x and 1.0x copy_
+    assert copy.evidence["fresh-output floor x copy_"].tolist() == pytest.approx([1.0, 1.0])  # 10 ms / 10 ms
     assert copy.evidence["row elements"].tolist() == [32, 16]  # windows along W: conv1 stride 1, conv4 stride 1 on 16
     assert "Why" not in copy.note  # met everywhere: nothing to explain
     native = _one(found, ISSUE_21, "The fastest forward-backward")
