@@ -23,8 +23,8 @@ help:  ## this list
 .PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
 	memprofile report regress regress-validate advise asv-check clean
 
-# --no-compile: no bytecode for the thousands of modules never imported (torch's install alone: 14 s with it, 4 s
-# without, measured here); Python compiles and caches what is imported, on first import.
+# --no-compile: no bytecode for the thousands of modules a run never imports (most of pip's install time for
+# torch); Python compiles and caches what is imported, on first import.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
