@@ -23,13 +23,11 @@ help:  ## this list
 .PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
 	memprofile report regress regress-validate advise asv-check clean
 
-# --no-compile: no bytecode for the thousands of modules a run never imports (most of pip's install time for
-# torch); Python compiles and caches what is imported, on first import.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e ".[dev]"
+	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $(STAMP)
 
 venv: $(STAMP)  ## set up .venv (torch first, then the project with its extras)
