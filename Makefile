@@ -56,7 +56,8 @@ test: lint browser cpp  ## ruff, then the whole test suite in two workers (what 
 # gradcheck, validation, views, caveats, capabilities, the reports. Leaves out the tests marked slow: the compiling
 # strategies' random problems, PyTorch's OpInfo samples, Triton's interpreter, the harness end to end (every quick
 # cell, asv runs, the gate's processes, the cold compile), a killed run, the allocator's processes, the defects'
-# reproducers, torch.func on the compiled strategies, the scripts' entry points, the site in chromium.
+# reproducers, torch.func on the compiled strategies, the scripts' entry points, the site in chromium, the
+# gate's paired processes, the mutation check, the decision rule's simulation, advise end to end.
 test-fast: cpp  ## the tests not marked slow, for the inner loop (make test runs them all)
 	@echo "make test-fast: the tests not marked slow (compiles, processes, Triton's interpreter, the browser); make test runs them all"
 	$(PY) -m pytest $(PYTEST_FLAGS) -m "not slow" -q

@@ -114,6 +114,7 @@ def test_a_strategy_that_cannot_run_a_layer_is_listed_with_its_reason_and_never_
     assert "b               cannot: wrong output: made up" in format_text(report)
 
 
+@pytest.mark.slow
 def test_one_geometry_end_to_end_writes_json_and_a_self_contained_page(tmp_path, capsys):
     files = ["--json", str(tmp_path / "a.json"), "--html", str(tmp_path / "a.html")]
     status = main(

@@ -121,6 +121,7 @@ def test_skipped_at_both_revisions_is_left_out():
     assert _status(table) == 2  # head has a cell the gate could not measure, broken before or not
 
 
+@pytest.mark.slow
 def test_decision_rule_rarely_cries_wolf_and_catches_a_30_percent_slowdown():
     # Noise model: log-normal samples with sigma 0.15 (interquartile range about 20% of the median, as seen
     # on this project's 2-core machines); 20 independent samples per revision, judged as pooled samples.

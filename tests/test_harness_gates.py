@@ -63,6 +63,7 @@ def _net_peaks_in_a_new_process(names: list[str]) -> dict[str, tuple[int, int]]:
     return ast.literal_eval(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(cpu_peak_supported() is not None, reason=str(cpu_peak_supported()))
 def test_a_strategy_that_reuses_its_output_is_charged_the_buffer():
     config = profile_config(TINY, MEMORY_CONFIG)

@@ -27,6 +27,7 @@ def copy():
         yield path
 
 
+@pytest.mark.slow
 def test_quick_mutations_are_caught(copy):
     mutations = [m for m in mutation_check.MUTATIONS if m.name in QUICK]
     assert len(mutations) == len(QUICK)

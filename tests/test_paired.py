@@ -166,6 +166,7 @@ def _measured(base: Strategy, head: Strategy, kind: str = "time", head_first: bo
     return {row["measure"]: row for row in rows}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head_first", [False, True])
 def test_the_ratio_is_head_over_base_whichever_revision_goes_first(head_first):
     # a four times slower head: the ratio is far above 1 (a swap of the sides would put it far below), whatever
@@ -228,6 +229,7 @@ def test_a_wrong_side_is_not_timed_and_a_missing_strategy_is_new_not_failed():
     assert [row["absent_at"] for row in absent] == ["base", "base"]
 
 
+@pytest.mark.slow
 def test_net_peaks_of_the_same_code_agree_in_their_pinned_process():
     """As the gate measures them: in a process of their own, started with glibc's threshold pinned."""
     command = [sys.executable, "-m", "benchmarks.paired", str(ROOT), str(ROOT), "native", "example", "--kind", "memory"]
@@ -237,6 +239,7 @@ def test_net_peaks_of_the_same_code_agree_in_their_pinned_process():
     assert all(row["before"] > 0 and row["before"] == row["after"] for row in rows), rows
 
 
+@pytest.mark.slow
 def test_a_process_that_dies_fails_its_cells_only():
     units = [("native", "no-such-config", "cpu"), ("nonexistent", "example", "cpu")]
     rows = list(measure_in_processes(ROOT, ROOT, units, "quick", 0.5, 1.5, 0.02, 1.25, env={"PATH": ""}))
@@ -251,6 +254,7 @@ def test_a_process_that_dies_fails_its_cells_only():
     assert all(r["absent_at"] == "both" for r in rows if r["strategy"] == "nonexistent")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "arguments, named",
     [
