@@ -17,6 +17,10 @@ Accumulating a half-precision gradient in float is within ``impls.parity``'s bou
 order in the dtype's own precision: the float sum's error is ``2**13`` (float16) or ``2**16`` (bfloat16) times
 smaller than the bound's summation term, and the one final rounding is the bound's ``eps |exact|`` term.
 
+Memory: each fresh result of ``impls.huge_pages.RESULT_BYTES`` or more (the output forward, ``grad_input``
+backward) is advised into transparent huge pages before it is written, so it page-faults once per 2 MiB instead
+of once per 4 KiB (``impls.huge_pages``); an ``out`` given by the caller is left as it is.
+
 The kernels are registered as PyTorch operators (``torch.ops.<namespace>.unfold``, ``unfold_out``, ``fold``) with
 fake (meta) implementations, so the adjoint pair (``impls.adjoint_pair``) traces inside ``torch.compile`` and
 composes with ``jvp``, ``vmap`` and double backward as ``gather`` does. The namespace carries a hash of the source
@@ -39,6 +43,7 @@ from pathlib import Path
 
 import torch
 
+from impls import huge_pages
 from impls.adjoint_pair import adjoint_pair
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
@@ -72,6 +77,7 @@ def _build_key() -> str:
     for part in (
         SOURCE.read_bytes(),
         " ".join(CFLAGS + OPENMP_FLAGS).encode(),
+        f"{huge_pages.RESULT_BYTES} {huge_pages.HUGE_PAGE_BYTES}".encode(),
         torch.__version__.encode(),
         _cpu_flags().encode(),
     ):
@@ -133,7 +139,13 @@ def ops():
             load(
                 name=NAMESPACE,
                 sources=[str(SOURCE)],
-                extra_cflags=[*CFLAGS, *OPENMP_FLAGS, f"-DUNFOLD_NAMESPACE={NAMESPACE}"],
+                extra_cflags=[
+                    *CFLAGS,
+                    *OPENMP_FLAGS,
+                    f"-DUNFOLD_NAMESPACE={NAMESPACE}",
+                    f"-DUNFOLD_HUGE_PAGE_RESULT_BYTES={huge_pages.RESULT_BYTES}",
+                    f"-DUNFOLD_HUGE_PAGE_BYTES={huge_pages.HUGE_PAGE_BYTES}",
+                ],
                 extra_ldflags=list(OPENMP_FLAGS),
                 build_directory=str(directory),
                 is_python_module=False,
@@ -203,6 +215,7 @@ unfold = Strategy(
     devices=("cpu",),
     implementation=_cpp_unfold,
     missing_requirement=MISSING_REQUIREMENT,
+    advises_huge_pages=True,
 )
 
 

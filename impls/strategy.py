@@ -107,6 +107,10 @@ class Strategy:
             still fails there (so the refusal goes when the defect does).
         compile_defect: why the strategy fails inside ``torch.compile(fullgraph=True)``, or None; checked both
             ways by the tests (``impls.capabilities``).
+        advises_huge_pages: True when the strategy advises its fresh results (from a size its module states) into
+            transparent huge pages before writing them (Linux ``madvise``), so they page-fault once per 2 MiB
+            instead of once per 4 KiB; its floor is then ``time_fresh_output_huge_pages`` (``benchmarks.bounds``),
+            not ``time_fresh_output``. Checked both ways by the tests.
     """
 
     name: str
@@ -123,6 +127,7 @@ class Strategy:
     missing_requirement: str | None = None
     empty_batch_defect: str | None = None
     compile_defect: str | None = None
+    advises_huge_pages: bool = False
 
     def unsupported_reason(
         self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None

@@ -158,6 +158,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_reports.py",),
         "a time is read against copy_'s time, not fill_'s",
     ),
+    Mutation(
+        "cpp-output-not-advised-into-huge-pages",
+        "impls/csrc/unfold_cpu.cpp",
+        "  advise_huge_pages(out);\n",
+        "",
+        ("tests/test_huge_pages.py", "-k", "cpp"),
+        "a strategy that declares huge-page advice gives its forward result huge pages",
+    ),
+    Mutation(
+        "huge-page-advice-for-any-size",
+        "impls/huge_pages.py",
+        "nbytes < RESULT_BYTES:",
+        "nbytes < 0:",
+        ("tests/test_huge_pages.py", "-k", "helper"),
+        "only a block of its own, never heap memory the process reuses, is advised",
+    ),
 )
 
 
