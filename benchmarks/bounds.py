@@ -9,6 +9,8 @@ Per profile class (``Quick`` / ``Full``), params config x device:
   returns a new tensor, in the run's timing regime (``benchmarks.allocator``). In the fresh-pages regime, and
   for an output over glibc's largest mmap threshold in either, the allocation comes from the kernel and every
   page faults on first touch; the gap to ``time_fill`` is then what reusing an output would save.
+- ``time_fresh_output_huge_pages``: the same with the output advised into transparent huge pages before it is
+  written (``impls.huge_pages``): the floor of a strategy that advises its results so (``advises_huge_pages``).
 - ``track_net_peak_fresh_output``: the net peak of that call, measured like the strategies' (it should equal
   the output's size: a check of the memory measurement itself).
 - ``track_min_peak_forward`` / ``track_min_peak_forward_backward``: the analytic minimum (forward: the
@@ -17,12 +19,15 @@ Per profile class (``Quick`` / ``Full``), params config x device:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from benchmarks.allocator import pin_mmap_threshold_now
 from benchmarks.cells import DEVICES, analytic_minimum_bytes, device_unavailable, profile_config, synchronize
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
+from impls import huge_pages
 
 
 class _BoundsSuite(SampledByProfile):
@@ -43,8 +48,10 @@ class _BoundsSuite(SampledByProfile):
         self.result = None
         synchronize(device)
 
-    def _fresh_output(self) -> torch.Tensor:
-        out = torch.empty(self.shape, dtype=self.dtype, device=self.device).fill_(1)
+    def _fresh_output(self, advise: Callable[[torch.Tensor], None] = lambda fresh: None) -> torch.Tensor:
+        out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        advise(out)
+        out.fill_(1)
         synchronize(self.device)
         return out
 
@@ -58,6 +65,9 @@ class _BoundsSuite(SampledByProfile):
 
     def time_fresh_output(self, config: str, device: str) -> None:
         self.result = self._fresh_output()  # kept until the next setup: freeing it is not timed
+
+    def time_fresh_output_huge_pages(self, config: str, device: str) -> None:
+        self.result = self._fresh_output(huge_pages.advise)
 
     def track_net_peak_fresh_output(self, config: str, device: str) -> int:
         pin_mmap_threshold_now()  # as for the strategies' net peaks
