@@ -222,19 +222,22 @@ def test_steps_are_found_by_asvs_step_detection_and_only_there(table):
     assert step.ratio == pytest.approx(1.5)  # native's 3% step at the same commit is below the threshold
 
 
+# One series of the step detection (a column per key, the same on every row); each test adds its history.
+ONE_SERIES = {
+    "machine": "m",
+    "env": "e",
+    "profile": "quick",
+    "device": "cpu",
+    "config": "c",
+    "strategy": "s",
+    "metric": "track_net_peak_forward",
+    "status": "ok",
+}
+
+
 def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
-    series = {
-        "machine": "m",
-        "env": "e",
-        "profile": "quick",
-        "device": "cpu",
-        "config": "c",
-        "strategy": "s",
-        "metric": "track_net_peak_forward",
-        "status": "ok",
-    }
     values = [100.0, 100, 100, 150, 150, 150]
-    same = pd.DataFrame({**series, "order": range(6), "commit": list("uvwxyz"), "value": values, "allocator": None})
+    same = pd.DataFrame({**ONE_SERIES, "order": range(6), "commit": list("uvwxyz"), "value": values, "allocator": None})
     assert len(analysis.steps(same)) == 1  # one allocator throughout (None: not recorded): a step
     changed = same.assign(allocator=["dynamic"] * 3 + ["pinned"] * 3)
     assert analysis.steps(changed).empty  # two series of three, each flat
@@ -242,18 +245,10 @@ def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
 
 def test_a_step_up_from_zero_is_a_step_with_an_infinite_ratio():
     # a view (0 bytes) turning into a copy is the step most worth catching
-    series = {
-        "machine": "m",
-        "env": "e",
-        "profile": "quick",
-        "device": "cpu",
-        "config": "c",
-        "strategy": "s",
-        "metric": "track_net_peak_forward",
-        "status": "ok",
-        "allocator": "a",
-    }
-    history = pd.DataFrame({**series, "order": range(5), "commit": list("vwxyz"), "value": [0, 0, 0, 100.0, 100]})
+    values = [0, 0, 0, 100.0, 100]
+    history = pd.DataFrame(
+        {**ONE_SERIES, "allocator": "a", "order": range(5), "commit": list("vwxyz"), "value": values}
+    )
     step = analysis.steps(history).iloc[0]
     assert (step.commit_before, step.commit_after, step.ratio) == ("x", "y", math.inf)
 
