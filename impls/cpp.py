@@ -2,11 +2,12 @@
 adjoint, built with ``torch.utils.cpp_extension.load`` the first time the strategy is called.
 
 Forward: OpenMP (``at::parallel_for``) over the ``N C`` planes; each plane of the output, ``K L`` contiguous
-elements, is written row by row, one window row of one kernel offset at a time: zeros where the row reads
-padding (no padded copy), else one strided copy of the unpadded input with zero borders. The copy moves the
-elements' bits, so every dtype is exact. Along a contiguous innermost dim, stride 1 is a plain vectorised copy
-and stride 2 a deinterleaving one (``gcc -O3 -march=native``: two vector loads and one permute per vector, what
-Inductor's C++ backend does not emit, see ``impls.compiled``).
+elements, is written row by row, one window row of one kernel offset at a time. The copy moves the elements'
+bits, so every dtype is exact. With AVX-512, a 2-d plane whose window rows fit one register (stride 1 or 2) is
+first copied into a zero-padded buffer in L1, and each row is then one or two plain loads, a deinterleaving
+permute at stride 2 (what Inductor's C++ backend does not emit, see ``impls.compiled``) and one store. Otherwise
+each row is zeros where it reads padding, else one strided copy of the unpadded input with zero borders: along
+a contiguous innermost dim a vectorised copy at stride 1 and a deinterleaving one at stride 2.
 
 Backward: the adjoint (fold, col2im) as a gather, OpenMP over the planes: for each input row, a row of
 accumulators spanning the padded row (float for float16 and bfloat16, rounded once at the end) adds the whole
@@ -17,9 +18,8 @@ Accumulating a half-precision gradient in float is within ``impls.parity``'s bou
 order in the dtype's own precision: the float sum's error is ``2**13`` (float16) or ``2**16`` (bfloat16) times
 smaller than the bound's summation term, and the one final rounding is the bound's ``eps |exact|`` term.
 
-Memory: each fresh result of ``impls.huge_pages.RESULT_BYTES`` or more (the output forward, ``grad_input``
-backward) is advised into transparent huge pages before it is written, so it page-faults once per 2 MiB instead
-of once per 4 KiB (``impls.huge_pages``); an ``out`` given by the caller is left as it is.
+Memory: the results are fresh tensors from PyTorch's allocator. ``impls.cpp_huge_pages`` runs the same kernels
+with each fresh result advised into transparent huge pages (``huge_pages``, ``impls.huge_pages``).
 
 The kernels are registered as PyTorch operators (``torch.ops.<namespace>.unfold``, ``unfold_out``, ``fold``) with
 fake (meta) implementations, so the adjoint pair (``impls.adjoint_pair``) traces inside ``torch.compile`` and
@@ -166,7 +166,7 @@ def _output_shape(shape, kernel, dilation, padding, stride) -> list[int]:
 
 def _register_fakes() -> None:
     @torch.library.register_fake(f"{NAMESPACE}::unfold")
-    def _(input, kernel_size, dilation, padding, stride):
+    def _(input, kernel_size, dilation, padding, stride, huge_pages):
         return input.new_empty(_output_shape(input.shape, kernel_size, dilation, padding, stride))
 
     @torch.library.register_fake(f"{NAMESPACE}::unfold_out")
@@ -174,7 +174,7 @@ def _register_fakes() -> None:
         return None
 
     @torch.library.register_fake(f"{NAMESPACE}::fold")
-    def _(grad_output, input_shape, kernel_size, dilation, padding, stride):
+    def _(grad_output, input_shape, kernel_size, dilation, padding, stride, huge_pages):
         return grad_output.new_empty(input_shape)
 
 
@@ -182,25 +182,32 @@ def _arguments(g: Geometry) -> tuple:
     return (list(g.kernel_size), list(g.dilation), list(g.padding), list(g.stride))
 
 
-def _unfold(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
-    if out is None:
-        return ops().unfold(input, *_arguments(geometry))
-    ops().unfold_out(input, *_arguments(geometry), out)
-    return out
+def _pair(huge_pages: bool) -> type[torch.autograd.Function]:
+    """The kernels as an adjoint pair, their fresh results advised into huge pages or not."""
+
+    def unfold(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
+        if out is None:
+            return ops().unfold(input, *_arguments(geometry), huge_pages)
+        ops().unfold_out(input, *_arguments(geometry), out)
+        return out
+
+    def fold(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        return ops().fold(grad_output, list(geometry.input_shape), *_arguments(geometry), huge_pages)
+
+    return adjoint_pair("CppHugePages" if huge_pages else "Cpp", unfold, fold)
 
 
-def _fold(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return ops().fold(grad_output, list(geometry.input_shape), *_arguments(geometry))
+_PAIRS = {False: _pair(False), True: _pair(True)}
 
 
-_CppUnfold = adjoint_pair("Cpp", _unfold, _fold)
-
-
-def unfold_into(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None) -> torch.Tensor:
-    """The unfold (differentiable), written into ``out`` when given (``impls.output_reuse.check_out``)."""
+def unfold_into(
+    input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None, huge_pages: bool = False
+) -> torch.Tensor:
+    """The unfold (differentiable), written into ``out`` when given (``impls.output_reuse.check_out``); with
+    ``huge_pages`` its fresh results are advised into huge pages (``impls.huge_pages``)."""
     if out is not None:
         check_out(out, input, geometry)
-    return _CppUnfold.apply(input, geometry, out)
+    return _PAIRS[huge_pages].apply(input, geometry, out)
 
 
 def _cpp_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
@@ -215,7 +222,6 @@ unfold = Strategy(
     devices=("cpu",),
     implementation=_cpp_unfold,
     missing_requirement=MISSING_REQUIREMENT,
-    advises_huge_pages=True,
 )
 
 

@@ -11,10 +11,13 @@
 // Forward: plane (n, c) of the output is one contiguous block of K*L elements, written row by row: for each
 // kernel offset and each window row, zeros where the row reads padding, else one strided copy from the
 // unpadded input (no padded copy) with zero borders. The copy moves bits (an unsigned integer of the element's
-// width), so every dtype is bit-exact, NaN payloads and -0.0 included. Stride 1 along a contiguous innermost
-// dim, and rows of padding, are written in whole AVX-512 registers where the CPU has them (below); stride 2 is
-// gcc's vectorisation of `dst[i] = src[2 * i]` (-O3 -march=native: two vector loads and one deinterleaving
-// permute, vpermt2d/w/q, per vector); other steps are a scalar strided loop.
+// width), so every dtype is bit-exact, NaN payloads and -0.0 included. Where the CPU has AVX-512, a 2-d plane
+// whose window rows fit one register, at stride 1 or 2 along a contiguous innermost dim (All-CNN-C's layers from
+// 16 x 16 down), is first copied into a zero-padded buffer in L1; each output row is then one or two unmasked
+// loads, a deinterleaving permute (vpermt2w/d/q) at stride 2, and one store (padded_plane_rows). Otherwise stride
+// 1 and rows of padding are written in whole AVX-512 registers (short_rows, write_row), stride 2 is gcc's
+// vectorisation of `dst[i] = src[2 * i]` (-O3 -march=native: two loads and a permute per vector), and other
+// steps are a scalar strided loop.
 //
 // Backward: for each input row of plane (n, c), a row of accumulators in the op-math type (float for half
 // types, then rounded once) gathers, for each kernel offset whose windows read that row, the slice of
@@ -22,10 +25,10 @@
 // innermost dim, stored phase-major), then the phases are interleaved into the gradient row. Each input entry
 // sums its at most K terms in one fixed order: no atomics, deterministic.
 //
-// Memory: a fresh result costs a page fault per page on first touch. On Linux each result of
-// UNFOLD_HUGE_PAGE_RESULT_BYTES or more (the output forward, grad_input backward) is advised into transparent huge
-// pages before it is written (advise_huge_pages), so it faults once per 2 MiB instead of once per 4 KiB (why, and
-// why that size: impls/huge_pages.py). An `out` given by the caller is left as it is.
+// Memory: a fresh result costs a page fault per page on first touch. Called with huge_pages (the cpp_huge_pages
+// strategy), unfold and fold advise each result of UNFOLD_HUGE_PAGE_RESULT_BYTES or more into transparent huge
+// pages before writing it (advise_huge_pages), so it faults once per 2 MiB instead of once per 4 KiB (why, why
+// that size, and what it can cost: impls/huge_pages.py). An `out` given by the caller is left as it is.
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -124,9 +127,9 @@ void advise_huge_pages(const at::Tensor& fresh) {
 // padding by load masks (masked-off lanes are neither read nor faulted on), so a short row (8 to 32 elements in
 // All-CNN-C) costs a load and a store instead of a vector loop's prologue, scalar remainder and a memset call per
 // border. Stores are unmasked wherever they may run over into the plane's later rows (masked stores are slow on
-// AMD's Zen 4). Tried and dropped, each slower in place on the AMD EPYC (Zen 4) VM than the portable loops:
-// the same two-masked-loads-and-permute for stride 2 (3x slower than gcc's loop there, though 2x faster with
-// everything in cache), and masked float rows in the backward (about 1.6x slower).
+// AMD's Zen 4). Masked loads are left to short rows of stride 1: for stride 2 two masked loads and a permute per
+// row were slower in place on AMD's Zen 4 than gcc's loop, and so were masked float rows in the backward; the
+// padded plane needs no masked load at all.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define UNFOLD_AVX512 1
 #include <immintrin.h>
@@ -150,6 +153,8 @@ struct Register<2> {
     if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
     else _mm512_mask_storeu_epi16(p, static_cast<__mmask32>(m), v);
   }
+  // Lane k of the result is lane idx[k] of the concatenation (a, b).
+  static __m512i pick(__m512i a, __m512i idx, __m512i b) { return _mm512_permutex2var_epi16(a, idx, b); }
 };
 template <>
 struct Register<4> {
@@ -159,6 +164,8 @@ struct Register<4> {
     if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
     else _mm512_mask_storeu_epi32(p, static_cast<__mmask16>(m), v);
   }
+  // Lane k of the result is lane idx[k] of the concatenation (a, b).
+  static __m512i pick(__m512i a, __m512i idx, __m512i b) { return _mm512_permutex2var_epi32(a, idx, b); }
 };
 template <>
 struct Register<8> {
@@ -168,6 +175,8 @@ struct Register<8> {
     if (m == lane_range(0, lanes, lanes)) _mm512_storeu_si512(p, v);  // a whole register: no masked store
     else _mm512_mask_storeu_epi64(p, static_cast<__mmask8>(m), v);
   }
+  // Lane k of the result is lane idx[k] of the concatenation (a, b).
+  static __m512i pick(__m512i a, __m512i idx, __m512i b) { return _mm512_permutex2var_epi64(a, idx, b); }
 };
 // Rows of one register (of Reg) or less: dst row o1 = the input row x1(o1), lanes [lo, hi), zeros elsewhere.
 template <typename Reg, typename V, typename T>
@@ -186,6 +195,38 @@ inline void short_rows(T* dst, const T* row, const T* plane_end, int64_t O1, int
       Reg::store(dst, lane_range(0, O2, Reg::lanes), v);
     }
   }
+}
+
+// The lane indices 0, 2, 4, ... (every other element of two registers) for Reg's element width.
+template <typename Reg, typename T>
+inline __m512i even_lanes() {
+  alignas(64) T index[Reg::lanes];
+  for (int64_t k = 0; k < Reg::lanes; ++k) index[k] = static_cast<T>(2 * k);
+  return _mm512_load_si512(index);
+}
+
+// A 2-d plane whose window rows fit one register and whose innermost stride is 1 or 2: the plane is first copied
+// into `padded` (its zero borders written once per thread), so every output row is one or two unmasked loads from
+// L1, a deinterleaving permute for stride 2, and one store: no borders, no masks on the loads.
+template <typename Reg, typename T>
+inline void padded_plane_rows(T* dst, const T* src, T* padded, const Problem& p, int64_t row_stride) {
+  const int64_t H = p.size[1], W = p.size[2], Wp = W + 2 * p.padding[2];
+  const int64_t O1 = p.windows[1], O2 = p.windows[2], s1 = p.stride[1], s2 = p.stride[2];
+  for (int64_t x1 = 0; x1 < H; ++x1)
+    std::copy(src + x1 * row_stride, src + x1 * row_stride + W, padded + (x1 + p.padding[1]) * Wp + p.padding[2]);
+  const __m512i even = even_lanes<Reg, T>();
+  const T* const plane_end = dst + p.K * p.L;
+  const uint64_t row = lane_range(0, O2, Reg::lanes);
+  for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1)
+    for (int64_t j2 = 0; j2 < p.kernel[2]; ++j2) {
+      const T* from = padded + j1 * p.dilation[1] * Wp + j2 * p.dilation[2];
+      for (int64_t o1 = 0; o1 < O1; ++o1, from += s1 * Wp, dst += O2) {
+        __m512i v = _mm512_loadu_si512(from);
+        if (s2 == 2) v = Reg::pick(v, even, _mm512_loadu_si512(from + Reg::lanes));
+        if (plane_end - dst >= Reg::lanes) _mm512_storeu_si512(dst, v);  // later rows overwrite the excess
+        else Reg::store(dst, row, v);
+      }
+    }
 }
 #endif
 
@@ -244,7 +285,25 @@ void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
   const bool one_register = step == 1 && O2 <= Register<sizeof(T)>::lanes;
 #endif
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plane));
+#ifdef UNFOLD_AVX512
+  // 2-d planes with rows of one register, stride 1 or 2 along a contiguous innermost dim, small enough to pad in
+  // L1 (with room for the last row's two-register load): padded_plane_rows.
+  using R = Register<sizeof(T)>;
+  const int64_t padded_elements =
+      (p.size[1] + 2 * p.padding[1]) * (p.size[2] + 2 * p.padding[2]) + 2 * R::lanes;
+  const bool via_padded_plane = p.size[0] == 1 && p.kernel[0] == 1 && in_stride[2] == 1 && p.stride[2] <= 2 &&
+                                O2 <= R::lanes && padded_elements * int64_t(sizeof(T)) <= (int64_t(32) << 10);
+#endif
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+#ifdef UNFOLD_AVX512
+    if (via_padded_plane) {
+      std::vector<T> padded(padded_elements, T(0));  // its borders stay zero: each plane writes the interior
+      for (int64_t nc = begin; nc < end; ++nc)
+        padded_plane_rows<R, T>(o + nc * plane, in + (nc / p.C) * sN + (nc % p.C) * sC, padded.data(), p,
+                                in_stride[1]);
+      return;
+    }
+#endif
     for (int64_t nc = begin; nc < end; ++nc) {
       const T* src = in + (nc / p.C) * sN + (nc % p.C) * sC;
       T* dst = o + nc * plane;
@@ -297,10 +356,10 @@ void unfold_into(const at::Tensor& input, at::Tensor& out, const Problem& p) {
 }
 
 at::Tensor unfold(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
-                  at::IntArrayRef stride) {
+                  at::IntArrayRef stride, bool huge_pages) {
   const Problem p = make_problem(input.sizes(), kernel, dilation, padding, stride);
   at::Tensor out = at::empty({p.N, p.C * p.K, p.L}, input.options().memory_format(at::MemoryFormat::Contiguous));
-  advise_huge_pages(out);
+  if (huge_pages) advise_huge_pages(out);
   unfold_into(input, out, p);
   return out;
 }
@@ -420,13 +479,13 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
 }
 
 at::Tensor fold(const at::Tensor& grad_output, at::IntArrayRef input_shape, at::IntArrayRef kernel,
-                at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+                at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride, bool huge_pages) {
   TORCH_CHECK(grad_output.device().is_cpu(), "fold_cpu: CPU tensors only");
   const Problem p = make_problem(input_shape, kernel, dilation, padding, stride);
   TORCH_CHECK(grad_output.sizes() == at::IntArrayRef({p.N, p.C * p.K, p.L}), "fold_cpu: grad_output has the wrong shape");
   at::Tensor grad_input = at::empty(input_shape, grad_output.options().memory_format(at::MemoryFormat::Contiguous));
   if (grad_input.numel() == 0) return grad_input;
-  advise_huge_pages(grad_input);
+  if (huge_pages) advise_huge_pages(grad_input);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad_output.scalar_type(), "fold_cpu",
                                   [&] { fold_kernel<scalar_t>(grad_output, grad_input, p); });
   return grad_input;
@@ -449,9 +508,10 @@ int64_t parallel_threads() {
 }  // namespace
 
 UNFOLD_LIBRARY(UNFOLD_NAMESPACE, m) {
-  m.def("unfold(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride) -> Tensor");
+  m.def("unfold(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride, bool huge_pages) -> Tensor");
   m.def("unfold_out(Tensor input, int[] kernel_size, int[] dilation, int[] padding, int[] stride, Tensor(a!) out) -> ()");
-  m.def("fold(Tensor grad_output, int[] input_shape, int[] kernel_size, int[] dilation, int[] padding, int[] stride) -> Tensor");
+  m.def("fold(Tensor grad_output, int[] input_shape, int[] kernel_size, int[] dilation, int[] padding, int[] stride, "
+        "bool huge_pages) -> Tensor");
   m.def("parallel_threads() -> int", &parallel_threads);
 }
 
