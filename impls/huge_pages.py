@@ -12,10 +12,19 @@ times ``sizeof(long)``), so with glibc's malloc such a block is always a mapping
 freed: the advice never reaches heap memory the process goes on reusing. Of the block only its 2 MiB-aligned
 interior is advised. The advice is a hint: a kernel without THP, or the mode ``never``, leaves the pages small.
 
+What it can cost: a huge page needs a free, physically contiguous 2 MiB block. Where the kernel's THP ``defrag``
+setting makes a fault wait for one (``madvise``, the default, does for advised ranges), a fragmented machine
+stalls in reclaim and compaction. On a virtual machine whose balloon device reports free memory to the host
+(virtio-balloon free page reporting, which reports free blocks of 2 MiB and more), a freed huge page is soon
+handed back to the host, and the next one faults in the host as well: there a call right after the previous
+one's memory was freed is fast, and one after a pause of seconds can be slower than with 4 KiB pages, which
+reporting leaves alone. So the advice is a strategy of its own (``cpp_huge_pages``), measured beside ``cpp``.
+
 PyTorch's ``THP_MEM_ALLOC_ENABLE=1`` does the same for every CPU allocation of 2 MiB or more in a process
 (``make bench-thp`` measures that variant); a strategy that advises its own results gets huge pages without it.
-The ``cpp`` kernels advise in C++ (``impls/csrc/unfold_cpu.cpp``, built with this module's ``RESULT_BYTES``); this
-module's ``advise`` is the same call for a tensor made in Python (``benchmarks.bounds``' huge-page floor).
+``cpp_huge_pages``'s kernels advise in C++ (``impls/csrc/unfold_cpu.cpp``, built with this module's
+``RESULT_BYTES``); this module's ``advise`` is the same call for a tensor made in Python (``benchmarks.bounds``'
+huge-page floor).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from impls import (
     compiled,
     compiled_reuse,
     cpp,
+    cpp_huge_pages,
     gather,
     gather_reuse,
     native,
@@ -33,6 +34,7 @@ _REGISTERED: tuple[Strategy, ...] = (
     compiled.unfold,
     compiled_reuse.unfold,
     cpp.unfold,
+    cpp_huge_pages.unfold,
 )
 
 # Checked only under Triton's CPU interpreter so far; the issue asks for the GPU parity tests to pass first.

@@ -161,7 +161,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "cpp-output-not-advised-into-huge-pages",
         "impls/csrc/unfold_cpu.cpp",
-        "  advise_huge_pages(out);\n",
+        "  if (huge_pages) advise_huge_pages(out);\n",
         "",
         ("tests/test_huge_pages.py", "-k", "cpp"),
         "a strategy that declares huge-page advice gives its forward result huge pages",
