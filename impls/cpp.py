@@ -19,7 +19,7 @@ order in the dtype's own precision: the float sum's error is ``2**13`` (float16)
 smaller than the bound's summation term, and the one final rounding is the bound's ``eps |exact|`` term.
 
 Memory: the results are fresh tensors from PyTorch's allocator. ``impls.cpp_huge_pages`` runs the same kernels
-with each fresh result advised into transparent huge pages (``huge_pages``, ``impls.huge_pages``).
+with each fresh result advised into transparent huge pages (``impls.huge_pages``).
 
 The kernels are registered as PyTorch operators (``torch.ops.<namespace>.unfold``, ``unfold_out``, ``fold``) with
 fake (meta) implementations, so the adjoint pair (``impls.adjoint_pair``) traces inside ``torch.compile`` and
@@ -182,32 +182,32 @@ def _arguments(g: Geometry) -> tuple:
     return (list(g.kernel_size), list(g.dilation), list(g.padding), list(g.stride))
 
 
-def _pair(huge_pages: bool) -> type[torch.autograd.Function]:
+def _pair(advise_huge_pages: bool) -> type[torch.autograd.Function]:
     """The kernels as an adjoint pair, their fresh results advised into huge pages or not."""
 
     def unfold(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:
         if out is None:
-            return ops().unfold(input, *_arguments(geometry), huge_pages)
+            return ops().unfold(input, *_arguments(geometry), advise_huge_pages)
         ops().unfold_out(input, *_arguments(geometry), out)
         return out
 
     def fold(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        return ops().fold(grad_output, list(geometry.input_shape), *_arguments(geometry), huge_pages)
+        return ops().fold(grad_output, list(geometry.input_shape), *_arguments(geometry), advise_huge_pages)
 
-    return adjoint_pair("CppHugePages" if huge_pages else "Cpp", unfold, fold)
+    return adjoint_pair("CppHugePages" if advise_huge_pages else "Cpp", unfold, fold)
 
 
 _PAIRS = {False: _pair(False), True: _pair(True)}
 
 
 def unfold_into(
-    input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None, huge_pages: bool = False
+    input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None = None, advise_huge_pages: bool = False
 ) -> torch.Tensor:
     """The unfold (differentiable), written into ``out`` when given (``impls.output_reuse.check_out``); with
-    ``huge_pages`` its fresh results are advised into huge pages (``impls.huge_pages``)."""
+    ``advise_huge_pages`` its fresh results are advised into huge pages (``impls.huge_pages``)."""
     if out is not None:
         check_out(out, input, geometry)
-    return _PAIRS[huge_pages].apply(input, geometry, out)
+    return _PAIRS[advise_huge_pages].apply(input, geometry, out)
 
 
 def _cpp_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:

@@ -18,7 +18,7 @@ from impls.strategy import Strategy
 
 
 def _cpp_huge_pages_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return unfold_into(input, geometry, huge_pages=True)
+    return unfold_into(input, geometry, advise_huge_pages=True)
 
 
 unfold = Strategy(
