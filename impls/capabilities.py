@@ -94,7 +94,13 @@ def _vmap(f: Callable) -> Callable:
 
 
 def _compiled(f: Callable) -> Callable:
-    return lambda x: torch.compile(f, fullgraph=True, dynamic=False)(x)
+    def run(x: torch.Tensor) -> object:
+        # Every strategy's check compiles the same lambda (``_under``): without a reset, the strategies checked
+        # in one process would count as recompiles of it, and Dynamo's recompile limit would fail the later ones.
+        torch.compiler.reset()
+        return torch.compile(f, fullgraph=True, dynamic=False)(x)
+
+    return run
 
 
 def _empty_batch(strategy: Strategy) -> str | None:

@@ -30,6 +30,13 @@ def test_the_strategies_of_our_own_compose_with_torch_func_in_float64():
             assert check(TESTED_STRATEGIES[name], capability) == WORKS, (name, capability)
 
 
+def test_the_compile_check_of_one_strategy_does_not_count_against_the_next():
+    # with a recompile limit of 1, a second strategy compiled without a reset would fail as a recompile
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for name in ("native", "as_strided"):
+            assert check(TESTED_STRATEGIES[name], "torch.compile(fullgraph)") == WORKS, name
+
+
 def test_an_undeclared_failure_and_a_stale_declaration_are_both_reported():
     native = TESTED_STRATEGIES["native"]
 
