@@ -410,16 +410,25 @@ def issue_6_findings(runs: list[_Run]) -> list[Finding]:
     return out
 
 
+# A target judged a second way, in evidence columns suffixed by the label: the phrase that opens its note.
+ALTERNATIVE_VERDICTS = {
+    " (reuse allowed)": "With output reuse allowed",
+    " (4 KiB pages)": "Without huge-page advice (4 KiB pages, against the fresh-output floor)",
+}
+
+
 def _target_finding(topic: str, claim: str, run: _Run, evidence: pd.DataFrame, why: str = "") -> Finding:
-    """A target's finding from its evidence: ``verdict`` per row (and ``verdict (reuse allowed)`` if there).
+    """A target's finding from its evidence: ``verdict`` per row (and ``verdict (reuse allowed)`` and the like,
+    ``ALTERNATIVE_VERDICTS``, if there).
     ``why``: what the evidence's explanatory columns show, added to the note when the target is missed somewhere."""
     where = [" ".join(str(v) for v in row) for row in evidence[[c for c in ("config", "pass") if c in evidence]].values]
     verdict, note = _met_verdict(evidence["verdict"], where)
     if why and note.startswith("Missed"):
         note += f" Why: {why}"
-    if "verdict (reuse allowed)" in evidence:
-        reuse, _ = _met_verdict(evidence["verdict (reuse allowed)"], where)
-        note = (note + " " if note else "") + f"With output reuse allowed: {reuse}."
+    for label, phrase in ALTERNATIVE_VERDICTS.items():
+        if f"verdict{label}" in evidence:
+            alternative, _ = _met_verdict(evidence[f"verdict{label}"], where)
+            note = (note + " " if note else "") + f"{phrase}: {alternative}."
     return Finding(topic, claim, verdict, evidence, run.source, note, run.run)
 
 
@@ -522,25 +531,32 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
     for run in full:
         cells = _allcnnc(run.cells)
         best = _fastest(cells, SET_ASIDE)
+        advisers = {name: "advises huge pages" for name, one in STRATEGIES.items() if one.advises_huge_pages}
+        in_small_pages = _fastest(cells, {**SET_ASIDE, **advisers})
         configs = list(dict.fromkeys(cells.config))
         lines = []
         for config in configs:
             key = (config, "time_forward")
             time, strategy = _get(best, key, "time"), _get(best, key, "strategy")
             floor_metric = _fresh_output_floor(run, config, strategy)
-            floor = run.bound(config, floor_metric)
+            floor, fresh = run.bound(config, floor_metric), run.bound(config, "time_fresh_output")
             ratio = math.nan if time is None or not floor > 0 else time / floor
+            small_time = _get(in_small_pages, key, "time")
+            small_ratio = math.nan if small_time is None or not fresh > 0 else small_time / fresh
             lines.append(
                 {
                     "config": config,
                     "fastest": strategy,
                     "forward ms": math.nan if time is None else time * 1e3,
-                    "fresh-output floor ms": run.bound(config, "time_fresh_output") * 1e3,
+                    "fresh-output floor ms": fresh * 1e3,
                     "huge-page floor ms": run.bound(config, HUGE_PAGE_FLOOR) * 1e3,
                     "its floor": FLOOR_LABELS[floor_metric],
                     "x its floor": ratio,
                     "input / output": _input_per_output(config),
                     "verdict": _judged(ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT),
+                    "fastest (4 KiB pages)": _get(in_small_pages, key, "strategy"),
+                    "x fresh-output floor (4 KiB pages)": small_ratio,
+                    "verdict (4 KiB pages)": _judged(small_ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT),
                 }
             )
         out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["fresh"], run, pd.DataFrame(lines), WHY_FLOOR))
