@@ -1,5 +1,6 @@
-"""The cpp strategy's build: its parallel regions run on torch's OpenMP threads, from torch's one OpenMP runtime
-(its parity is checked with every other strategy's, in the parity tests)."""
+"""The cpp strategy's build: its parallel regions run on torch's OpenMP threads, from torch's one OpenMP runtime;
+and the kernel's paths chosen by geometry and dtype, each on a problem that takes it and one beside it that must not
+(its parity on the configs and random problems is checked with every other strategy's, in the parity tests)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import os
 import pytest
 import torch
 
-from impls import cpp
+from impls import cpp, get_strategy
+from tests.helpers import assert_matches_reference
 
 pytestmark = pytest.mark.skipif(cpp.MISSING_REQUIREMENT is not None, reason=f"cpp needs {cpp.MISSING_REQUIREMENT}")
 
@@ -33,3 +35,33 @@ def test_one_openmp_runtime_is_loaded():
     with open("/proc/self/maps") as maps:
         runtimes = {line.split()[-1] for line in maps if "gomp" in line.rsplit("/", 1)[-1]}
     assert len(runtimes) <= 1, runtimes
+
+
+# (shape, kwargs): 2-d planes that fit the padded-plane path (AVX-512, rows of one register), and 3-d inputs of
+# depth 1 beside them, which take it only when they have one window along the depth: padded along it they have more
+# (the path once wrote the first and left the others unwritten).
+PLANE_PATH_PROBLEMS = [
+    ((2, 3, 6, 6), {"kernel_size": 3, "padding": 1}),
+    ((2, 3, 7, 9), {"kernel_size": 3, "padding": 1, "stride": 2}),
+    ((1, 2, 1, 6, 6), {"kernel_size": (1, 3, 3), "padding": (0, 1, 1)}),
+    ((1, 1, 1, 1, 1), {"kernel_size": 1, "padding": (1, 0, 0)}),
+    ((1, 2, 1, 6, 6), {"kernel_size": (1, 3, 3), "padding": 1}),
+    ((2, 2, 1, 5, 7), {"kernel_size": (1, 3, 3), "padding": (2, 1, 1), "stride": (1, 1, 2)}),
+]
+
+
+@pytest.mark.parametrize("name", ["cpp", "cpp_huge_pages"])
+@pytest.mark.parametrize("shape,kwargs", PLANE_PATH_PROBLEMS, ids=[f"{s}-{k}" for s, k in PLANE_PATH_PROBLEMS])
+def test_small_planes_and_depth_one_volumes_match_the_reference(name, shape, kwargs):
+    for dtype in (torch.float32, torch.float16):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+        assert_matches_reference(get_strategy(name), x, kwargs)
+
+
+# float16's backward converts rows in vectors of 8 (F16C) with a scalar tail; rows of 5, 8, 13 and 17 elements at
+# strides 1 and 2 take the vector loop, the tail, or both, on both of store's paths (direct, and interleaved first).
+@pytest.mark.parametrize("width", [5, 8, 13, 17])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_float16_gradient_rows_of_every_length_match_the_reference(width, stride):
+    x = torch.randn(2, 3, 4, 2 * width, generator=torch.Generator().manual_seed(width)).to(torch.float16)
+    assert_matches_reference(get_strategy("cpp"), x, {"kernel_size": 3, "padding": 1, "stride": stride})

@@ -23,7 +23,8 @@
 // types, then rounded once) gathers, for each kernel offset whose windows read that row, the slice of
 // grad_output those windows wrote: contiguous adds into the accumulators of one phase (x mod s along the
 // innermost dim, stored phase-major), then the phases are interleaved into the gradient row. Each input entry
-// sums its at most K terms in one fixed order: no atomics, deterministic.
+// sums its at most K terms in one fixed order: no atomics, deterministic. float16 is converted in vectors (F16C)
+// where the CPU has them, since c10::Half's one-at-a-time conversion keeps those loops scalar.
 //
 // Memory: a fresh result costs a page fault per page on first touch. Called with huge_pages (the cpp_huge_pages
 // strategy), unfold and fold advise each result of UNFOLD_HUGE_PAGE_RESULT_BYTES or more into transparent huge
@@ -38,6 +39,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -286,13 +288,15 @@ void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
 #endif
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plane));
 #ifdef UNFOLD_AVX512
-  // 2-d planes with rows of one register, stride 1 or 2 along a contiguous innermost dim, small enough to pad in
-  // L1 (with room for the last row's two-register load): padded_plane_rows.
+  // 2-d planes (one window along the outermost dim; a 3-d input padded along it has more) with rows of one
+  // register, stride 1 or 2 along a contiguous innermost dim, small enough to pad in L1 (with room for the last
+  // row's two-register load): padded_plane_rows.
   using R = Register<sizeof(T)>;
   const int64_t padded_elements =
       (p.size[1] + 2 * p.padding[1]) * (p.size[2] + 2 * p.padding[2]) + 2 * R::lanes;
-  const bool via_padded_plane = p.size[0] == 1 && p.kernel[0] == 1 && in_stride[2] == 1 && p.stride[2] <= 2 &&
-                                O2 <= R::lanes && padded_elements * int64_t(sizeof(T)) <= (int64_t(32) << 10);
+  const bool via_padded_plane = p.size[0] == 1 && p.kernel[0] == 1 && p.padding[0] == 0 && in_stride[2] == 1 &&
+                                p.stride[2] <= 2 && O2 <= R::lanes &&
+                                padded_elements * int64_t(sizeof(T)) <= (int64_t(32) << 10);
 #endif
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
 #ifdef UNFOLD_AVX512
@@ -412,6 +416,56 @@ inline void store_row(scalar_t* __restrict dst, const acc_t* __restrict acc, int
   }
 }
 
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#define UNFOLD_F16C 1
+
+// float16 rows, eight lanes at a time with F16C's conversions. c10::Half converts one element at a time
+// (_cvtsh_ss, _cvtss_sh), which keeps gcc from vectorising the loops above, so float16's backward ran far behind
+// bfloat16's (whose conversions are shifts, vectorised). The same conversions in vector form give the same bits:
+// float16 to float is exact, and float to float16 rounds to nearest even in both.
+template <>
+inline void add_row<float, c10::Half>(float* __restrict a, const c10::Half* __restrict row, int64_t n, int64_t step) {
+  int64_t i = 0;
+  if (step == 1) {
+    for (; i + 8 <= n; i += 8) {
+      const __m256 h = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
+      _mm256_storeu_ps(a + i, _mm256_add_ps(_mm256_loadu_ps(a + i), h));
+    }
+  }
+  for (; i < n; ++i) a[i] += static_cast<float>(row[i * step]);
+}
+
+// dst[x] = src[x] rounded to float16, for x in [0, n).
+inline void round_row(c10::Half* __restrict dst, const float* __restrict src, int64_t n) {
+  int64_t x = 0;
+  for (; x + 8 <= n; x += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + x),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; x < n; ++x) dst[x] = static_cast<c10::Half>(src[x]);
+}
+#endif
+
+// store_row, rounded to scalar_t in whole vectors where the element-wise conversion would not vectorise (float16
+// with F16C): the row is interleaved in float into `scratch` (n elements), then rounded.
+template <typename acc_t, typename scalar_t>
+inline void store_gradient_row(scalar_t* __restrict dst, const acc_t* __restrict acc, int64_t n, int64_t s, int64_t M,
+                               int64_t pad, acc_t* __restrict scratch) {
+#ifdef UNFOLD_F16C
+  if constexpr (std::is_same_v<scalar_t, c10::Half>) {
+    const float* row = acc + pad;  // stride 1: the row is the accumulators from the padding on
+    if (s != 1) {
+      store_row(scratch, acc, n, s, M, pad);
+      row = scratch;
+    }
+    round_row(dst, row, n);
+    return;
+  }
+#endif
+  (void)scratch;
+  store_row(dst, acc, n, s, M, pad);
+}
+
 
 template <typename scalar_t>
 void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Problem& p) {
@@ -453,7 +507,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
   };
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.K * p.L));
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> acc(s2 * M);
+    std::vector<acc_t> acc(s2 * M), scratch(S2);
     for (int64_t nc = begin; nc < end; ++nc) {
       const scalar_t* plane = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
       scalar_t* dst = gi + nc * S0 * S1 * S2;
@@ -472,7 +526,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
               }
             }
           }
-          store_row(dst, acc.data(), S2, s2, M, pad2);
+          store_gradient_row(dst, acc.data(), S2, s2, M, pad2, scratch.data());
         }
     }
   });
