@@ -13,13 +13,17 @@ the other entries of the windows that contain it into NaN; and on GPUs where PyT
 cuDNN convolutions (``torch.backends.cudnn.allow_tf32``, on by default) float32 input is rounded to
 TF32's 10-bit mantissa, so the result is not the exact unfold.
 
-Known defects of PyTorch's CPU convolution (oneDNN, torch 2.13.0), seen on a CPU whose oneDNN ISA was not
-recorded; these inputs are refused on every CPU except those whose ISA the record lists as running the
-reproducers exact (``KnownDefect.refuses``), so that an unknown CPU is safe from a crash:
-- bfloat16: the depthwise convolution returns values at the wrong positions for some strided geometries
-  with padding or dilation (found by the randomised tests; exact with ``torch.backends.mkldnn`` disabled).
+Known defects of PyTorch's CPU convolution (oneDNN, torch 2.13.0), which dispatches by instruction set, so a
+defect can show on one CPU and not on another; each input is refused on every CPU except those whose oneDNN ISA
+the record lists as running its reproducer exact (``KnownDefect.refuses``), so that an unknown CPU is safe from a
+crash:
+- bfloat16: the depthwise convolution returns values at the wrong positions for some strided geometries with
+  padding or dilation (exact with ``torch.backends.mkldnn`` disabled), and segfaults for a dilated, padded kernel
+  over a size-1 spatial dim; on the ISA recorded below both show with channels_last input, where contiguous input
+  runs exact (found by the randomised tests).
 - float16: the convolution segfaults for a dilated, padded kernel over a size-1 spatial dim (a bare
-  ``F.conv2d`` reproduces it, grouped or not), which would kill a whole benchmark run.
+  ``F.conv2d`` reproduces it, grouped or not), which would kill a whole benchmark run; seen on a CPU whose oneDNN
+  ISA was not recorded, and not on the ISA recorded below.
 float32 and float64 on CPU are exact.
 
 Layout: for channels_last input the convolution's result is channels_last, and unfoldNd's reshape of it is a
@@ -32,8 +36,9 @@ from unfoldNd import unfoldNd
 from impls.geometry import Geometry
 from impls.strategy import KnownDefect, Strategy
 
-# Both defects were seen on an Intel Xeon VM before impls.cpu_isa existed, so its ISA is unknown and seen_on is
-# empty; an AMD EPYC VM whose oneDNN ISA is this one runs both reproducers exact (torch 2.13.0), so it is exempt.
+# The AMD EPYC VM's oneDNN ISA: float16's reproducer runs exact there, and both bfloat16 defects show (torch 2.13.0).
+# float16's crash and a contiguous form of bfloat16's misplacement were first seen on an Intel Xeon VM before
+# impls.cpu_isa existed, so that CPU's ISA is not in the record.
 _AVX512_BF16 = "Intel AVX-512 with Intel DL Boost and bfloat16 support"
 
 
@@ -67,14 +72,20 @@ unfold = Strategy(
         KnownDefect(
             device="cpu",
             dtype=torch.bfloat16,
+            effect="crash",
+            description="oneDNN's bfloat16 convolution segfaults on some dilated, padded geometries",
+            reproducer=((2, 3, 4, 1), {"kernel_size": (3, 1), "dilation": 2, "padding": 1, "stride": 2}, 0),
+            layout="channels_last",
+            seen_on=(_AVX512_BF16,),
+        ),
+        KnownDefect(
+            device="cpu",
+            dtype=torch.bfloat16,
             effect="wrong values",
             description="oneDNN's bfloat16 depthwise convolution misplaces values for some strided geometries",
-            reproducer=(
-                (1, 1, 4, 5),
-                {"kernel_size": (2, 3), "dilation": (1, 2), "padding": (1, 0), "stride": (1, 2)},
-                0,
-            ),
-            not_seen_on=(_AVX512_BF16,),
+            reproducer=((2, 3, 1, 1, 2), {"kernel_size": (2, 1, 2), "padding": (1, 0, 1)}, 0),
+            layout="channels_last",
+            seen_on=(_AVX512_BF16,),
         ),
     ),
 )

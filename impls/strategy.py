@@ -25,7 +25,7 @@ class KnownDefect:
 
     ``effect`` is ``"wrong values"`` or ``"crash"`` (the process dies, e.g. a segfault in a backend).
     ``reproducer`` is ``(input_shape, unfold_kwargs, seed)``: a standard-normal input (``torch.Generator``
-    seeded with ``seed``, cast to ``dtype``) on which the raw implementation shows the effect. The tests run
+    seeded with ``seed``, cast to ``dtype``, in memory ``layout``) on which the raw implementation shows the effect. The tests run
     it (a crash in a subprocess) where it was seen and fail once it is gone, so the refusal is reconsidered
     when upstream fixes it.
 
@@ -44,6 +44,7 @@ class KnownDefect:
     effect: str
     description: str
     reproducer: tuple[tuple[int, ...], dict, int]
+    layout: str = "contiguous"  # or "channels_last": channels_last, or channels_last_3d for a 3-d input
     observed_on: str = "2.13.0"  # torch version the reproducer was verified on; refused on every version
     seen_on: tuple[str, ...] = ()  # oneDNN ISAs (``impls.cpu_isa.onednn_isa``) where the effect showed
     not_seen_on: tuple[str, ...] = ()  # oneDNN ISAs where the reproducer ran exact
@@ -51,9 +52,19 @@ class KnownDefect:
     def __post_init__(self) -> None:
         if self.effect not in ("wrong values", "crash"):
             raise ValueError(f"effect={self.effect!r} must be 'wrong values' or 'crash'")
+        if self.layout not in ("contiguous", "channels_last"):
+            raise ValueError(f"layout={self.layout!r} must be 'contiguous' or 'channels_last'")
         both = set(self.seen_on) & set(self.not_seen_on)
         if both:
             raise ValueError(f"ISAs {sorted(both)} are in both seen_on and not_seen_on")
+
+    def reproducer_input(self) -> torch.Tensor:
+        """The reproducer's input: standard normal from its seed, in its dtype, on its device, in its layout."""
+        shape, _, seed = self.reproducer
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(device=self.device, dtype=self.dtype)
+        if self.layout == "channels_last":
+            x = x.to(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
+        return x
 
     def exempt_here(self) -> bool:
         """True when this machine is recorded free of the defect: a CPU defect, this torch, an ISA in ``not_seen_on``.
