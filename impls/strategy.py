@@ -25,9 +25,9 @@ class KnownDefect:
 
     ``effect`` is ``"wrong values"`` or ``"crash"`` (the process dies, e.g. a segfault in a backend).
     ``reproducer`` is ``(input_shape, unfold_kwargs, seed)``: a standard-normal input (``torch.Generator``
-    seeded with ``seed``, cast to ``dtype``, in memory ``layout``) on which the raw implementation shows the effect. The tests run
-    it (a crash in a subprocess) where it was seen and fail once it is gone, so the refusal is reconsidered
-    when upstream fixes it.
+    seeded with ``seed``, cast to ``dtype``, in memory ``layout``) on which the raw implementation shows the
+    effect. The tests run it (a crash in a subprocess) where it was seen and fail once it is gone, so the refusal
+    is reconsidered when upstream fixes it.
 
     A CPU backend's defect can depend on the CPU: oneDNN dispatches by instruction set (``impls.cpu_isa``).
     ``seen_on`` lists the oneDNN ISAs on which the reproducer showed the effect on torch ``observed_on``, and
