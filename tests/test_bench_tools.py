@@ -17,6 +17,7 @@ from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machin
 from benchmarks.profiles import QUICK
 from impls import STRATEGIES
 from reports.summary import physics_problems, summary_tables
+from tests.helpers import RUN_REGRESS_MAIN
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,27 +65,12 @@ REGRESS_REFUSALS = [
     ],
 ]
 
-# Each command line through the script's main in one process (the checks are argparse's, before any work).
-_RUN_REGRESS_MAIN = """
-import contextlib, io, json, runpy, sys
-main = runpy.run_path("scripts/regress.py", run_name="regress")["main"]
-for arguments in json.loads(sys.argv[1]):
-    sys.argv = ["scripts/regress.py", "HEAD", *arguments]
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr):
-        try:
-            status = main()
-        except SystemExit as exit:
-            status = exit.code
-    print(json.dumps([status, stderr.getvalue()]), flush=True)
-"""
-
 
 @pytest.mark.slow
 def test_regress_refuses_bad_arguments_before_any_work():
     arguments = json.dumps([arguments for arguments, _ in REGRESS_REFUSALS])
     run = subprocess.run(
-        [sys.executable, "-c", _RUN_REGRESS_MAIN, arguments], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", RUN_REGRESS_MAIN, arguments], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr
     results = [json.loads(line) for line in run.stdout.splitlines()]

@@ -37,6 +37,7 @@ from benchmarks.profiles import get_profile
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from reports.compare import Thresholds, format_paired, gate_decision, paired_table, paired_verdict
+from tests.helpers import RUN_REGRESS_MAIN
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = STRATEGIES["native"]
@@ -254,22 +255,28 @@ def test_a_process_that_dies_fails_its_cells_only():
     assert all(r["absent_at"] == "both" for r in rows if r["strategy"] == "nonexistent")
 
 
+# Paired settings scripts/regress.py must refuse before any work (exit status 2), and what its message must name
+PAIRED_REFUSALS = [
+    (["--budget", "0"], "--budget 0"),
+    (["--target", "1"], "--target 1"),
+    (["--bench", "conv2("], "--bench"),
+    (["--margin", "-0.1"], "--margin -0.1"),
+    (["--resolution-limit", "0.9"], "--resolution-limit 0.9"),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "arguments, named",
-    [
-        (["--budget", "0"], "--budget 0"),
-        (["--target", "1"], "--target 1"),
-        (["--bench", "conv2("], "--bench"),
-        (["--margin", "-0.1"], "--margin -0.1"),
-        (["--resolution-limit", "0.9"], "--resolution-limit 0.9"),
-    ],
-)
-def test_regress_refuses_bad_paired_settings_before_any_work(arguments, named):
+def test_regress_refuses_bad_paired_settings_before_any_work():
+    # every command line through the script's main in one process (tests/test_bench_tools.py)
+    arguments = json.dumps([arguments for arguments, _ in PAIRED_REFUSALS])
     run = subprocess.run(
-        [sys.executable, "scripts/regress.py", "HEAD", *arguments], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-c", RUN_REGRESS_MAIN, arguments], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
-    assert run.returncode == 2 and named in run.stderr, run.stderr
+    assert run.returncode == 0, run.stderr
+    results = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(results) == len(PAIRED_REFUSALS), run.stdout
+    for (arguments, named), (status, stderr) in zip(PAIRED_REFUSALS, results):
+        assert status == 2 and named in stderr, (arguments, status, stderr)
 
 
 def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is_not_a_failure():
