@@ -169,6 +169,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a strategy that declares huge-page advice gives its forward result huge pages",
     ),
     Mutation(
+        "cpp-padded-plane-for-a-depth-padded-volume",
+        "impls/csrc/unfold_cpu.cpp",
+        "p.kernel[0] == 1 && p.padding[0] == 0 &&",
+        "p.kernel[0] == 1 &&",
+        ("tests/test_cpp.py", "-k", "depth_one"),
+        "a 3-d input of depth 1 padded along its depth has more than the one depth window the 2-d plane path writes",
+    ),
+    Mutation(
+        "cpp-float16-rows-rounded-toward-zero",
+        "impls/csrc/unfold_cpu.cpp",
+        "_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC",
+        "_MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC",
+        ("tests/test_cpp.py", "-k", "float16_gradient"),
+        "float16's vector rounding of the backward's sums is c10::Half's: to nearest even",
+    ),
+    Mutation(
         "huge-page-advice-for-any-size",
         "impls/huge_pages.py",
         "nbytes < RESULT_BYTES:",
