@@ -40,6 +40,9 @@ from impls.strategy import KnownDefect, Strategy
 # float16's crash and a contiguous form of bfloat16's misplacement were first seen on an Intel Xeon VM before
 # impls.cpu_isa existed, so that CPU's ISA is not in the record.
 _AVX512_BF16 = "Intel AVX-512 with Intel DL Boost and bfloat16 support"
+# The crash's reproducer, in float16 (contiguous) and bfloat16 (channels_last): a dilated, padded kernel over a
+# size-1 spatial dim.
+_DILATED_PADDED_OVER_A_SIZE_1_DIM = ((2, 3, 4, 1), {"kernel_size": (3, 1), "dilation": 2, "padding": 1, "stride": 2}, 0)
 
 
 def _onehot_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
@@ -66,7 +69,7 @@ unfold = Strategy(
             dtype=torch.float16,
             effect="crash",
             description="oneDNN's float16 convolution segfaults on some dilated, padded geometries",
-            reproducer=((2, 3, 4, 1), {"kernel_size": (3, 1), "dilation": 2, "padding": 1, "stride": 2}, 0),
+            reproducer=_DILATED_PADDED_OVER_A_SIZE_1_DIM,
             not_seen_on=(_AVX512_BF16,),
         ),
         KnownDefect(
@@ -74,7 +77,7 @@ unfold = Strategy(
             dtype=torch.bfloat16,
             effect="crash",
             description="oneDNN's bfloat16 convolution segfaults on some dilated, padded geometries",
-            reproducer=((2, 3, 4, 1), {"kernel_size": (3, 1), "dilation": 2, "padding": 1, "stride": 2}, 0),
+            reproducer=_DILATED_PADDED_OVER_A_SIZE_1_DIM,
             layout="channels_last",
             seen_on=(_AVX512_BF16,),
         ),
