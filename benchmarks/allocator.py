@@ -36,6 +36,10 @@ from dataclasses import dataclass
 
 MMAP_THRESHOLD_VARIABLE = "MALLOC_MMAP_THRESHOLD_"
 PINNED_MMAP_THRESHOLD = 128 * 1024  # glibc's initial (and minimum dynamic) value
+# A net peak is resolved no finer: a smaller block comes from the heap, whose pages may already be resident (or
+# whose growth is counted in whole chunks), so two net peaks, or a net peak and the analytic minimum, that differ
+# by less say nothing.
+NET_PEAK_RESOLUTION = PINNED_MMAP_THRESHOLD
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 _REEXECUTED = "UNFOLD_BENCH_ALLOCATOR_PINNED"
 

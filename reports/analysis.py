@@ -31,7 +31,7 @@ from types import MappingProxyType
 import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
-from benchmarks.allocator import PINNED_MMAP_THRESHOLD, REGIMES, regime_of_machine
+from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
 from benchmarks.cells import analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved, profile_config
 from benchmarks.profiles import get_profile
 from reports.units import METRICS
@@ -214,14 +214,13 @@ def winners(cells: pd.DataFrame) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Rule:
     """Fastest ``time_metric`` among strategies whose ``memory_metric`` is within ``tolerance`` x the lowest, plus
-    ``slack`` bytes: a net peak is resolved no finer than glibc's pinned mmap threshold, since a smaller block
-    comes from the heap, whose pages may already be resident (``benchmarks.allocator``)."""
+    ``slack`` bytes, the resolution of a net peak (``benchmarks.allocator.NET_PEAK_RESOLUTION``)."""
 
     name: str
     time_metric: str
     memory_metric: str
     tolerance: float = 1.2
-    slack: int = PINNED_MMAP_THRESHOLD
+    slack: int = NET_PEAK_RESOLUTION
 
     def memory_limit(self, lowest: float) -> float:
         """The most memory a strategy may take to be eligible, when the lowest of its rivals' is ``lowest``."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from benchmarks.allocator import PINNED_MMAP_THRESHOLD, regime_of_machine
+from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
 from benchmarks.configs import get_config
 from impls import STRATEGIES
 from reports.analysis import (
@@ -67,7 +67,6 @@ ISSUE_21_FORWARD_X_COPY = 1.3
 ISSUE_21_FORWARD_BACKWARD_X_NATIVE = 0.5
 ISSUE_21_HALF_X_FLOAT32 = 1.2
 HALF_PRECISION = {"conv4-bfloat16": "allcnnc-conv4", "conv4-float16": "allcnnc-conv4"}  # config -> its float32 twin
-PEAK_RESOLUTION = PINNED_MMAP_THRESHOLD  # net peaks are resolved no finer (benchmarks.allocator)
 PASSES = {  # time metric -> (pass name, the net peak of that pass, its analytic minimum)
     "time_forward": ("forward", "track_net_peak_forward", "track_min_peak_forward"),
     "time_forward_backward": ("forward-backward", "track_net_peak_forward_backward", "track_min_peak_forward_backward"),
@@ -311,7 +310,7 @@ def _onehot_finding(run: _Run, claim: str, time_metric: str, peak_metric: str) -
                 "onehot net peak MiB": onehot[peak_metric] / MIB if peaks_ok else math.nan,
                 "native net peak MiB": native[peak_metric] / MIB if peaks_ok else math.nan,
                 # higher: by more than the resolution of a net peak
-                "onehot peak higher": bool(onehot[peak_metric] > native[peak_metric] + PEAK_RESOLUTION)
+                "onehot peak higher": bool(onehot[peak_metric] > native[peak_metric] + NET_PEAK_RESOLUTION)
                 if peaks_ok
                 else None,
             }
@@ -329,7 +328,7 @@ def _onehot_finding(run: _Run, claim: str, time_metric: str, peak_metric: str) -
     )
     note = (
         "Faster: a lower median time in the same run. Higher peak: more than "
-        f"{PEAK_RESOLUTION // 1024} KiB above (the resolution of a net peak)."
+        f"{NET_PEAK_RESOLUTION // 1024} KiB above (the resolution of a net peak)."
     )
     return Finding(SOURCES, claim, verdict, evidence, run.source, note, run.run)
 
@@ -449,7 +448,7 @@ ISSUE_21_CLAIMS = {
     ),
     "peak": (
         "The fastest strategy that returns a new tensor has its net peak at the analytic minimum (forward and "
-        f"forward-backward; at most {PEAK_RESOLUTION // 1024} KiB above, the resolution of a net peak)"
+        f"forward-backward; at most {NET_PEAK_RESOLUTION // 1024} KiB above, the resolution of a net peak)"
     ),
     "half": (
         f"In half precision (conv4-bfloat16, conv4-float16) the fastest takes, as a multiple of copy_, at most "
@@ -607,7 +606,7 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                         "net peak MiB": math.nan if peak is None else peak / MIB,
                         "analytic minimum MiB": minimum / MIB,
                         "above minimum MiB": above / MIB,
-                        "verdict": _judged(above, PEAK_RESOLUTION, _mib),
+                        "verdict": _judged(above, NET_PEAK_RESOLUTION, _mib),
                     }
                 )
         out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["peak"], run, pd.DataFrame(lines), WHY_PEAK))

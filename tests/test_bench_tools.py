@@ -12,11 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.cells import DEVICES, Cell
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
 from benchmarks.profiles import QUICK
 from impls import STRATEGIES
 from reports.summary import physics_problems, summary_tables
+from reports.units import MIB
 from tests.helpers import RUN_REGRESS_MAIN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,12 +151,13 @@ def test_summary_ratios_skips_and_physics_checks():
     rows = [
         _row("bounds", "time_copy", 0.010),
         _row("bounds", "time_fill", 0.005),
-        _row("bounds", "track_min_peak_forward", 100.0),
+        _row("bounds", "track_min_peak_forward", 2 * MIB),
         _row("unfold", "time_forward", 0.040, "native"),
         _row("unfold", "time_forward", 0.020, "fast"),
         _row("unfold", "time_forward", 0.001, "impossible"),
-        _row("unfold", "track_net_peak_forward", 100.0, "native"),
-        _row("unfold", "track_net_peak_forward", 50.0, "impossible"),
+        _row("unfold", "track_net_peak_forward", 2 * MIB, "native"),
+        _row("unfold", "track_net_peak_forward", MIB, "impossible"),
+        _row("unfold", "track_net_peak_forward", 2 * MIB - NET_PEAK_RESOLUTION, "within_resolution"),
         _row("unfold", "time_forward", None, "broken", status="failed"),
         _row("unfold", "time_forward", None, "absent", status="skipped"),
     ]
@@ -168,7 +171,7 @@ def test_summary_ratios_skips_and_physics_checks():
     problems = physics_problems(table)
     assert len(problems) == 2
     assert "impossible forward" in problems[0] and "below the write-only fill_ floor" in problems[0]
-    assert "below the analytic minimum" in problems[1]
+    assert "impossible track_net_peak_forward" in problems[1] and "1024 KiB below the analytic minimum" in problems[1]
     # Beyond the noise only: a forward whose quartiles overlap the fill_ floor's is not a contradiction.
     noisy = pd.DataFrame(
         [

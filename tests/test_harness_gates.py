@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.allocator import PINNED_MMAP_THRESHOLD
+from benchmarks.allocator import NET_PEAK_RESOLUTION as RESOLUTION
 from benchmarks.cells import Cell, Verdict, WrongResultError, gate, profile_config
 from benchmarks.memory import cpu_peak_supported
 from tests.fixtures.asv_suite.faulty import GATED_STRATEGIES, TINY, _CalledDirectly
 
 ROOT = Path(__file__).resolve().parents[1]
-# A net peak's resolution: blocks below glibc's pinned mmap threshold come from the heap, whose growth is counted
-# in whole chunks (one heap extension, tens of KiB, seen in CI); the output here is several MiB.
-RESOLUTION = PINNED_MMAP_THRESHOLD
 MEMORY_CONFIG = "allcnnc-conv2"  # an output of several MiB at the fixture's batch size: far above page noise
 
 
