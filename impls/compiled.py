@@ -30,7 +30,9 @@ which Inductor writes in place: no temporary), for the ``compiled_reuse`` strate
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -150,9 +152,14 @@ def _unfold_into_expression(
     out.copy_(_unfold_expression(x, kernel, dilation, padding, stride))  # Inductor stores straight into out
 
 
-_compiled_forward = torch.compile(_unfold_expression, fullgraph=True, dynamic=False)
-_compiled_forward_into = torch.compile(_unfold_into_expression, fullgraph=True, dynamic=False)
-_compiled_backward = torch.compile(_gradient_expression, fullgraph=True, dynamic=False, options=_INLINE_THE_SUM)
+_OPTIONS = {_gradient_expression: _INLINE_THE_SUM}
+
+
+@functools.cache
+def _compiled(expression: Callable) -> Callable:
+    """``expression`` under ``torch.compile``, made on first use: wrapping it imports Dynamo (a second of CPU),
+    which a process that imports the registry but never calls this strategy need not pay."""
+    return torch.compile(expression, fullgraph=True, dynamic=False, options=_OPTIONS.get(expression))
 
 
 def _eager() -> bool:
@@ -171,10 +178,11 @@ def _unfold(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -
             return _unfold_expression(input, *arguments)
         _unfold_into_expression(input, out, *arguments)
         return out
+    compiled = _compiled(_unfold_expression if out is None else _unfold_into_expression)
     with torch._dynamo.config.patch(_DYNAMO_CONFIG):
         if out is None:
-            return _compiled_forward(input, *arguments)
-        _compiled_forward_into(input, out, *arguments)
+            return compiled(input, *arguments)
+        compiled(input, out, *arguments)
         return out
 
 
@@ -184,8 +192,9 @@ def _fold(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
     arguments = (g.kernel_size, g.dilation, g.padding, g.stride, g.spatial_size)
     if _eager():
         return _gradient_expression(slotted, *arguments)
+    compiled = _compiled(_gradient_expression)
     with torch._dynamo.config.patch(_DYNAMO_CONFIG):
-        return _compiled_backward(slotted, *arguments)
+        return compiled(slotted, *arguments)
 
 
 _CompiledUnfold = adjoint_pair("Compiled", _unfold, _fold)
