@@ -50,16 +50,11 @@ from benchmarks.cells import (
     use_exact_float32,
     warm_compiler,
 )
-from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
-from benchmarks.runner import BENCHMARK_PREFIXES, SELECTION_VARIABLE, cell_name
+from benchmarks.profiles import FULL, PROFILES, QUICK, Profile, SampledByProfile
+from benchmarks.runner import BENCHMARK_PREFIXES, SELECTION_VARIABLE, cell_name, suite_cells
 from impls import STRATEGIES, Strategy
 
 _workloads: dict[tuple, Workload] = {}  # one per process and cell: inputs are made once, not per sample
-
-if sys.argv[1:2] == ["run_server"]:  # asv's forkserver (not its discovery): every benchmark process forks from it
-    if any(strategy.compiles for strategy in STRATEGIES.values()):
-        warm_compiler()
-    gc.freeze()  # a child's garbage collections (benchmarks.memory) then skip, and never copy, the server's objects
 
 
 class _UnfoldSuite(SampledByProfile):
@@ -156,3 +151,23 @@ class Full(_UnfoldSuite):
         return self._gate()
 
     setup_cache.timeout = FULL.gate_timeout
+
+
+def selects_a_compiling_cell(selection: str | None) -> bool:
+    """Whether the asv ``-b`` expression ``selection`` (``None``: every cell) selects a cell, of any suite and
+    profile, whose strategy compiles."""
+    compiling = {name for name, strategy in STRATEGIES.items() if strategy.compiles}
+    if not selection:
+        return bool(compiling)
+    pattern = re.compile(selection)
+    return any(
+        params.get("strategy") in compiling and pattern.search(name) is not None
+        for profile in PROFILES.values()
+        for name, params in suite_cells(profile)
+    )
+
+
+if sys.argv[1:2] == ["run_server"]:  # asv's forkserver (not its discovery): every benchmark process forks from it
+    if selects_a_compiling_cell(os.environ.get(SELECTION_VARIABLE)):  # a run without one never compiles
+        warm_compiler()
+    gc.freeze()  # a child's garbage collections (benchmarks.memory) then skip, and never copy, the server's objects

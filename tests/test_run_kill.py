@@ -19,6 +19,7 @@ from asv.benchmarks import Benchmarks
 from benchmarks.process_guard import session_members
 from benchmarks.profiles import FULL, QUICK
 from benchmarks.runner import plan, scratch_config, suite_cells
+from benchmarks.unfold import selects_a_compiling_cell
 from reports.results import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +49,14 @@ def test_the_chunk_regex_is_read_by_asv_as_it_is_by_the_plan():
     assert chunk.config == "allcnnc-conv3"
     assert selection["bounds.Quick.time_fill"] == [2 * 2, 2 * 2 + 1]  # allcnnc-conv3 on cpu and cuda
     assert selection["unfold.Quick.time_forward"] == [0]
+
+
+def test_the_forkserver_warms_the_compiler_only_for_a_run_that_selects_a_compiling_cell():
+    assert selects_a_compiling_cell(None)  # asv run without the runner: every cell
+    assert all(selects_a_compiling_cell(chunk.regex()) for chunk in plan(QUICK))  # make bench: compiled is in each
+    assert all(selects_a_compiling_cell(chunk.regex()) for chunk in plan(FULL, "compile_time"))
+    assert not any(selects_a_compiling_cell(chunk.regex()) for chunk in plan(QUICK, "native|bounds"))
+    assert not selects_a_compiling_cell(SELECTION)
 
 
 def _processes_with(marker: str) -> list[int]:
