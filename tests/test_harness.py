@@ -135,12 +135,13 @@ def test_every_quick_cell_runs_or_skips_for_a_stated_reason():
     verdicts = suite.setup_cache()
     ran, skipped = [], {}
     # Each net peak first collects garbage (benchmarks.memory.release_free_heap), and in a test worker that walks
-    # every object earlier tests left (compiled graphs, hypothesis' state): a fifth of a second per peak. Frozen,
-    # those are skipped, and the collection walks what the cells made, as in asv's process per benchmark.
-    gc.collect()
-    gc.freeze()
+    # every object earlier tests and cells left (compiled graphs, hypothesis' state): a fifth of a second per peak.
+    # Frozen before each cell, those are skipped, and the collection walks what the cell made, as in asv's process
+    # per benchmark.
     try:
         for params in itertools.product(*suite.params):
+            gc.collect()
+            gc.freeze()
             try:
                 figures = _call_every_benchmark(suite, (verdicts,), params)
             except NotImplementedError as skip:
