@@ -8,6 +8,8 @@ import pytest
 import torch
 from hypothesis import settings
 
+from impls import STRATEGIES, Strategy
+
 # Locally hypothesis draws new examples each run (that is how the known defects in impls/onehot.py were
 # found); CI (CI=true) replays a fixed sequence so a submission's verdict does not depend on luck.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -49,15 +51,31 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(threads)
 
 
+def _reuses_compiled_kernels(item: pytest.Item) -> bool:
+    """Whether ``item`` runs a compiling strategy that reuses its output: its backward is its base strategy's
+    (``compiled_reuse``'s is ``compiled``'s), so it finds those kernels in Inductor's cache once the base's twin
+    test has compiled them, but compiles them again when both run at once on the two workers."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for value in params.values():
+        strategy = STRATEGIES.get(value) if isinstance(value, str) else value
+        if isinstance(strategy, Strategy) and strategy.compiles and strategy.reuses_output:
+            return True
+    return False
+
+
 def _start_rank(item: pytest.Item) -> int:
-    """0 for a ``slow(first=True)`` test, 1 for another ``slow`` one, 2 for the rest."""
+    """0 for a ``slow(first=True)`` test, 1 for another ``slow`` one, 2 for a slow one that reuses the compiled
+    kernels of another (``_reuses_compiled_kernels``), 3 for the rest."""
     marker = item.get_closest_marker("slow")
     if marker is None:
-        return 2
-    return 0 if marker.kwargs.get("first") else 1
+        return 3
+    if marker.kwargs.get("first"):
+        return 0
+    return 2 if _reuses_compiled_kernels(item) else 1
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the slow tests first, the longest of them before the others (stable otherwise): with two workers, a
-    long test that started last would leave one worker idle until it ends."""
+    long test that started last would leave one worker idle until it ends. A slow test that can reuse another's
+    compiled kernels starts after the other slow ones."""
     items.sort(key=_start_rank)
