@@ -185,6 +185,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "float16's vector rounding of the backward's sums is c10::Half's: to nearest even",
     ),
     Mutation(
+        "cpp-register-rows-sum-in-another-order",
+        "impls/csrc/unfold_cpu.cpp",
+        "                  for (int64_t j2 = 0; j2 < k2; ++j2) {\n                    const scalar_t* from",
+        "                  for (int64_t j2 = k2 - 1; j2 >= 0; --j2) {\n                    const scalar_t* from",
+        ("tests/test_cpp.py", "-k", "registers"),
+        "the backward's rows in registers add each entry's terms in the generic loop's order: the same bits",
+    ),
+    Mutation(
+        "cpp-register-rows-gather-windows-past-the-last",
+        "impls/csrc/unfold_cpu.cpp",
+        "lane_range(shift - 16 * r, std::min(shift + O2, S2) - 16 * r, 16)",
+        "lane_range(shift - 16 * r, S2 - 16 * r, 16)",
+        ("tests/test_parity_configs.py", "-k", "cpp"),
+        "a gradient row in registers gathers only the windows that exist",
+    ),
+    Mutation(
         "huge-page-advice-for-any-size",
         "impls/huge_pages.py",
         "nbytes < RESULT_BYTES:",

@@ -24,7 +24,9 @@
 // grad_output those windows wrote: contiguous adds into the accumulators of one phase (x mod s along the
 // innermost dim, stored phase-major), then the phases are interleaved into the gradient row. Each input entry
 // sums its at most K terms in one fixed order: no atomics, deterministic. float16 is converted in vectors (F16C)
-// where the CPU has them, since c10::Half's one-at-a-time conversion keeps those loops scalar.
+// where the CPU has them, since c10::Half's one-at-a-time conversion keeps those loops scalar. With AVX-512, a
+// gradient row of at most two float registers at stride 1 (All-CNN-C's stride-1 layers) keeps its sums in
+// registers instead, each offset's slice added under a mask of the windows that exist, in the same order.
 //
 // Memory: a fresh result costs a page fault per page on first touch. Called with huge_pages (the cpp_huge_pages
 // strategy), unfold and fold advise each result of UNFOLD_HUGE_PAGE_RESULT_BYTES or more into transparent huge
@@ -467,6 +469,25 @@ inline void store_gradient_row(scalar_t* __restrict dst, const acc_t* __restrict
 }
 
 
+#ifdef UNFOLD_AVX512
+// Elements a float register can gather (float32 itself, or a half type converted exactly on load).
+template <typename scalar_t>
+constexpr bool kGathersInFloatRegisters = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, c10::BFloat16> ||
+                                          std::is_same_v<scalar_t, c10::Half>;
+
+// The lanes of m, read from p and converted to float (exactly), zeros elsewhere; masked-off lanes are not read.
+template <typename scalar_t>
+inline __m512 load_as_float(const scalar_t* p, __mmask16 m) {
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    return _mm512_maskz_loadu_ps(m, p);
+  } else if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  } else {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
+}
+#endif
+
 template <typename scalar_t>
 void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Problem& p) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -506,6 +527,66 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
     return table[dim].empty() ? compute(dim, x, j) : table[dim][x * p.kernel[dim] + j];
   };
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.K * p.L));
+#ifdef UNFOLD_AVX512
+  // Gradient rows of one or two float registers, stride 1 along a contiguous innermost dim (All-CNN-C's layers of
+  // stride 1): the sums stay in registers, each kernel offset's slice added under a mask of the lanes whose window
+  // exists (a masked-off lane is neither read nor changed), in the generic loop's order, so with the same bits. The
+  // generic loop's accumulators in memory make each offset's add, shifted by one element from the previous one's,
+  // wait for that store (a failed store-to-load forwarding).
+  const int64_t row_registers = (S2 + 15) / 16;
+  if constexpr (kGathersInFloatRegisters<scalar_t>) {
+    if (s2 == 1 && gL == 1 && row_registers <= 2) {
+      std::vector<__mmask16> masks(k2 * 2);  // per innermost offset and register: the lanes its windows reach
+      for (int64_t j = 0; j < k2; ++j) {
+        const int64_t shift = j * p.dilation[2] - pad2;  // gradient position x gathers window x - shift
+        for (int64_t r = 0; r < 2; ++r)
+          masks[j * 2 + r] = static_cast<__mmask16>(lane_range(shift - 16 * r, std::min(shift + O2, S2) - 16 * r, 16));
+      }
+      at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+        alignas(64) float sums[32];
+        scalar_t* const region_end = gi + end * S0 * S1 * S2;  // this thread's rows end here
+        for (int64_t nc = begin; nc < end; ++nc) {
+          const scalar_t* plane = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
+          scalar_t* dst = gi + nc * S0 * S1 * S2;
+          for (int64_t x0 = 0; x0 < S0; ++x0)
+            for (int64_t x1 = 0; x1 < S1; ++x1, dst += S2) {
+              __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+              for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0) {
+                const int64_t o0 = window_of(0, x0, j0);
+                if (o0 < 0) continue;
+                for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1) {
+                  const int64_t o1 = window_of(1, x1, j1);
+                  if (o1 < 0) continue;
+                  const scalar_t* rows = plane + (j0 * p.kernel[1] + j1) * k2 * gR + (o0 * O1 + o1) * O2;
+                  for (int64_t j2 = 0; j2 < k2; ++j2) {
+                    const scalar_t* from = rows + j2 * gR - (j2 * p.dilation[2] - pad2);  // lane x: window x - shift
+                    const __mmask16 m0 = masks[j2 * 2];
+                    acc0 = _mm512_mask_add_ps(acc0, m0, acc0, load_as_float(from, m0));
+                    if (row_registers == 2) {
+                      const __mmask16 m1 = masks[j2 * 2 + 1];
+                      acc1 = _mm512_mask_add_ps(acc1, m1, acc1, load_as_float(from + 16, m1));
+                    }
+                  }
+                }
+              }
+              if constexpr (std::is_same_v<scalar_t, float>) {
+                const __m512 acc[2] = {acc0, acc1};
+                for (int64_t r = 0; r < row_registers; ++r) {  // whole registers where this thread's later rows follow
+                  if (region_end - (dst + 16 * r) >= 16) _mm512_storeu_ps(dst + 16 * r, acc[r]);
+                  else _mm512_mask_storeu_ps(dst + 16 * r, static_cast<__mmask16>(lane_range(0, S2 - 16 * r, 16)), acc[r]);
+                }
+              } else {
+                _mm512_store_ps(sums, acc0);
+                _mm512_store_ps(sums + 16, acc1);
+                store_gradient_row(dst, sums, S2, 1, 0, 0, static_cast<float*>(nullptr));  // rounded once, as before
+              }
+            }
+        }
+      });
+      return;
+    }
+  }
+#endif
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(s2 * M), scratch(S2);
     for (int64_t nc = begin; nc < end; ++nc) {
