@@ -80,25 +80,27 @@ def test_float16_gradient_rows_of_every_length_are_the_exact_sums_rounded_to_nea
     assert torch.equal(half.grad, exact.grad.half())
 
 
-# The backward keeps a gradient row of one or two float registers in registers where grad_output's innermost stride
-# is 1 (rows of 9 and 20 elements, stride 1, a dilated kernel beside it), and runs the generic loop, which sums in
-# memory, otherwise: both must add each entry's terms in the same order, so they give the same bits.
-REGISTER_ROW_PROBLEMS = [
+# At stride 1 along a contiguous innermost dim the backward sums a plane that fits L1 there (window rows of 16 floats
+# or more: 20, and 17 in 3-d), or, with AVX-512, a row of window rows shorter than that in registers (9), or of two
+# registers where the plane does not fit (30 wide, 200 rows); with grad_output's innermost stride 2 it runs the row
+# loop. All must add each entry's terms in the same order, so they give the same bits.
+SUMMING_PATH_PROBLEMS = [
     ((2, 3, 5, 9), {"kernel_size": 3, "padding": 1}),
     ((2, 2, 6, 20), {"kernel_size": 3, "padding": 2, "dilation": 2}),
+    ((1, 2, 3, 5, 17), {"kernel_size": 3, "padding": 1}),
+    ((1, 2, 200, 30), {"kernel_size": 3, "padding": 1}),
 ]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("shape,kwargs", REGISTER_ROW_PROBLEMS)
-def test_gradient_rows_in_registers_have_the_generic_loops_bits(dtype, shape, kwargs):
+@pytest.mark.parametrize("shape,kwargs", SUMMING_PATH_PROBLEMS)
+def test_every_backward_summing_path_gives_the_row_loops_bits(dtype, shape, kwargs):
     geometry = Geometry.from_shape(shape, **kwargs)
     generator = torch.Generator().manual_seed(1)
-    out_shape = geometry.output_shape
-    grad_output = torch.randn(out_shape, generator=generator).to(dtype)
-    strided = torch.empty(*out_shape[:-1], 2 * out_shape[-1], dtype=dtype)[..., ::2]
-    strided.copy_(grad_output)  # the same values, innermost stride 2: the generic loop
+    grad_output = torch.randn(geometry.output_shape, generator=generator).to(dtype)
+    strided = torch.empty(*geometry.output_shape[:-1], 2 * geometry.output_shape[-1], dtype=dtype)[..., ::2]
+    strided.copy_(grad_output)  # the same values, innermost stride 2: the row loop
     arguments = (list(shape), *cpp._arguments(geometry), False)
-    in_registers, generic = cpp.ops().fold(grad_output, *arguments), cpp.ops().fold(strided, *arguments)
+    fast, row_loop = cpp.ops().fold(grad_output, *arguments), cpp.ops().fold(strided, *arguments)
     bits = torch.int32 if dtype == torch.float32 else torch.int16
-    assert torch.equal(in_registers.view(bits), generic.view(bits))
+    assert torch.equal(fast.view(bits), row_loop.view(bits))

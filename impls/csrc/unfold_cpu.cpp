@@ -24,9 +24,10 @@
 // grad_output those windows wrote: contiguous adds into the accumulators of one phase (x mod s along the
 // innermost dim, stored phase-major), then the phases are interleaved into the gradient row. Each input entry
 // sums its at most K terms in one fixed order: no atomics, deterministic. float16 is converted in vectors (F16C)
-// where the CPU has them, since c10::Half's one-at-a-time conversion keeps those loops scalar. With AVX-512, a
-// gradient row of at most two float registers at stride 1 (All-CNN-C's stride-1 layers) keeps its sums in
-// registers instead, each offset's slice added under a mask of the windows that exist, in the same order.
+// where the CPU has them, since c10::Half's one-at-a-time conversion keeps those loops scalar. At stride 1 along a
+// contiguous innermost dim, a plane whose padded sums fit in L1 keeps them there and adds grad_output's window rows
+// in the order they are stored; with AVX-512, shorter window rows (under one register) are summed in registers
+// under masks instead. Both add each entry's terms in the same order as the row loop, so give the same bits.
 //
 // Memory: a fresh result costs a page fault per page on first touch. Called with huge_pages (the cpp_huge_pages
 // strategy), unfold and fold advise each result of UNFOLD_HUGE_PAGE_RESULT_BYTES or more into transparent huge
@@ -527,9 +528,45 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
     return table[dim].empty() ? compute(dim, x, j) : table[dim][x * p.kernel[dim] + j];
   };
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.K * p.L));
+  // A plane whose padded accumulators fit in L1, stride 1 along a contiguous innermost dim, window rows of a whole
+  // register of accumulators or more (shorter ones go to the rows in registers below, where AVX-512 has them): the
+  // sums of the whole padded plane are kept in L1, and grad_output's plane is read once front to back, each window
+  // row of each kernel offset added where it lands (one contiguous add, no masks, no two adds in a row to
+  // overlapping places); every entry still gets its terms in the generic loop's order (one per offset, offsets in
+  // order), so the same bits. Then the interior is rounded and stored.
+  const int64_t Hp0 = S0 + 2 * p.padding[0], Hp1 = S1 + 2 * p.padding[1], Wp = S2 + 2 * pad2;
+  bool plane_in_l1 = s2 == 1 && gL == 1 && Hp0 * Hp1 * Wp * int64_t(sizeof(acc_t)) <= (int64_t(24) << 10);
 #ifdef UNFOLD_AVX512
-  // Gradient rows of one or two float registers, stride 1 along a contiguous innermost dim (All-CNN-C's layers of
-  // stride 1): the sums stay in registers, each kernel offset's slice added under a mask of the lanes whose window
+  plane_in_l1 = plane_in_l1 && O2 * int64_t(sizeof(acc_t)) >= 64;
+#endif
+  if (plane_in_l1) {
+    at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+      std::vector<acc_t> acc(Hp0 * Hp1 * Wp), scratch(S2);
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const scalar_t* from = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
+        std::fill(acc.begin(), acc.end(), acc_t(0));
+        for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0)
+          for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1)
+            for (int64_t j2 = 0; j2 < k2; ++j2, from += gR) {
+              const scalar_t* row = from;
+              for (int64_t o0 = 0; o0 < p.windows[0]; ++o0) {
+                acc_t* a = acc.data() + ((o0 * p.stride[0] + j0 * p.dilation[0]) * Hp1 + j1 * p.dilation[1]) * Wp +
+                           j2 * p.dilation[2];
+                for (int64_t o1 = 0; o1 < O1; ++o1, row += O2, a += p.stride[1] * Wp) add_row(a, row, O2, int64_t(1));
+              }
+            }
+        scalar_t* dst = gi + nc * S0 * S1 * S2;
+        for (int64_t x0 = 0; x0 < S0; ++x0)
+          for (int64_t x1 = 0; x1 < S1; ++x1, dst += S2)
+            store_gradient_row(dst, acc.data() + ((x0 + p.padding[0]) * Hp1 + x1 + p.padding[1]) * Wp, S2, 1, 0,
+                               pad2, scratch.data());
+      }
+    });
+    return;
+  }
+#ifdef UNFOLD_AVX512
+  // Gradient rows of one or two float registers, stride 1 along a contiguous innermost dim (All-CNN-C's 8 x 8 layer;
+  // the plane above takes those with longer window rows that fit L1): the sums stay in registers, each kernel offset's slice added under a mask of the lanes whose window
   // exists (a masked-off lane is neither read nor changed), in the generic loop's order, so with the same bits. The
   // generic loop's accumulators in memory make each offset's add, shifted by one element from the previous one's,
   // wait for that store (a failed store-to-load forwarding).
