@@ -46,6 +46,9 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true", help="skip the configs a killed run of this commit finished")
     parser.add_argument("--commits", help="a git range (e.g. main~3..main) to build and benchmark commit by commit")
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration file")
+    parser.add_argument(
+        "--summaries", default=str(ROOT / "reports" / "summaries"), help="where the run's text summary is written"
+    )
     args = parser.parse_args()
 
     if args.thp:
@@ -98,7 +101,7 @@ def main() -> int:
             return None
 
     results_dir = Path(Config.load(args.config).results_dir)
-    print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, ROOT / "reports" / "summaries")
+    print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries))
     return status
 
 

@@ -77,6 +77,8 @@ def _bench(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen:
         str(ROOT / "scripts" / "bench.py"),
         "--config",
         str(scratch_config(tmp_path, ROOT)),
+        "--summaries",
+        str(tmp_path / "summaries"),  # not the project's reports/summaries
         "--machine",
         "test-kill",
         "--bench",
@@ -120,4 +122,5 @@ def test_a_killed_run_keeps_finished_configs_leaves_no_process_and_resumes(tmp_p
     finished = len(kept)
     assert f"resume: {finished} of 3 cells already measured" in output
     assert _measured_configs(tmp_path) == {"example", "allcnnc-conv2", "allcnnc-conv3"}
+    assert [p.name.split("-quick-")[0] for p in (tmp_path / "summaries").iterdir()] == ["test-kill"]
     assert session_members(resumed.pid) == []
