@@ -187,8 +187,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "cpp-register-rows-sum-in-another-order",
         "impls/csrc/unfold_cpu.cpp",
-        "                  for (int64_t j2 = 0; j2 < k2; ++j2) {\n                    const scalar_t* from",
-        "                  for (int64_t j2 = k2 - 1; j2 >= 0; --j2) {\n                    const scalar_t* from",
+        "                for (int64_t j2 = 0; j2 < k2; ++j2) {\n                  const scalar_t* from",
+        "                for (int64_t j2 = k2 - 1; j2 >= 0; --j2) {\n                  const scalar_t* from",
         ("tests/test_cpp.py", "-k", "summing_path"),
         "the backward's rows in registers add each entry's terms in the row loop's order: the same bits",
     ),

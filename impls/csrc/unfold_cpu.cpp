@@ -527,6 +527,18 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
   auto window_of = [&](int64_t dim, int64_t x, int64_t j) -> int64_t {
     return table[dim].empty() ? compute(dim, x, j) : table[dim][x * p.kernel[dim] + j];
   };
+  // f(j0, j1, o0, o1) for every kernel offset along the outer dims whose window reads input row (x0, x1), in order.
+  auto for_each_outer_window = [&](int64_t x0, int64_t x1, auto&& f) {
+    for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0) {
+      const int64_t o0 = window_of(0, x0, j0);
+      if (o0 < 0) continue;
+      for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1) {
+        const int64_t o1 = window_of(1, x1, j1);
+        if (o1 < 0) continue;
+        f(j0, j1, o0, o1);
+      }
+    }
+  };
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.K * p.L));
   // A plane whose padded accumulators fit in L1, stride 1 along a contiguous innermost dim, window rows of a whole
   // register of accumulators or more (shorter ones go to the rows in registers below, where AVX-512 has them): the
@@ -588,24 +600,18 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
           for (int64_t x0 = 0; x0 < S0; ++x0)
             for (int64_t x1 = 0; x1 < S1; ++x1, dst += S2) {
               __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-              for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0) {
-                const int64_t o0 = window_of(0, x0, j0);
-                if (o0 < 0) continue;
-                for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1) {
-                  const int64_t o1 = window_of(1, x1, j1);
-                  if (o1 < 0) continue;
-                  const scalar_t* rows = plane + (j0 * p.kernel[1] + j1) * k2 * gR + (o0 * O1 + o1) * O2;
-                  for (int64_t j2 = 0; j2 < k2; ++j2) {
-                    const scalar_t* from = rows + j2 * gR - (j2 * p.dilation[2] - pad2);  // lane x: window x - shift
-                    const __mmask16 m0 = masks[j2 * 2];
-                    acc0 = _mm512_mask_add_ps(acc0, m0, acc0, load_as_float(from, m0));
-                    if (row_registers == 2) {
-                      const __mmask16 m1 = masks[j2 * 2 + 1];
-                      acc1 = _mm512_mask_add_ps(acc1, m1, acc1, load_as_float(from + 16, m1));
-                    }
+              for_each_outer_window(x0, x1, [&](int64_t j0, int64_t j1, int64_t o0, int64_t o1) {
+                const scalar_t* rows = plane + (j0 * p.kernel[1] + j1) * k2 * gR + (o0 * O1 + o1) * O2;
+                for (int64_t j2 = 0; j2 < k2; ++j2) {
+                  const scalar_t* from = rows + j2 * gR - (j2 * p.dilation[2] - pad2);  // lane x: window x - shift
+                  const __mmask16 m0 = masks[j2 * 2];
+                  acc0 = _mm512_mask_add_ps(acc0, m0, acc0, load_as_float(from, m0));
+                  if (row_registers == 2) {
+                    const __mmask16 m1 = masks[j2 * 2 + 1];
+                    acc1 = _mm512_mask_add_ps(acc1, m1, acc1, load_as_float(from + 16, m1));
                   }
                 }
-              }
+              });
               if constexpr (std::is_same_v<scalar_t, float>) {
                 const __m512 acc[2] = {acc0, acc1};
                 for (int64_t r = 0; r < row_registers; ++r) {  // whole registers where this thread's later rows follow
@@ -632,18 +638,12 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
       for (int64_t x0 = 0; x0 < S0; ++x0)
         for (int64_t x1 = 0; x1 < S1; ++x1, dst += S2) {
           std::fill(acc.begin(), acc.end(), acc_t(0));
-          for (int64_t j0 = 0; j0 < p.kernel[0]; ++j0) {
-            const int64_t o0 = window_of(0, x0, j0);
-            if (o0 < 0) continue;
-            for (int64_t j1 = 0; j1 < p.kernel[1]; ++j1) {
-              const int64_t o1 = window_of(1, x1, j1);
-              if (o1 < 0) continue;
-              for (int64_t j2 = 0; j2 < k2; ++j2) {
-                const scalar_t* row = plane + ((j0 * p.kernel[1] + j1) * k2 + j2) * gR + (o0 * O1 + o1) * O2 * gL;
-                add_row(acc.data() + phase[j2] * M + first[j2], row, O2, gL);
-              }
+          for_each_outer_window(x0, x1, [&](int64_t j0, int64_t j1, int64_t o0, int64_t o1) {
+            for (int64_t j2 = 0; j2 < k2; ++j2) {
+              const scalar_t* row = plane + ((j0 * p.kernel[1] + j1) * k2 + j2) * gR + (o0 * O1 + o1) * O2 * gL;
+              add_row(acc.data() + phase[j2] * M + first[j2], row, O2, gL);
             }
-          }
+          });
           store_gradient_row(dst, acc.data(), S2, s2, M, pad2, scratch.data());
         }
     }
