@@ -157,7 +157,7 @@ _OPTIONS = {_gradient_expression: _INLINE_THE_SUM}
 
 @functools.cache
 def _compiled(expression: Callable) -> Callable:
-    """``expression`` under ``torch.compile``, made on first use: wrapping it imports Dynamo (a second of CPU),
+    """``expression`` under ``torch.compile``, made on first use: wrapping it imports Dynamo,
     which a process that imports the registry but never calls this strategy need not pay."""
     return torch.compile(expression, fullgraph=True, dynamic=False, options=_OPTIONS.get(expression))
 
