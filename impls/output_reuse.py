@@ -33,17 +33,30 @@ def check_out(out: torch.Tensor, input: torch.Tensor, geometry: Geometry) -> Non
         raise ValueError("out must not require grad: it is overwritten")
 
 
+def _transformed(like: torch.Tensor) -> bool:
+    """Whether ``like`` is seen through a ``torch.func`` transform or a ``torch.compile`` trace."""
+    return (
+        torch.compiler.is_compiling()
+        or torch._C._functorch.peek_interpreter_stack() is not None
+        or torch._C._functorch.is_functorch_wrapped_tensor(like)
+    )
+
+
 class OutputCache:
     """At most one output buffer, handed out again for every call of the same shape, dtype and device.
 
     A call with another key drops the old buffer before allocating the new one, so memory stays bounded by
-    one output.
+    one output. Inside a ``torch.func`` transform or a ``torch.compile`` trace the call gets a fresh buffer and
+    the cache is left alone: there ``like`` is a wrapper or a fake tensor without storage of its own, which,
+    kept, would outlive the transform and break the next call (a graph input needs a data pointer).
     """
 
     def __init__(self) -> None:
         self._buffer: dict[tuple, torch.Tensor] = {}
 
     def get(self, like: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        if _transformed(like):
+            return like.new_empty(geometry.output_shape)
         key = (tuple(geometry.output_shape), like.dtype, like.device)
         if key not in self._buffer:
             self._buffer.clear()

@@ -169,6 +169,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a strategy that declares huge-page advice gives its forward result huge pages",
     ),
     Mutation(
+        "output-cache-keeps-a-buffer-made-inside-a-transform",
+        "impls/output_reuse.py",
+        "        if _transformed(like):\n            return like.new_empty(geometry.output_shape)\n",
+        "",
+        ("tests/test_reuse.py", "-k", "transform"),
+        "a buffer made from a transform's wrapper outlives the transform and breaks the next torch.compile",
+    ),
+    Mutation(
         "cpp-padded-plane-for-a-depth-padded-volume",
         "impls/csrc/unfold_cpu.cpp",
         "p.kernel[0] == 1 && p.padding[0] == 0 &&",

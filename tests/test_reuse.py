@@ -78,3 +78,30 @@ def test_a_backward_before_the_next_call_is_exact(name):
     (mine,) = torch.autograd.grad(STRATEGIES[name](x, 3, padding=1), x, grad_output)
     (expected,) = torch.autograd.grad(torch.nn.functional.unfold(x, 3, padding=1), x, grad_output)
     assert torch.allclose(mine, expected, rtol=0, atol=1e-12)
+
+
+TRANSFORMS = {
+    "jvp": lambda f, x: torch.func.jvp(f, (x,), (torch.ones_like(x),)),
+    "vmap": lambda f, x: torch.func.vmap(f)(torch.stack([x, 2 * x])),
+    "torch.compile": lambda f, x: torch.compile(f, fullgraph=True, dynamic=False)(x),
+}
+
+
+@pytest.mark.parametrize("transform", list(TRANSFORMS))
+@pytest.mark.parametrize("name", REUSING)
+def test_a_transform_leaves_no_buffer_behind(name, transform):
+    # Inside a transform the input is a wrapper or a fake tensor; a buffer made from it and kept would outlive
+    # the transform (a jvp's kept buffer made the next torch.compile fail: a graph input needs a data pointer).
+    kwargs = {"kernel_size": 3, "padding": 1, "stride": 2}
+    x = torch.randn(2, 3, 7, 7, dtype=torch.float64)
+    expected = torch.nn.functional.unfold(x, **kwargs)
+
+    def unfold(v: torch.Tensor) -> torch.Tensor:
+        return STRATEGIES[name](v, **kwargs)
+
+    STRATEGIES[name](torch.randn(1, 3, 7, 7), **kwargs)  # another shape: no buffer of this shape is kept
+    TRANSFORMS[transform](unfold, x)
+    torch.compiler.reset()
+    assert torch.equal(torch.compile(unfold, fullgraph=True, dynamic=False)(x), expected)
+    first, second = unfold(x), unfold(x)
+    assert torch.equal(second, expected) and first.data_ptr() == second.data_ptr()
