@@ -7,7 +7,9 @@ bits, so every dtype is exact. With AVX-512, a 2-d plane whose window rows fit o
 first copied into a zero-padded buffer in L1, and each row is then one or two plain loads, a deinterleaving
 permute at stride 2 (what Inductor's C++ backend does not emit, see ``impls.compiled``) and one store. Otherwise
 each row is zeros where it reads padding, else one strided copy of the unpadded input with zero borders: along
-a contiguous innermost dim a vectorised copy at stride 1 and a deinterleaving one at stride 2.
+a contiguous innermost dim a vectorised copy at stride 1 and a deinterleaving one at stride 2. A pointwise
+problem (kernel 1, stride 1, no padding: a 1x1 convolution's unfold) whose input planes are contiguous is a copy
+of the planes, ``Tensor.copy_``, in both directions.
 
 Backward: the adjoint (fold, col2im) as a gather, OpenMP over the planes: for each input row, a row of
 accumulators spanning the padded row (float for float16 and bfloat16, rounded once at the end) adds the whole

@@ -177,6 +177,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a buffer made from a transform's wrapper outlives the transform and breaks the next torch.compile",
     ),
     Mutation(
+        "cpp-pointwise-planes-read-as-if-one-after-another",
+        "impls/csrc/unfold_cpu.cpp",
+        "source.as_strided({p.N, p.C, plane}, {sN, sC, 1})",
+        "source.as_strided({p.N, p.C, plane}, {p.C * plane, plane, 1})",
+        ("tests/test_cpp.py", "-k", "pointwise"),
+        "planes need not lie one after another in the input (every other channel)",
+    ),
+    Mutation(
+        "cpp-pointwise-copy-of-planes-that-are-not-contiguous",
+        "impls/csrc/unfold_cpu.cpp",
+        "contiguous_planes = contiguous_planes && (p.size[i] == 1 || in_stride[i] == expected);",
+        "contiguous_planes = true;",
+        ("tests/test_cpp.py", "-k", "pointwise"),
+        "a channels_last plane is not one block of memory: it takes the general path",
+    ),
+    Mutation(
         "cpp-padded-plane-for-a-depth-padded-volume",
         "impls/csrc/unfold_cpu.cpp",
         "p.kernel[0] == 1 && p.padding[0] == 0 &&",

@@ -60,6 +60,35 @@ def test_small_planes_and_depth_one_volumes_match_the_reference(name, shape, kwa
         assert_matches_reference(get_strategy(name), x, kwargs)
 
 
+# A pointwise problem (kernel 1, stride 1, no padding) copies whole planes, a run of planes that lie one after another
+# in memory at once: a contiguous input (one run per thread), every other channel (runs of one), 1-d, 3-d and dilated
+# ones; beside them channels_last input, whose planes are not contiguous, and kernel-1 problems that are not pointwise.
+def _random(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(len(shape)), dtype=torch.float64)
+
+
+POINTWISE_PROBLEMS = {  # the input in float64, made again per dtype so that the layout is the one named
+    "contiguous": (lambda: _random(3, 4, 5, 7), {"kernel_size": 1}),
+    "dilated": (lambda: _random(3, 4, 5, 7), {"kernel_size": 1, "dilation": 3}),
+    "every other channel": (lambda: _random(3, 8, 5, 7)[:, ::2], {"kernel_size": 1}),
+    "1-d": (lambda: _random(2, 3, 9), {"kernel_size": 1}),
+    "3-d": (lambda: _random(2, 3, 2, 3, 4), {"kernel_size": 1}),
+    "channels_last": (lambda: _random(3, 4, 5, 7).contiguous(memory_format=torch.channels_last), {"kernel_size": 1}),
+    "padded": (lambda: _random(3, 4, 5, 7), {"kernel_size": 1, "padding": 1}),
+    "strided": (lambda: _random(3, 4, 5, 7), {"kernel_size": 1, "stride": 2}),
+}
+
+
+@pytest.mark.parametrize("case", list(POINTWISE_PROBLEMS))
+def test_pointwise_problems_copy_planes_of_any_layout(case):
+    make, kwargs = POINTWISE_PROBLEMS[case]
+    for dtype in (torch.float64, torch.float16):
+        x = make()
+        half = torch.empty_strided(x.shape, x.stride(), dtype=dtype).copy_(x) if dtype != x.dtype else x
+        assert half.stride() == x.stride()
+        assert_matches_reference(get_strategy("cpp"), half, kwargs)
+
+
 # float16's backward converts rows in vectors of 8 (F16C) with a scalar tail; rows of 5, 8, 13 and 17 elements at
 # strides 1 and 2 take the vector loop, the tail, or both, on both of store's paths (direct, and interleaved first).
 # grad_output holds multiples of 2**-8 below 8 in magnitude: exact in float16, and so are their float32 sums, which
@@ -82,13 +111,15 @@ def test_float16_gradient_rows_of_every_length_are_the_exact_sums_rounded_to_nea
 
 # At stride 1 along a contiguous innermost dim the backward sums a plane that fits L1 there (window rows of 16 floats
 # or more: 20, and 17 in 3-d), or, with AVX-512, a row of window rows shorter than that in registers (9), or of two
-# registers where the plane does not fit (30 wide, 200 rows); with grad_output's innermost stride 2 it runs the row
-# loop. All must add each entry's terms in the same order, so they give the same bits.
+# registers where the plane does not fit (30 wide, 200 rows), or copies a pointwise problem's planes; with
+# grad_output's innermost stride 2 it runs the row loop. All must add each entry's terms in the same order, so they
+# give the same bits.
 SUMMING_PATH_PROBLEMS = [
     ((2, 3, 5, 9), {"kernel_size": 3, "padding": 1}),
     ((2, 2, 6, 20), {"kernel_size": 3, "padding": 2, "dilation": 2}),
     ((1, 2, 3, 5, 17), {"kernel_size": 3, "padding": 1}),
     ((1, 2, 200, 30), {"kernel_size": 3, "padding": 1}),
+    ((2, 3, 5, 7), {"kernel_size": 1}),  # pointwise: one term per entry, copied
 ]
 
 

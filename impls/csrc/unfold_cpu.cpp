@@ -29,6 +29,9 @@
 // in the order they are stored; with AVX-512, shorter window rows (under one register) are summed in registers
 // under masks instead. Both add each entry's terms in the same order as the row loop, so give the same bits.
 //
+// Pointwise problems (kernel 1, stride 1 and no padding along every dim: a 1x1 convolution's unfold) are a copy of
+// each plane in both directions: one Tensor::copy_ where the input's (or grad_output's) planes are contiguous.
+//
 // Memory: a fresh result costs a page fault per page on first touch. Called with huge_pages (the cpp_huge_pages
 // strategy), unfold and fold advise each result of UNFOLD_HUGE_PAGE_RESULT_BYTES or more into transparent huge
 // pages before writing it (advise_huge_pages), so it faults once per 2 MiB instead of once per 4 KiB (why, why
@@ -235,6 +238,23 @@ inline void padded_plane_rows(T* dst, const T* src, T* padded, const Problem& p,
 }
 #endif
 
+// ---------------------------------------------------------------------------------------- pointwise copy
+
+// Whether every kernel size and stride is 1 and nothing is padded: then plane (n, c) of the result is the plane
+// (n, c) of the source, element for element.
+inline bool pointwise(const Problem& p) {
+  for (int64_t i = 0; i < 3; ++i)
+    if (p.kernel[i] != 1 || p.stride[i] != 1 || p.padding[i] != 0) return false;
+  return true;
+}
+
+// The pointwise problem's result (N, C, plane), contiguous, from source's planes at n sN + c sC, each contiguous:
+// one Tensor::copy_, which merges the planes that lie one after another into one run.
+void copy_planes(at::Tensor result, const at::Tensor& source, int64_t sN, int64_t sC, const Problem& p) {
+  const int64_t plane = p.K * p.L;
+  result.view({p.N, p.C, plane}).copy_(source.as_strided({p.N, p.C, plane}, {sN, sC, 1}));
+}
+
 // ---------------------------------------------------------------------------------------------- forward
 
 // dst[i] = source[i * step] for i in [lo, hi), zero for the other i in [0, n). `source` is where window 0 would
@@ -279,6 +299,13 @@ void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
   const int64_t sN = input.stride(0), sC = input.stride(1);
   const int64_t O0 = p.windows[0], O1 = p.windows[1], O2 = p.windows[2];
   const int64_t plane = p.K * p.L;
+  bool contiguous_planes = true;  // a plane's elements one after another (a size-1 dim's stride is free)
+  for (int64_t i = 2, expected = 1; i >= 0; expected *= p.size[i], --i)
+    contiguous_planes = contiguous_planes && (p.size[i] == 1 || in_stride[i] == expected);
+  if (pointwise(p) && contiguous_planes) {
+    copy_planes(out, input, sN, sC, p);
+    return;
+  }
   // Along the innermost dim each kernel offset's [lo, hi) is the same for every window row: computed once.
   std::vector<int64_t> lo2(p.kernel[2]), hi2(p.kernel[2]);
   for (int64_t j = 0; j < p.kernel[2]; ++j)
@@ -495,6 +522,10 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
   const scalar_t* g = grad_output.const_data_ptr<scalar_t>();
   scalar_t* gi = grad_input.mutable_data_ptr<scalar_t>();
   const int64_t gN = grad_output.stride(0), gR = grad_output.stride(1), gL = grad_output.stride(2);
+  if (pointwise(p) && (gL == 1 || p.L == 1)) {  // one term per entry: its sum is itself
+    copy_planes(grad_input, grad_output, gN, gR, p);
+    return;
+  }
   const int64_t S0 = p.size[0], S1 = p.size[1], S2 = p.size[2];
   const int64_t O1 = p.windows[1], O2 = p.windows[2];
   const int64_t s2 = p.stride[2];
