@@ -191,6 +191,7 @@ def _pair(advise_huge_pages: bool) -> type[torch.autograd.Function]:
         if out is None:
             return ops().unfold(input, *_arguments(geometry), advise_huge_pages)
         ops().unfold_out(input, *_arguments(geometry), out)
+        torch.autograd.graph.increment_version(out)  # an operator of an extension leaves the version counter as it is
         return out
 
     def fold(grad_output: torch.Tensor, geometry: Geometry) -> torch.Tensor:
