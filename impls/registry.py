@@ -15,6 +15,7 @@ from impls import (
     compiled_reuse,
     cpp,
     cpp_huge_pages,
+    cpp_reuse,
     gather,
     gather_reuse,
     native,
@@ -34,6 +35,7 @@ _REGISTERED: tuple[Strategy, ...] = (
     compiled.unfold,
     compiled_reuse.unfold,
     cpp.unfold,
+    cpp_reuse.unfold,
     cpp_huge_pages.unfold,
 )
 

@@ -163,6 +163,24 @@ def test_issue_6_counts_the_output_reusing_strategies_apart():
     assert "With output reuse allowed: met on 2 of 2." in forward.note
 
 
+def test_issue_21_judges_the_copy_target_again_with_output_reuse_allowed():
+    cells = {
+        ("allcnnc-conv3", "cpp"): (30.0, 60.0, 100.0, 200.0),  # fresh output: 3x copy_
+        ("allcnnc-conv3", "cpp_reuse"): (11.0, 40.0, 200.0, 300.0),  # the same kernel into a kept buffer: 1.1x
+    }
+    copy = _one(
+        findings(tidy(cells, {"allcnnc-conv3": allcnnc_bounds(copy_ms=10.0, fresh_ms=25.0)})),
+        ISSUE_21,
+        "The fastest forward that returns a new tensor takes at most 1.3x",
+    )
+    line = copy.evidence.iloc[0]
+    assert (line["fastest"], line["verdict"]) == ("cpp", "missed by 1.70x")
+    assert line["fastest (reuse allowed)"] == "cpp_reuse" and line["x copy_ (reuse allowed)"] == pytest.approx(1.1)
+    assert line["verdict (reuse allowed)"] == "met"
+    assert copy.verdict == "met on 0 of 1" and "With output reuse allowed: met on 1 of 1." in copy.note
+    assert "the fresh output costs the difference" in copy.note
+
+
 @pytest.mark.parametrize("huge_page_floor_measured", [True, False])
 def test_a_strategy_that_advises_huge_pages_is_judged_against_the_floor_of_its_own_allocation(
     huge_page_floor_measured,
@@ -219,6 +237,8 @@ def test_issue_21_targets_worked_by_hand():
     assert "Missed on allcnnc-conv1" in fresh.note and "Why: the floor (" in fresh.note
     copy = _one(found, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.3x")
     assert copy.evidence["verdict"].tolist() == ["met", "met"]  # 1.2x and 1.0x copy_
+    assert copy.evidence["verdict (reuse allowed)"].tolist() == ["met", "met"]  # no reusing strategy: the same
+    assert copy.evidence["fastest (reuse allowed)"].tolist() == ["gather", "gather"]
     assert copy.evidence["fresh-output floor x copy_"].tolist() == pytest.approx([1.0, 1.0])  # 10 ms / 10 ms
     assert copy.evidence["row elements"].tolist() == [32, 16]  # windows along W: conv1 stride 1, conv4 stride 1 on 16
     assert "Why" not in copy.note  # met everywhere: nothing to explain

@@ -12,7 +12,7 @@ from impls.reference import reference_unfold
 
 SENTINEL = -7.0  # no unfold of the input below writes it: an out= touched before the check is told apart
 WRITERS = {"gather": gather.unfold_into, "compiled": compiled.unfold_into}
-if cpp.MISSING_REQUIREMENT is None:  # the C++ kernel's unfold_out (no reusing strategy of its own yet)
+if cpp.MISSING_REQUIREMENT is None:  # the C++ kernel's unfold_out
     WRITERS["cpp"] = cpp.unfold_into
 REUSING = [name for name, strategy in STRATEGIES.items() if strategy.reuses_output]
 
