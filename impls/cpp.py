@@ -20,8 +20,12 @@ Accumulating a half-precision gradient in float is within ``impls.parity``'s bou
 order in the dtype's own precision: the float sum's error is ``2**13`` (float16) or ``2**16`` (bfloat16) times
 smaller than the bound's summation term, and the one final rounding is the bound's ``eps |exact|`` term.
 
-Memory: the results are fresh tensors from PyTorch's allocator. ``impls.cpp_huge_pages`` runs the same kernels
-with each fresh result advised into transparent huge pages (``impls.huge_pages``).
+Memory: the results are fresh tensors from PyTorch's allocator. Where a thread's part of a result (1 MiB or more)
+is in pages not yet mapped in (glibc's ``mmap``'d blocks), the thread faults them in with one
+``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14 on; a hint elsewhere) before it writes them: a page fault taken inside
+the kernel's loops interrupts its loads and stores and costs more than the same fault in a plain write.
+``impls.cpp_huge_pages`` runs the same kernels with each fresh result advised into transparent huge pages
+(``impls.huge_pages``) instead.
 
 The kernels are registered as PyTorch operators (``torch.ops.<namespace>.unfold``, ``unfold_out``, ``fold``) with
 fake (meta) implementations, so the adjoint pair (``impls.adjoint_pair``) traces inside ``torch.compile`` and

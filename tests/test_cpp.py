@@ -89,6 +89,23 @@ def test_pointwise_problems_copy_planes_of_any_layout(case):
         assert_matches_reference(get_strategy("cpp"), half, kwargs)
 
 
+# A result whose pages are fresh (here above glibc's largest mmap threshold, 32 MiB, so always mmap'd) is faulted in
+# by each thread for its part before the thread writes it; a result in pages already there (a caller's buffer written
+# before) is not. Both must hold the exact values, forward and backward, on two threads.
+def test_results_in_fresh_pages_and_in_a_written_buffer_are_exact():
+    saved = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        x = _random(18, 64, 32, 32).float()  # output 18 x 576 x 1024 floats: 40.5 MiB
+        kwargs = {"kernel_size": 3, "padding": 1}
+        assert_matches_reference(get_strategy("cpp"), x, kwargs)
+        geometry = Geometry.from_shape(tuple(x.shape), **kwargs)
+        out = torch.zeros(geometry.output_shape)
+        assert torch.equal(cpp.unfold_into(x, geometry, out=out), reference_unfold(x, **kwargs))
+    finally:
+        torch.set_num_threads(saved)
+
+
 # float16's backward converts rows in vectors of 8 (F16C) with a scalar tail; rows of 5, 8, 13 and 17 elements at
 # strides 1 and 2 take the vector loop, the tail, or both, on both of store's paths (direct, and interleaved first).
 # grad_output holds multiples of 2**-8 below 8 in magnitude: exact in float16, and so are their float32 sums, which

@@ -32,10 +32,13 @@
 // Pointwise problems (kernel 1, stride 1 and no padding along every dim: a 1x1 convolution's unfold) are a copy of
 // each plane in both directions: one Tensor::copy_ where the input's (or grad_output's) planes are contiguous.
 //
-// Memory: a fresh result costs a page fault per page on first touch. Called with huge_pages (the cpp_huge_pages
-// strategy), unfold and fold advise each result of UNFOLD_HUGE_PAGE_RESULT_BYTES or more into transparent huge
-// pages before writing it (advise_huge_pages), so it faults once per 2 MiB instead of once per 4 KiB (why, why
-// that size, and what it can cost: impls/huge_pages.py). An `out` given by the caller is left as it is.
+// Memory: a fresh result costs a page fault per page on first touch. Taken inside the loops, such a fault costs more
+// than in a plain write (the trap interrupts the streams of loads and stores), so each thread first faults in its
+// part of a result whose pages are fresh with one call (populate_fresh_pages). Called with huge_pages (the
+// cpp_huge_pages strategy), unfold and fold instead advise each fresh result of UNFOLD_HUGE_PAGE_RESULT_BYTES or
+// more into transparent huge pages before writing it (advise_huge_pages), so it faults once per 2 MiB instead of
+// once per 4 KiB (why, why that size, and what it can cost: impls/huge_pages.py); populating those first was
+// slower, since it zeroes every huge page before any is written. An `out` given by the caller is never advised.
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -49,6 +52,7 @@
 #include <vector>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -127,6 +131,31 @@ void advise_huge_pages(const at::Tensor& fresh) {
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(fresh.data_ptr()) + huge - 1) & ~(huge - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(fresh.data_ptr()) + bytes) & ~(huge - 1);
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#endif
+}
+
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23  // Linux 5.14 on; older headers lack the name
+#endif
+
+// A thread's part of a result smaller than this is written as it is: too few pages to be worth a system call.
+constexpr int64_t kPopulateLeastBytes = int64_t(1) << 20;
+
+// Fault in the pages of a thread's part of a result, [data, data + bytes), with one call (madvise
+// MADV_POPULATE_WRITE) before the thread writes them, where they are fresh (the part's middle page is not mapped in
+// yet: glibc's mmap'd blocks, a fresh-pages process); pages already there (a block from the heap, a caller's
+// buffer written before) are left alone. A hint: before Linux 5.14 the call fails and the pages fault on first
+// touch as before.
+inline void populate_fresh_pages(void* data, int64_t bytes) {
+#if defined(__linux__)
+  if (bytes < kPopulateLeastBytes) return;
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) & ~(page - 1);
+  const uintptr_t middle = (begin + (end - begin) / 2) & ~(page - 1);
+  unsigned char mapped = 0;
+  if (mincore(reinterpret_cast<void*>(middle), page, &mapped) == 0 && (mapped & 1)) return;
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 #endif
 }
 
@@ -256,9 +285,15 @@ inline bool pointwise(const Problem& p) {
 }
 
 // The pointwise problem's result (N, C, plane), contiguous, from source's planes at n sN + c sC, each contiguous:
-// one Tensor::copy_, which merges the planes that lie one after another into one run.
-void copy_planes(at::Tensor result, const at::Tensor& source, int64_t sN, int64_t sC, const Problem& p) {
-  const int64_t plane = p.K * p.L;
+// one Tensor::copy_, which merges the planes that lie one after another into one run; its fresh pages faulted in
+// first if `populate`, each half by a thread, as copy_ splits it.
+void copy_planes(at::Tensor result, const at::Tensor& source, int64_t sN, int64_t sC, const Problem& p, bool populate) {
+  const int64_t plane = p.K * p.L, bytes = int64_t(result.nbytes());
+  char* data = static_cast<char*>(result.data_ptr());
+  if (populate)
+    at::parallel_for(0, bytes, kPopulateLeastBytes, [&](int64_t begin, int64_t end) {
+      populate_fresh_pages(data + begin, end - begin);
+    });
   result.view({p.N, p.C, plane}).copy_(source.as_strided({p.N, p.C, plane}, {sN, sC, 1}));
 }
 
@@ -297,7 +332,7 @@ inline void write_row(T* __restrict dst, const T* source, int64_t n, int64_t lo,
 
 // T: an unsigned integer of the element's width (the forward only moves bits).
 template <typename T>
-void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
+void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p, bool populate) {
   const T* in = reinterpret_cast<const T*>(input.const_data_ptr());
   T* o = reinterpret_cast<T*>(out.mutable_data_ptr());
   const int64_t dims = input.dim() - 2;
@@ -310,7 +345,7 @@ void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
   for (int64_t i = 2, expected = 1; i >= 0; expected *= p.size[i], --i)
     contiguous_planes = contiguous_planes && (p.size[i] == 1 || in_stride[i] == expected);
   if (pointwise(p) && contiguous_planes) {
-    copy_planes(out, input, sN, sC, p);
+    copy_planes(out, input, sN, sC, p, populate);
     return;
   }
   // Along the innermost dim each kernel offset's [lo, hi) is the same for every window row: computed once.
@@ -336,6 +371,7 @@ void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
                                 padded_elements * int64_t(sizeof(T)) <= (int64_t(32) << 10);
 #endif
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+    if (populate) populate_fresh_pages(o + begin * plane, (end - begin) * plane * int64_t(sizeof(T)));
 #ifdef UNFOLD_AVX512
     if (via_padded_plane) {
       std::vector<T> padded(padded_elements, T(0));  // its borders stay zero: each plane writes the interior
@@ -383,15 +419,15 @@ void unfold_kernel(const at::Tensor& input, at::Tensor& out, const Problem& p) {
   });
 }
 
-void unfold_into(const at::Tensor& input, at::Tensor& out, const Problem& p) {
+void unfold_into(const at::Tensor& input, at::Tensor& out, const Problem& p, bool populate) {
   TORCH_CHECK(input.device().is_cpu() && out.device().is_cpu(), "unfold_cpu: CPU tensors only");
   TORCH_CHECK(out.is_contiguous() && out.dtype() == input.dtype(), "unfold_cpu: out must be contiguous, input's dtype");
   TORCH_CHECK(out.sizes() == at::IntArrayRef({p.N, p.C * p.K, p.L}), "unfold_cpu: out has the wrong shape");
   if (out.numel() == 0) return;
   switch (input.element_size()) {
-    case 2: unfold_kernel<uint16_t>(input, out, p); break;
-    case 4: unfold_kernel<uint32_t>(input, out, p); break;
-    case 8: unfold_kernel<uint64_t>(input, out, p); break;
+    case 2: unfold_kernel<uint16_t>(input, out, p, populate); break;
+    case 4: unfold_kernel<uint32_t>(input, out, p, populate); break;
+    case 8: unfold_kernel<uint64_t>(input, out, p, populate); break;
     default: TORCH_CHECK(false, "unfold_cpu: unsupported element size ", input.element_size());
   }
 }
@@ -401,14 +437,14 @@ at::Tensor unfold(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayR
   const Problem p = make_problem(input.sizes(), kernel, dilation, padding, stride);
   at::Tensor out = at::empty({p.N, p.C * p.K, p.L}, input.options().memory_format(at::MemoryFormat::Contiguous));
   if (huge_pages) advise_huge_pages(out);
-  unfold_into(input, out, p);
+  unfold_into(input, out, p, !huge_pages);
   return out;
 }
 
 void unfold_out(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayRef dilation, at::IntArrayRef padding,
                 at::IntArrayRef stride, at::Tensor out) {
   const Problem p = make_problem(input.sizes(), kernel, dilation, padding, stride);
-  unfold_into(input, out, p);
+  unfold_into(input, out, p, true);
 }
 
 // ---------------------------------------------------------------------------------------------- backward
@@ -524,16 +560,16 @@ inline __m512 load_as_float(const scalar_t* p, __mmask16 m) {
 #endif
 
 template <typename scalar_t>
-void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Problem& p) {
+void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Problem& p, bool populate) {
   using acc_t = at::opmath_type<scalar_t>;
   const scalar_t* g = grad_output.const_data_ptr<scalar_t>();
   scalar_t* gi = grad_input.mutable_data_ptr<scalar_t>();
   const int64_t gN = grad_output.stride(0), gR = grad_output.stride(1), gL = grad_output.stride(2);
   if (pointwise(p) && (gL == 1 || p.L == 1)) {  // one term per entry: its sum is itself
-    copy_planes(grad_input, grad_output, gN, gR, p);
+    copy_planes(grad_input, grad_output, gN, gR, p, populate);
     return;
   }
-  const int64_t S0 = p.size[0], S1 = p.size[1], S2 = p.size[2];
+  const int64_t S0 = p.size[0], S1 = p.size[1], S2 = p.size[2], in_plane = S0 * S1 * S2;
   const int64_t O1 = p.windows[1], O2 = p.windows[2];
   const int64_t s2 = p.stride[2];
   // The accumulators span the padded row (position y = x + padding), so every kernel offset adds all O2 of its
@@ -591,6 +627,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
 #endif
   if (plane_in_l1) {
     at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+      if (populate) populate_fresh_pages(gi + begin * in_plane, (end - begin) * in_plane * int64_t(sizeof(scalar_t)));
       std::vector<acc_t> acc(Hp0 * Hp1 * Wp), scratch(S2);
       for (int64_t nc = begin; nc < end; ++nc) {
         const scalar_t* from = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
@@ -630,6 +667,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
           masks[j * 2 + r] = static_cast<__mmask16>(lane_range(shift - 16 * r, std::min(shift + O2, S2) - 16 * r, 16));
       }
       at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+        if (populate) populate_fresh_pages(gi + begin * in_plane, (end - begin) * in_plane * int64_t(sizeof(scalar_t)));
         alignas(64) float sums[32];
         scalar_t* const region_end = gi + end * S0 * S1 * S2;  // this thread's rows end here
         for (int64_t nc = begin; nc < end; ++nc) {
@@ -669,6 +707,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
   }
 #endif
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
+    if (populate) populate_fresh_pages(gi + begin * in_plane, (end - begin) * in_plane * int64_t(sizeof(scalar_t)));
     std::vector<acc_t> acc(s2 * M), scratch(S2);
     for (int64_t nc = begin; nc < end; ++nc) {
       const scalar_t* plane = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
@@ -697,7 +736,7 @@ at::Tensor fold(const at::Tensor& grad_output, at::IntArrayRef input_shape, at::
   if (grad_input.numel() == 0) return grad_input;
   if (huge_pages) advise_huge_pages(grad_input);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad_output.scalar_type(), "fold_cpu",
-                                  [&] { fold_kernel<scalar_t>(grad_output, grad_input, p); });
+                                  [&] { fold_kernel<scalar_t>(grad_output, grad_input, p, !huge_pages); });
   return grad_input;
 }
 
