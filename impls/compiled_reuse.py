@@ -10,26 +10,16 @@ out=buffer)``.
 
 from __future__ import annotations
 
-import torch
-
 from impls.compiled import unfold_into
-from impls.geometry import Geometry
-from impls.output_reuse import OutputCache
+from impls.output_reuse import into_one_kept_buffer
 from impls.strategy import Strategy
-
-_outputs = OutputCache()
-
-
-def _compiled_reuse_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return unfold_into(input, geometry, out=_outputs.get(input, geometry))
-
 
 unfold = Strategy(
     name="compiled_reuse",
     description="compiled, storing into one cached output buffer: a call OVERWRITES the previous same-shape result",
     spatial_dims=(1, 2, 3),
     devices=("cpu", "cuda"),
-    implementation=_compiled_reuse_unfold,
+    implementation=into_one_kept_buffer(unfold_into),
     reuses_output=True,
     compiles=True,
 )

@@ -9,26 +9,16 @@ with ``impls.cpp.unfold_into(input, geometry, out=buffer)``.
 
 from __future__ import annotations
 
-import torch
-
 from impls.cpp import MISSING_REQUIREMENT, unfold_into
-from impls.geometry import Geometry
-from impls.output_reuse import OutputCache
+from impls.output_reuse import into_one_kept_buffer
 from impls.strategy import Strategy
-
-_outputs = OutputCache()
-
-
-def _cpp_reuse_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return unfold_into(input, geometry, out=_outputs.get(input, geometry))
-
 
 unfold = Strategy(
     name="cpp_reuse",
     description="cpp into one cached output buffer: a call OVERWRITES the previous same-shape result",
     spatial_dims=(1, 2, 3),
     devices=("cpu",),
-    implementation=_cpp_reuse_unfold,
+    implementation=into_one_kept_buffer(unfold_into),
     missing_requirement=MISSING_REQUIREMENT,
     reuses_output=True,
 )

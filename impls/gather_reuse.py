@@ -8,25 +8,15 @@ out=buffer)``. The benchmarks show ``gather`` and ``gather_reuse`` side by side 
 
 from __future__ import annotations
 
-import torch
-
 from impls.gather import unfold_into
-from impls.geometry import Geometry
-from impls.output_reuse import OutputCache
+from impls.output_reuse import into_one_kept_buffer
 from impls.strategy import Strategy
-
-_outputs = OutputCache()
-
-
-def _gather_reuse_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-    return unfold_into(input, geometry, out=_outputs.get(input, geometry))
-
 
 unfold = Strategy(
     name="gather_reuse",
     description="gather into one cached output buffer: a call OVERWRITES the previous same-shape result",
     spatial_dims=(1, 2, 3),
     devices=("cpu", "cuda"),
-    implementation=_gather_reuse_unfold,
+    implementation=into_one_kept_buffer(unfold_into),
     reuses_output=True,
 )

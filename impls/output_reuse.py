@@ -15,6 +15,8 @@ later call has overwritten raises (``modified inplace``) instead of using change
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from impls.geometry import Geometry
@@ -62,3 +64,16 @@ class OutputCache:
             self._buffer.clear()
             self._buffer[key] = like.new_empty(geometry.output_shape)
         return self._buffer[key]
+
+
+def into_one_kept_buffer(
+    unfold_into: Callable[..., torch.Tensor],
+) -> Callable[[torch.Tensor, Geometry], torch.Tensor]:
+    """A reusing strategy's implementation: ``unfold_into(input, geometry, out=buffer)`` with the one buffer of
+    an ``OutputCache`` of its own (allocated by the first call of a shape)."""
+    outputs = OutputCache()
+
+    def implementation(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        return unfold_into(input, geometry, out=outputs.get(input, geometry))
+
+    return implementation
