@@ -38,7 +38,8 @@
 // cpp_huge_pages strategy), unfold and fold instead advise each fresh result of UNFOLD_HUGE_PAGE_RESULT_BYTES or
 // more into transparent huge pages before writing it (advise_huge_pages), so it faults once per 2 MiB instead of
 // once per 4 KiB (why, why that size, and what it can cost: impls/huge_pages.py); populating those first was
-// slower, since it zeroes every huge page before any is written. An `out` given by the caller is never advised.
+// slower, since it zeroes every huge page before any is written. A smaller result is populated as cpp's are. An
+// `out` given by the caller is never advised.
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -123,14 +124,18 @@ constexpr int64_t kHugePageResultBytes = UNFOLD_HUGE_PAGE_RESULT_BYTES;
 
 // Advise the huge-page-aligned interior of a fresh tensor's memory into transparent huge pages before its first touch,
 // as impls.huge_pages.advise does: a hint, so a refusal (no THP, the mode "never") is ignored.
-void advise_huge_pages(const at::Tensor& fresh) {
+// Whether it advised anything (a result too small is left in 4 KiB pages, and then populated as cpp's are).
+bool advise_huge_pages(const at::Tensor& fresh) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   const int64_t bytes = static_cast<int64_t>(fresh.nbytes());
-  if (bytes < kHugePageResultBytes) return;
+  if (bytes < kHugePageResultBytes) return false;
   constexpr uintptr_t huge = UNFOLD_HUGE_PAGE_BYTES;
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(fresh.data_ptr()) + huge - 1) & ~(huge - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(fresh.data_ptr()) + bytes) & ~(huge - 1);
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  return end > begin;
+#else
+  return false;
 #endif
 }
 
@@ -166,7 +171,7 @@ inline void populate_fresh_pages(void* data, int64_t bytes) {
 // border. Stores are unmasked wherever they may run over into the plane's later rows (masked stores are slow on
 // AMD's Zen 4). Masked loads are left to short rows of stride 1: for stride 2 two masked loads and a permute per
 // row were slower in place on AMD's Zen 4 than gcc's loop, and so were masked float rows in the backward; the
-// padded plane needs no masked load at all.
+// padded plane masks only the loads that copy the input's rows into it, not those of its output rows.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define UNFOLD_AVX512 1
 #include <immintrin.h>
@@ -286,7 +291,7 @@ inline bool pointwise(const Problem& p) {
 
 // The pointwise problem's result (N, C, plane), contiguous, from source's planes at n sN + c sC, each contiguous:
 // one Tensor::copy_, which merges the planes that lie one after another into one run; its fresh pages faulted in
-// first if `populate`, each half by a thread, as copy_ splits it.
+// first if `populate`, each thread's share by that thread.
 void copy_planes(at::Tensor result, const at::Tensor& source, int64_t sN, int64_t sC, const Problem& p, bool populate) {
   const int64_t plane = p.K * p.L, bytes = int64_t(result.nbytes());
   char* data = static_cast<char*>(result.data_ptr());
@@ -436,8 +441,8 @@ at::Tensor unfold(const at::Tensor& input, at::IntArrayRef kernel, at::IntArrayR
                   at::IntArrayRef stride, bool huge_pages) {
   const Problem p = make_problem(input.sizes(), kernel, dilation, padding, stride);
   at::Tensor out = at::empty({p.N, p.C * p.K, p.L}, input.options().memory_format(at::MemoryFormat::Contiguous));
-  if (huge_pages) advise_huge_pages(out);
-  unfold_into(input, out, p, !huge_pages);
+  const bool advised = huge_pages && advise_huge_pages(out);
+  unfold_into(input, out, p, !advised);
   return out;
 }
 
@@ -734,9 +739,9 @@ at::Tensor fold(const at::Tensor& grad_output, at::IntArrayRef input_shape, at::
   TORCH_CHECK(grad_output.sizes() == at::IntArrayRef({p.N, p.C * p.K, p.L}), "fold_cpu: grad_output has the wrong shape");
   at::Tensor grad_input = at::empty(input_shape, grad_output.options().memory_format(at::MemoryFormat::Contiguous));
   if (grad_input.numel() == 0) return grad_input;
-  if (huge_pages) advise_huge_pages(grad_input);
+  const bool advised = huge_pages && advise_huge_pages(grad_input);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad_output.scalar_type(), "fold_cpu",
-                                  [&] { fold_kernel<scalar_t>(grad_output, grad_input, p, !huge_pages); });
+                                  [&] { fold_kernel<scalar_t>(grad_output, grad_input, p, !advised); });
   return grad_input;
 }
 
