@@ -193,6 +193,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a channels_last plane is not one block of memory: it takes the general path",
     ),
     Mutation(
+        "cpp-padded-plane-copies-one-register-of-each-input-row",
+        "impls/csrc/unfold_cpu.cpp",
+        "for (int64_t k = 0; k < W; k += Reg::lanes)",
+        "for (int64_t k = 0; k < std::min<int64_t>(W, Reg::lanes); k += Reg::lanes)",
+        ("tests/test_cpp.py", "-k", "small_planes"),
+        "an input row longer than a register (stride 2) is copied into the padded plane whole",
+    ),
+    Mutation(
         "cpp-padded-plane-for-a-depth-padded-volume",
         "impls/csrc/unfold_cpu.cpp",
         "p.kernel[0] == 1 && p.padding[0] == 0 &&",
