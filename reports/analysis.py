@@ -182,8 +182,9 @@ def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
 def floors_against_copy(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     """Per config of one run on ``device``: the write-only floor (``time_fill``) and the fresh-output floor
     (``time_fresh_output``: allocate and write, page faults included) as multiples of the ``copy_`` roofline.
-    No strategy that returns a new tensor can beat the second, so it says how far a target in ``x copy_``
-    is reachable without reusing the output."""
+    A strategy that returns a new tensor and takes its faults on first touch cannot beat the second, so it says
+    how far a target in ``x copy_`` is reachable without reusing the output (one that faults its pages in first,
+    as ``cpp`` does, can come in somewhat below it)."""
     floors = ["time_fill", "time_fresh_output"]
     bounds = run_table[(run_table.device == device) & (run_table.suite == "bounds") & (run_table.status == "ok")]
     wide = bounds.pivot_table(index="config", columns="metric", values="value", aggfunc="first", sort=False)

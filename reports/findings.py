@@ -467,7 +467,8 @@ WHY_FLOOR = (
     "into huge pages) only allocates and writes the output, while an unfold also reads its input: "
     "'input / output' is how many input elements it reads per output element written. That share is largest "
     "at stride 2, where windows overlap least, and there the innermost dim's elements are also deinterleaved "
-    "(every other one kept), which costs a shuffle per vector."
+    "(every other one kept), which costs a shuffle per vector. The floor takes a page fault per page on first "
+    "touch; a strategy that faults its pages in first (cpp) can come in below it."
 )
 WHY_COPY = (
     "copy_ writes into memory it touched before, while an unfold returns a new output: fresh memory on every call "
@@ -525,7 +526,8 @@ def _fresh_output_floor(run: _Run, config: str, strategy: str | None) -> str:
 
 
 def issue_21_findings(runs: list[_Run]) -> list[Finding]:
-    """Issue 21's targets per full-profile run, for the fastest strategy that returns a new tensor."""
+    """Issue 21's targets per full-profile run, for the fastest strategy that returns a new tensor; the floor
+    target again without huge-page advice and the ``copy_`` target again with output reuse allowed."""
     full = _full_allcnnc_runs(runs)
     if not full:
         return _no_full_run(ISSUE_21, ISSUE_21_CLAIMS.values())

@@ -263,9 +263,9 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
             }
         )
         print(
-            f"\nFastest per config against the bounds [{device}] (a new output cannot beat the fresh-output floor;"
-            " GB/s: the least bytes an unfold moves, input read and output written, twice that with the backward,"
-            " over its time; copy_ GB/s: copy_'s bytes over its time in the same run):"
+            f"\nFastest per config against the bounds [{device}] (a new output written on first touch cannot beat"
+            " the fresh-output floor; GB/s: the least bytes an unfold moves, input read and output written,"
+            " twice that with the backward, over its time; copy_ GB/s: copy_'s bytes over its time in the same run):"
         )
         print(shown.to_string(index=False))
         for name, why in SET_ASIDE.items():
