@@ -11,7 +11,7 @@ out=buffer)``.
 from __future__ import annotations
 
 from impls.compiled import unfold_into
-from impls.output_reuse import into_one_kept_buffer
+from impls.output_reuse import KeptBufferUnfold
 from impls.strategy import Strategy
 
 unfold = Strategy(
@@ -19,7 +19,7 @@ unfold = Strategy(
     description="compiled, storing into one cached output buffer: a call OVERWRITES the previous same-shape result",
     spatial_dims=(1, 2, 3),
     devices=("cpu", "cuda"),
-    implementation=into_one_kept_buffer(unfold_into),
+    implementation=KeptBufferUnfold(unfold_into),
     reuses_output=True,
     compiles=True,
 )

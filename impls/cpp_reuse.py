@@ -10,7 +10,7 @@ with ``impls.cpp.unfold_into(input, geometry, out=buffer)``.
 from __future__ import annotations
 
 from impls.cpp import MISSING_REQUIREMENT, unfold_into
-from impls.output_reuse import into_one_kept_buffer
+from impls.output_reuse import KeptBufferUnfold
 from impls.strategy import Strategy
 
 unfold = Strategy(
@@ -18,7 +18,7 @@ unfold = Strategy(
     description="cpp into one cached output buffer: a call OVERWRITES the previous same-shape result",
     spatial_dims=(1, 2, 3),
     devices=("cpu",),
-    implementation=into_one_kept_buffer(unfold_into),
+    implementation=KeptBufferUnfold(unfold_into),
     missing_requirement=MISSING_REQUIREMENT,
     reuses_output=True,
 )

@@ -9,7 +9,7 @@ out=buffer)``. The benchmarks show ``gather`` and ``gather_reuse`` side by side 
 from __future__ import annotations
 
 from impls.gather import unfold_into
-from impls.output_reuse import into_one_kept_buffer
+from impls.output_reuse import KeptBufferUnfold
 from impls.strategy import Strategy
 
 unfold = Strategy(
@@ -17,6 +17,6 @@ unfold = Strategy(
     description="gather into one cached output buffer: a call OVERWRITES the previous same-shape result",
     spatial_dims=(1, 2, 3),
     devices=("cpu", "cuda"),
-    implementation=into_one_kept_buffer(unfold_into),
+    implementation=KeptBufferUnfold(unfold_into),
     reuses_output=True,
 )

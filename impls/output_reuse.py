@@ -66,14 +66,19 @@ class OutputCache:
         return self._buffer[key]
 
 
-def into_one_kept_buffer(
-    unfold_into: Callable[..., torch.Tensor],
-) -> Callable[[torch.Tensor, Geometry], torch.Tensor]:
+class KeptBufferUnfold:
     """A reusing strategy's implementation: ``unfold_into(input, geometry, out=buffer)`` with the one buffer of
-    an ``OutputCache`` of its own (allocated by the first call of a shape)."""
-    outputs = OutputCache()
+    an ``OutputCache`` of its own (allocated by the first call of a shape).
 
-    def implementation(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        return unfold_into(input, geometry, out=outputs.get(input, geometry))
+    A class, not a closure, so that a strategy pickles (the correctness gate sends cells to a child process): it
+    pickles as ``unfold_into`` alone, and the copy starts with an empty cache of its own."""
 
-    return implementation
+    def __init__(self, unfold_into: Callable[..., torch.Tensor]) -> None:
+        self.unfold_into = unfold_into
+        self.outputs = OutputCache()
+
+    def __call__(self, input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        return self.unfold_into(input, geometry, out=self.outputs.get(input, geometry))
+
+    def __reduce__(self) -> tuple:
+        return (KeptBufferUnfold, (self.unfold_into,))
