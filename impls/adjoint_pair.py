@@ -31,6 +31,12 @@ Unfold = Callable[[torch.Tensor, Geometry, "torch.Tensor | None"], torch.Tensor]
 Fold = Callable[[torch.Tensor, Geometry], torch.Tensor]
 
 
+def traced_or_transformed() -> bool:
+    """Whether the call runs inside a ``torch.compile`` trace or under a ``torch.func`` transform, where tensors
+    are fake or wrapped: no storage of their own to keep, and no nested compile."""
+    return torch.compiler.is_compiling() or torch._C._functorch.peek_interpreter_stack() is not None
+
+
 def _merged(geometry: Geometry, batch: int) -> Geometry:
     """The geometry of ``batch`` problems stacked along the batch dim."""
     return dataclasses.replace(geometry, input_shape=(batch * geometry.batch_size, *geometry.input_shape[1:]))

@@ -37,7 +37,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from impls.adjoint_pair import adjoint_pair
+from impls.adjoint_pair import adjoint_pair, traced_or_transformed
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
 from impls.strategy import Strategy
@@ -167,7 +167,7 @@ def _eager() -> bool:
     its own graph; a nested compile is refused) or under a ``torch.func`` transform (a ``jvp``'s tangent, which
     Dynamo cannot trace). Elsewhere, including inside ``vmap`` (``impls.adjoint_pair`` folds the mapped dim into
     the batch), the compiled kernels run."""
-    return torch.compiler.is_compiling() or torch._C._functorch.peek_interpreter_stack() is not None
+    return traced_or_transformed()
 
 
 def _unfold(input: torch.Tensor, geometry: Geometry, out: torch.Tensor | None) -> torch.Tensor:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from impls.adjoint_pair import traced_or_transformed
 from impls.geometry import Geometry
 
 
@@ -36,12 +37,9 @@ def check_out(out: torch.Tensor, input: torch.Tensor, geometry: Geometry) -> Non
 
 
 def _transformed(like: torch.Tensor) -> bool:
-    """Whether ``like`` is seen through a ``torch.func`` transform or a ``torch.compile`` trace."""
-    return (
-        torch.compiler.is_compiling()
-        or torch._C._functorch.peek_interpreter_stack() is not None
-        or torch._C._functorch.is_functorch_wrapped_tensor(like)
-    )
+    """Whether ``like`` is seen through a ``torch.func`` transform or a ``torch.compile`` trace (or is a wrapper
+    that outlived its transform)."""
+    return traced_or_transformed() or torch._C._functorch.is_functorch_wrapped_tensor(like)
 
 
 class OutputCache:
