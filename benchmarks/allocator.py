@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -107,6 +108,13 @@ def regime_environment(regime: Regime, environ: Mapping[str, str] = os.environ) 
     return pinned_environment(environment) if regime is FRESH_PAGES else environment
 
 
+@functools.cache
+def libc() -> ctypes.CDLL | None:
+    """The C library, loaded once (``find_library`` starts a process on Linux: not something to do per call)."""
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
 def pin_mmap_threshold_now() -> bool:
     """Pin the threshold in this running process (``mallopt``; it also switches the dynamic adjustment off).
 
@@ -114,11 +122,10 @@ def pin_mmap_threshold_now() -> bool:
     the kernel before they measure (``benchmarks.memory``), so a reuse of such a block is counted as the new
     memory it is. Returns False where the C library has no ``mallopt`` (not glibc).
     """
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is None or not hasattr(libc, "mallopt"):
+    c = libc()
+    if c is None or not hasattr(c, "mallopt"):
         return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, PINNED_MMAP_THRESHOLD))
+    return bool(c.mallopt(_M_MMAP_THRESHOLD, PINNED_MMAP_THRESHOLD))
 
 
 def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:

@@ -137,6 +137,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a strategy that keeps its output between calls is charged that buffer",
     ),
     Mutation(
+        "net-peak-warm-up-skipped",
+        "benchmarks/cells.py",
+        "    if warm_up:\n",
+        "    if False:\n",
+        ("tests/test_paired.py", "-k", "net_peaks_of_the_same_code"),
+        "the net peaks of the same code agree: neither side is charged the process's first touches",
+    ),
+    Mutation(
         "gather-padding-slots-never-marked-empty",
         "impls/windows.py",
         "        result.append(Slot(offset, tuple(inner), tuple(source), tuple(borders), empty))\n",
