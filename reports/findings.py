@@ -674,6 +674,13 @@ PHYSICS_CLAIM = (
     "Every figure respects the bounds measured in the same run: no forward faster than the write-only fill_ floor "
     "(beyond the run's noise), no net peak below the analytic minimum"
 )
+# How to read a forward below the fill_ floor (the check stays strict: it is the one that catches a wrong timer)
+PHYSICS_FLOOR_NOTE = (
+    "A forward and its fill_ floor are timed in different processes. On a shared VM the same resident write "
+    "can run at different speeds in two processes (the memory a process is given differs), which the run's "
+    "quartiles, taken within processes, do not show. A lone forward below the floor is therefore first a sign "
+    "that its processes ran faster than the floor's; many of them, or one far below, point at the measurement."
+)
 
 
 def physics_findings(runs: list[_Run]) -> list[Finding]:
@@ -696,6 +703,7 @@ def physics_findings(runs: list[_Run]) -> list[Finding]:
                 verdict,
                 pd.DataFrame({"problem": problems}, dtype=object),
                 run.source,
+                note=PHYSICS_FLOOR_NOTE if any("fill_ floor" in problem for problem in problems) else "",
                 run=run.run,
             )
         )

@@ -300,6 +300,15 @@ def test_a_net_peak_below_the_analytic_minimum_breaks_the_physics_check():
     finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()})), PHYSICS, "Every figure")
     assert finding.verdict == "does not hold: 1 figure contradicts the bounds"
     assert "below the analytic minimum" in finding.evidence.problem.iloc[0]
+    assert finding.note == ""  # the note on processes is about time floors only
+
+
+def test_a_forward_below_the_fill_floor_breaks_the_physics_check_and_says_how_to_read_it():
+    cells = {("allcnnc-conv1", "native"): (0.05, 15.0, 100.0, 200.0)}  # 0.05 ms, the fill_ floor 0.1 ms
+    finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()})), PHYSICS, "Every figure")
+    assert finding.verdict == "does not hold: 1 figure contradicts the bounds"
+    assert "below the write-only fill_ floor" in finding.evidence.problem.iloc[0]
+    assert finding.note == module.PHYSICS_FLOOR_NOTE
 
 
 # --- torch, run at report time -----------------------------------------------------------------------------------
