@@ -16,13 +16,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
 
 def session_members(session: int) -> list[int]:
-    """The processes in ``session`` (other than the caller)."""
+    """The live processes in ``session`` (other than the caller; a zombie is dead already)."""
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -31,18 +32,27 @@ def session_members(session: int) -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):  # gone meanwhile
             continue
-        if int(fields[3]) == session:  # after "pid (comm)": state, ppid, pgrp, session
+        if int(fields[3]) == session and fields[0] != "Z":  # after "pid (comm)": state, ppid, pgrp, session
             members.append(int(entry.name))
     return members
 
 
-def kill_session(session: int) -> None:
-    """SIGKILL every process in ``session``."""
-    for pid in session_members(session):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+def kill_session(session: int, passes: int = 100) -> None:
+    """SIGKILL every process in ``session``, pass after pass until none is left (at most ``passes``).
+
+    One pass is not enough: a pass lists the session and then kills what it listed, and a member not yet killed
+    (asv's forkserver, say) can fork in between.
+    """
+    for _ in range(passes):
+        members = session_members(session)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
 
 
 def run_guarded(command: list[str], env: Mapping[str, str], cwd: str | Path, output: IO[bytes]) -> int:

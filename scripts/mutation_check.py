@@ -145,6 +145,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the net peaks of the same code agree: neither side is charged the process's first touches",
     ),
     Mutation(
+        "session-killed-in-one-pass",
+        "benchmarks/process_guard.py",
+        "def kill_session(session: int, passes: int = 100) -> None:\n",
+        "def kill_session(session: int, passes: int = 1) -> None:\n",
+        ("tests/test_run_kill.py", "-k", "while_members_fork"),
+        "a killed run's session is emptied even while its members fork",
+    ),
+    Mutation(
         "gather-padding-slots-never-marked-empty",
         "impls/windows.py",
         "        result.append(Slot(offset, tuple(inner), tuple(source), tuple(borders), empty))\n",

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from asv.benchmarks import Benchmarks
 
-from benchmarks.process_guard import session_members
+from benchmarks.process_guard import kill_session, session_members
 from benchmarks.profiles import FULL, QUICK
 from benchmarks.runner import plan, scratch_config, suite_cells
 from benchmarks.unfold import selects_a_compiling_cell
@@ -71,6 +71,47 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+def _described(pids: list[int]) -> list[str]:
+    """Each process's id, state, parent, session and command line, for a failure message."""
+    described = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        described.append(f"{pid} state {stat[0]} parent {stat[1]} session {stat[3]}: {command}")
+    return described
+
+
+# A session leader that forks a child every millisecond, each child sleeping: members appear while a pass kills
+FORKING = (
+    "import os, time\n"
+    "while True:\n"
+    "    if os.fork() == 0:\n"
+    "        time.sleep(60)\n"
+    "        os._exit(0)\n"
+    "    time.sleep(0.001)\n"
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_killing_a_session_leaves_no_member_even_while_members_fork():
+    leader = subprocess.Popen([sys.executable, "-c", FORKING], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(session_members(leader.pid)) < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(session_members(leader.pid)) >= 20
+        kill_session(leader.pid)
+        assert session_members(leader.pid) == [], _described(session_members(leader.pid))
+    finally:
+        leader.kill()
+        leader.wait()
+        for pid in session_members(leader.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _bench(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen:
     command = [
         sys.executable,
@@ -112,7 +153,7 @@ def test_a_killed_run_keeps_finished_configs_leaves_no_process_and_resumes(tmp_p
     deadline = time.monotonic() + 30
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _processes_with(marker) == []
+    assert _processes_with(marker) == [], _described(_processes_with(marker))
     kept = _measured_configs(tmp_path)
     assert kept == {"example"}  # the config in flight was killed with its asv run, not left to finish
 
