@@ -19,6 +19,7 @@ before the call: bytes handed out by PyTorch's caching allocator (not the cache'
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import re
@@ -58,14 +59,9 @@ class _ProcCounters:
         os.pwrite(self._clear_refs, b"5", 0)
 
 
-_counters: _ProcCounters | None = None
-
-
+@functools.cache
 def _proc_counters() -> _ProcCounters:
-    global _counters
-    if _counters is None:
-        _counters = _ProcCounters()
-    return _counters
+    return _ProcCounters()
 
 
 def cpu_peak_supported() -> str | None:

@@ -22,17 +22,23 @@ from pathlib import Path
 from typing import IO
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after "pid (comm)": state, parent, process group, session, ...; None
+    when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def session_members(session: int) -> list[int]:
     """The live processes in ``session`` (other than the caller; a zombie is dead already)."""
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):  # gone meanwhile
-            continue
-        if int(fields[3]) == session and fields[0] != "Z":  # after "pid (comm)": state, ppid, pgrp, session
+        fields = stat_fields(int(entry.name))
+        if fields is not None and int(fields[3]) == session and fields[0] != "Z":
             members.append(int(entry.name))
     return members
 

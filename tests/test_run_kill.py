@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from asv.benchmarks import Benchmarks
 
-from benchmarks.process_guard import kill_session, session_members
+from benchmarks.process_guard import kill_session, session_members, stat_fields
 from benchmarks.profiles import FULL, QUICK
 from benchmarks.runner import plan, scratch_config, suite_cells
 from benchmarks.unfold import selects_a_compiling_cell
@@ -75,12 +75,13 @@ def _described(pids: list[int]) -> list[str]:
     """Each process's id, state, parent, session and command line, for a failure message."""
     described = []
     for pid in pids:
+        stat = stat_fields(pid)
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        described.append(f"{pid} state {stat[0]} parent {stat[1]} session {stat[3]}: {command}")
+        if stat is not None:
+            described.append(f"{pid} state {stat[0]} parent {stat[1]} session {stat[3]}: {command}")
     return described
 
 
@@ -108,8 +109,7 @@ def test_killing_a_session_leaves_no_member_even_while_members_fork():
     finally:
         leader.kill()
         leader.wait()
-        for pid in session_members(leader.pid):
-            os.kill(pid, signal.SIGKILL)
+        kill_session(leader.pid)
 
 
 def _bench(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen:

@@ -619,6 +619,10 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
     }
   };
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, p.K * p.L));
+  // Each thread first faults in its own planes [begin, end) of a fresh grad_input.
+  auto populate_planes = [&](int64_t begin, int64_t end) {
+    if (populate) populate_fresh_pages(gi + begin * in_plane, (end - begin) * in_plane * int64_t(sizeof(scalar_t)));
+  };
   // A plane whose padded accumulators fit in L1, stride 1 along a contiguous innermost dim, window rows of a whole
   // register of accumulators or more (shorter ones go to the rows in registers below, where AVX-512 has them): the
   // sums of the whole padded plane are kept in L1, and grad_output's plane is read once front to back, each window
@@ -632,7 +636,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
 #endif
   if (plane_in_l1) {
     at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
-      if (populate) populate_fresh_pages(gi + begin * in_plane, (end - begin) * in_plane * int64_t(sizeof(scalar_t)));
+      populate_planes(begin, end);
       std::vector<acc_t> acc(Hp0 * Hp1 * Wp), scratch(S2);
       for (int64_t nc = begin; nc < end; ++nc) {
         const scalar_t* from = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
@@ -672,7 +676,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
           masks[j * 2 + r] = static_cast<__mmask16>(lane_range(shift - 16 * r, std::min(shift + O2, S2) - 16 * r, 16));
       }
       at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
-        if (populate) populate_fresh_pages(gi + begin * in_plane, (end - begin) * in_plane * int64_t(sizeof(scalar_t)));
+        populate_planes(begin, end);
         alignas(64) float sums[32];
         scalar_t* const region_end = gi + end * S0 * S1 * S2;  // this thread's rows end here
         for (int64_t nc = begin; nc < end; ++nc) {
@@ -712,7 +716,7 @@ void fold_kernel(const at::Tensor& grad_output, at::Tensor& grad_input, const Pr
   }
 #endif
   at::parallel_for(0, p.N * p.C, grain, [&](int64_t begin, int64_t end) {
-    if (populate) populate_fresh_pages(gi + begin * in_plane, (end - begin) * in_plane * int64_t(sizeof(scalar_t)));
+    populate_planes(begin, end);
     std::vector<acc_t> acc(s2 * M), scratch(S2);
     for (int64_t nc = begin; nc < end; ++nc) {
       const scalar_t* plane = g + (nc / p.C) * gN + (nc % p.C) * p.K * gR;
