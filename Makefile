@@ -21,7 +21,7 @@ help:  ## this list
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
-	memprofile report regress regress-validate advise asv-check clean
+	memprofile report regress regress-validate advise asv-check gpu-check gpu-check-prepare clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -128,6 +128,14 @@ bench-pytest: venv  ## the same matrix with pytest-benchmark
 # Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
 memprofile: venv  ## where one strategy's memory goes: STRATEGY=... CONFIG=...
 	$(PY) scripts/memory_profile.py $(STRATEGY) $(CONFIG) --profile $(PROFILE) $(MEMPROFILE_ARGS)
+
+# The prepared GPU check (docs/gpu-check.md): what a task lent a GPU machine runs. prepare puts the wheels the device
+# lacks and the commit manifest in .gpu-check/ and prints the device call; gpu-check is its dry run here.
+gpu-check-prepare: venv  ## the GPU check's carried files (.gpu-check/) and the device call to make
+	$(PY) scripts/gpu_check.py prepare
+
+gpu-check: venv  ## the GPU check's dry run here: what it would run on a lent GPU, and whether it is ready
+	$(PY) scripts/gpu_check.py run --dry-run
 
 asv-check: venv  ## asv's own check of the suite
 	$(PY) -m asv check --python=same

@@ -20,8 +20,9 @@ non-contiguous input, in every dtype. ``check`` runs one capability on one strat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -35,8 +36,10 @@ KWARGS = {"kernel_size": 3, "padding": 1, "stride": 2}
 WORKS = "works"
 
 
-def _input(shape: tuple[int, ...] = SHAPE, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    return torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+def _input(shape: tuple[int, ...] = SHAPE, dtype: torch.dtype = torch.float64, device: str = "cpu") -> torch.Tensor:
+    """The checks' input, drawn on the CPU (the same values on every device) and moved to ``device``."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return x.to(device=device, dtype=dtype)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> str | None:
@@ -47,11 +50,14 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> str | None:
     return None
 
 
-def _under(transform: Callable[[Callable], Callable[[torch.Tensor], object]]) -> Callable[[Strategy], str | None]:
+Check = Callable[[Strategy, str], "str | None"]  # (strategy, device) -> the problem found, or None
+
+
+def _under(transform: Callable[[Callable], Callable[[torch.Tensor], object]]) -> Check:
     """A check that ``transform(f)(x)`` agrees for the strategy and for ``F.unfold``."""
 
-    def check(strategy: Strategy) -> str | None:
-        x = _input()
+    def check(strategy: Strategy, device: str) -> str | None:
+        x = _input(device=device)
         got = transform(lambda v: strategy(v, **KWARGS))(x)
         expected = transform(lambda v: F.unfold(v, **KWARGS))(x)
         for a, b in zip(
@@ -65,14 +71,18 @@ def _under(transform: Callable[[Callable], Callable[[torch.Tensor], object]]) ->
     return check
 
 
-def _weights() -> torch.Tensor:
-    return torch.randn(27, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+def _weights(device: torch.device) -> torch.Tensor:
+    return torch.randn(27, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(device)
 
 
 def _per_sample(f: Callable) -> Callable:
     """Per-sample gradients of a linear layer's loss, as KFAC and BackPACK compute them."""
-    w = _weights()
-    return torch.func.vmap(torch.func.grad(lambda xi: (f(xi.unsqueeze(0)).transpose(1, 2) @ w).square().sum()))
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        w = _weights(x.device)
+        return torch.func.vmap(torch.func.grad(lambda xi: (f(xi.unsqueeze(0)).transpose(1, 2) @ w).square().sum()))(x)
+
+    return run
 
 
 def _double_backward(f: Callable) -> Callable:
@@ -86,7 +96,7 @@ def _double_backward(f: Callable) -> Callable:
 
 
 def _jvp(f: Callable) -> Callable:
-    return lambda x: torch.func.jvp(f, (x,), (_input(x.shape) + 1,))
+    return lambda x: torch.func.jvp(f, (x,), (_input(x.shape, device=x.device) + 1,))
 
 
 def _vmap(f: Callable) -> Callable:
@@ -103,22 +113,24 @@ def _compiled(f: Callable) -> Callable:
     return run
 
 
-def _empty_batch(strategy: Strategy) -> str | None:
-    x = _input((0, *SHAPE[1:])).requires_grad_(True)
+def _empty_batch(strategy: Strategy, device: str) -> str | None:
+    x = _input((0, *SHAPE[1:]), device=device).requires_grad_(True)
     out = strategy.implementation(x, parse(x, **KWARGS))  # the raw implementation: a declaration must still hold
     out.backward(torch.ones_like(out))
     return _same(out, F.unfold(x.detach(), **KWARGS)) or _same(x.grad, torch.zeros_like(x))
 
 
-def _layout(make: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Strategy], str | None]:
-    return lambda strategy: mismatch(strategy, make(_input(dtype=torch.float32)), KWARGS, backward=True)
+def _layout(make: Callable[[torch.Tensor], torch.Tensor]) -> Check:
+    return lambda strategy, device: mismatch(
+        strategy, make(_input(dtype=torch.float32, device=device)), KWARGS, backward=True
+    )
 
 
-def _dtype(dtype: torch.dtype) -> Callable[[Strategy], str | None]:
-    return lambda strategy: mismatch(strategy, _input(dtype=dtype), KWARGS, backward=True)
+def _dtype(dtype: torch.dtype) -> Check:
+    return lambda strategy, device: mismatch(strategy, _input(dtype=dtype, device=device), KWARGS, backward=True)
 
 
-CHECKS: dict[str, Callable[[Strategy], str | None]] = {
+CHECKS: dict[str, Check] = {
     "gradient": _under(lambda f: lambda x: torch.func.grad(lambda v: f(v).square().sum())(x)),
     "double backward": _under(_double_backward),
     "forward-mode AD (jvp)": _under(_jvp),
@@ -155,12 +167,23 @@ def declared(strategy: Strategy, capability: str) -> str | None:
     )
 
 
+@contextlib.contextmanager
+def _exact_float32() -> Iterator[None]:
+    """TF32 off for the block, as the benchmarks have it (``benchmarks.cells.use_exact_float32``): a strategy that
+    convolves would otherwise round float32 on a GPU (declared by ``Strategy.exact_under_tf32`` and checked by
+    ``tests/test_caveats.py``), and the check is of what it computes exactly."""
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def check(strategy: Strategy, capability: str, device: str = "cpu") -> str:
     """One cell of the matrix (module docstring); on a device that is not here, ``unverified``."""
     if device != "cpu" and not (device == "cuda" and torch.cuda.is_available()):
         return f"unverified: no {device} device on this machine"
-    if device != "cpu":
-        return "unverified: the capability checks run on CPU only so far"
     dtype = torch.float64 if not capability.startswith("dtype ") else getattr(torch, capability.split()[-1])
     for known in strategy.known_defects:
         if known.refuses(device, dtype):
@@ -171,7 +194,8 @@ def check(strategy: Strategy, capability: str, device: str = "cpu") -> str:
     defect = declared(strategy, capability)
     unrefused = dataclasses.replace(strategy, empty_batch_defect=None, compile_defect=None)
     try:
-        problem = CHECKS[capability](unrefused)
+        with _exact_float32():
+            problem = CHECKS[capability](unrefused, device)
     except Exception as error:  # a failing capability is a finding, reported as a cell
         problem = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"
     if defect is not None:
@@ -182,6 +206,11 @@ def check(strategy: Strategy, capability: str, device: str = "cpu") -> str:
 DEVICES = ("cpu", "cuda")
 
 
-def matrix(strategies: Mapping[str, Strategy]) -> dict[str, dict[str, dict[str, str]]]:
-    """Every capability of every strategy on every device: ``{device: {strategy: {capability: cell}}}``."""
-    return {d: {name: {c: check(s, c, d) for c in CAPABILITIES} for name, s in strategies.items()} for d in DEVICES}
+def matrix(
+    strategies: Mapping[str, Strategy], devices: tuple[str, ...] = DEVICES
+) -> dict[str, dict[str, dict[str, str]]]:
+    """Every capability of every strategy on each of ``devices``: ``{device: {strategy: {capability: cell}}}``."""
+    unknown = [d for d in devices if d not in DEVICES]
+    if unknown or not devices:
+        raise ValueError(f"devices={devices!r}: each must be one of {DEVICES}")
+    return {d: {name: {c: check(s, c, d) for c in CAPABILITIES} for name, s in strategies.items()} for d in devices}

@@ -47,6 +47,9 @@ def main() -> int:
     parser.add_argument("--commits", help="a git range (e.g. main~3..main) to build and benchmark commit by commit")
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration file")
     parser.add_argument(
+        "--commit", help="the commit to record under (default: git's HEAD; for a tree without .git, as on a GPU loan)"
+    )
+    parser.add_argument(
         "--summaries", default=str(ROOT / "reports" / "summaries"), help="where the run's text summary is written"
     )
     args = parser.parse_args()
@@ -71,8 +74,8 @@ def main() -> int:
         with log_path.open("ab") as log:
             status = run_guarded([*asv, "-b", benchmark_regex(profile, args.bench), args.commits], env, ROOT, log)
     else:
-        commit = _git("rev-parse", "HEAD")
-        if _git("status", "--porcelain", "--untracked-files=no"):
+        commit = args.commit or _git("rev-parse", "HEAD")
+        if args.commit is None and _git("status", "--porcelain", "--untracked-files=no"):
             print(f"warning: uncommitted changes; results are recorded under HEAD {commit[:8]} all the same")
         chunks = plan(profile, args.bench)
         if not chunks:
@@ -100,7 +103,7 @@ def main() -> int:
         except KeyError:  # a strategy or config that this checkout no longer has
             return None
 
-    results_dir = Path(Config.load(args.config).results_dir)
+    results_dir = Path(args.config).resolve().parent / Config.load(args.config).results_dir  # as asv resolves it
     print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries))
     return status
 

@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(ROOT / "reports" / "capabilities"), help="directory to write into")
+    parser.add_argument("--devices", default="cpu,cuda", help="comma-separated devices to check (default cpu,cuda)")
+    parser.add_argument("--commit", help="the commit to record (default: git's HEAD; for a tree without .git)")
     args = parser.parse_args()
 
     import torch
@@ -31,9 +33,15 @@ def main() -> int:
     from impls.capabilities import CAPABILITIES, matrix
 
     started = time.monotonic()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = (
+        args.commit
+        or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    )
     machine = machine_name()
-    cells = matrix(STRATEGIES)
+    try:
+        cells = matrix(STRATEGIES, tuple(args.devices.split(",")))
+    except ValueError as error:
+        parser.error(f"--devices {args.devices!r}: {error}")
     record = {
         "machine": machine,
         "commit": commit,

@@ -54,9 +54,9 @@ def _needs(text: str) -> list[str]:
     return names
 
 
-def _set_aside(needs: list[str]) -> dict[str, str]:
+def _set_aside(needs: list[str], device: str) -> dict[str, str]:
     """The site's set-aside strategies (those that overwrite their result), and those lacking what is needed,
-    from the capability checks on the CPU (the only device they run on so far)."""
+    from the capability checks on ``device``."""
     from impls import STRATEGIES
     from impls.capabilities import NEEDS, WORKS, check
     from reports.set_aside import SET_ASIDE
@@ -64,7 +64,7 @@ def _set_aside(needs: list[str]) -> dict[str, str]:
     aside = dict(SET_ASIDE)
     for need in needs:
         for name, strategy in STRATEGIES.items():
-            cell = check(strategy, NEEDS[need])
+            cell = check(strategy, NEEDS[need], device)
             if cell != WORKS:
                 aside.setdefault(name, f"no {need} ({cell})")
     return aside
@@ -113,9 +113,7 @@ def advise(argv: list[str]) -> int:
     except AdviceError as error:
         print(f"unfold-bench advise: error: {error}", file=sys.stderr)
         return 2
-    set_aside = _set_aside(args.needs)
-    if args.needs and args.device != "cpu":
-        print(f"note: --needs is judged by the capability checks on the CPU, not on {args.device}")
+    set_aside = _set_aside(args.needs, args.device)
     regimes = list(REGIMES) if args.regime == "both" else [args.regime]
     print(f"{len(layers)} geometries ({sum(layer.count for layer in layers)} layers)", flush=True)
     started = time.monotonic()
