@@ -1,17 +1,18 @@
 """The CI regression gate: measure two revisions on this machine in one run and judge the change.
 
-    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--budget S] [--callgrind CELL]
+    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--processes K] [--callgrind CELL]
 
-**paired** (the default): each revision is checked out in a git worktree, and for every strategy and config two
-processes import both revisions' ``impls`` side by side, one setting up the base revision first and one the
-head, and alternate their calls on the same inputs in blocks of four, A B B A (``benchmarks.paired``), after the
-correctness check of each. A time cell's unit is a block's ratio, so the machine's drift and its neighbours'
-load cancel; its ratio, interval and resolution come from the signed-rank statistics of
-``benchmarks.paired_stats`` over both processes' blocks, and it is sampled until it resolves ``--target`` or its
-``--budget`` is spent. Net peaks are measured in a third process, started with glibc's threshold pinned,
-deterministic as in the asv suite. Both revisions run in this environment (a change of dependencies is not
-measured), and the harness (inputs, correctness check) is this working tree's. The table and the raw
-measurements go to ``.asv/regress/paired-*``, never into ``results/``.
+**paired** (the default): each revision is checked out in a git worktree, and ``--processes`` replicate processes
+(half setting up the base revision first, half the head) each import both revisions' ``impls`` side by side and,
+for every selected strategy and config, after the correctness check of each, place the inputs afresh
+``--rounds`` times and alternate the two revisions' calls on them in blocks of four, A B B A
+(``benchmarks.paired``, ``benchmarks.replicates``). A time cell's ratio, interval and resolution come from its
+per-process ratios, with Student's t across the processes: where the code and buffers of a process landed moves a
+ratio more than its calls do, so the process is the unit of replication (``unfold-bench variance`` measures the
+levels and sizes the design). Net peaks are measured in one more process per strategy and config, started with
+glibc's threshold pinned, deterministic as in the asv suite. Both revisions run in this environment (a change
+of dependencies is not measured), and the harness (inputs, correctness check) is this working tree's. The table
+and the raw measurements go to ``.asv/regress/paired-*``, never into ``results/``.
 
 **asv**: asv builds each revision's project into its own virtualenv and runs the strategies' benchmarks of both,
 interleaving rounds of one process per cell and revision (``asv continuous --interleave-rounds``), judged by a
@@ -136,7 +137,7 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
     process of its own (``benchmarks.paired``), progress printed as cells finish; the table and the raw
     measurements are written to ``.asv/regress/paired-BASE-HEAD.*``."""
     from benchmarks.cells import device_unavailable
-    from benchmarks.paired import load_strategies, measure_in_processes
+    from benchmarks.paired import Design, load_strategies, measure_in_processes
     from reports.compare import format_paired_row
 
     regime = get_regime(args.regime)
@@ -158,9 +159,11 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
             for d in devices
             if re.search(args.bench, f"{s}, {c.name}, {d}")
         ]
+        design = Design(thresholds.processes, thresholds.process_rounds, thresholds.blocks, thresholds.round_seconds)
         print(
-            f"paired: {len(units)} strategy-config units, {thresholds.budget:g} s at most per time cell, stopping at "
-            f"resolution {thresholds.target:g}x; timed in the {regime.name} regime: {regime.label}",
+            f"paired: {len(units)} strategy-config units in {design.processes} processes (half with each revision "
+            f"set up first), {design.rounds} input placements each, at most {design.blocks} blocks or "
+            f"{design.round_seconds:g} s per placement; timed in the {regime.name} regime: {regime.label}",
             flush=True,
         )
         rows = measure_in_processes(
@@ -168,11 +171,10 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
             head_tree,
             units,
             args.profile,
-            thresholds.budget,
-            thresholds.target,
+            design,
             thresholds.paired_margin,
-            thresholds.resolution_limit,
             regime_environment(regime),
+            progress=lambda line: print(f"paired: {line}", flush=True),
         )
         for row in rows:
             measurements.append(row)
@@ -254,14 +256,26 @@ def main() -> int:
     )
     paired = parser.add_argument_group("paired mode")
     paired.add_argument(
-        "--budget",
-        type=float,
-        default=defaults.budget,
-        help="seconds of blocks per time cell, split between its two processes; a cell that "
-        "resolves no better than --resolution-limit gets a second helping (%(default)g)",
+        "--processes",
+        type=int,
+        default=defaults.processes,
+        help="replicate processes, even: half set up each revision first (%(default)d)",
     )
     paired.add_argument(
-        "--target", type=float, default=defaults.target, help="stop sampling a cell at this resolution (%(default)g)"
+        "--rounds-per-process",
+        dest="process_rounds",
+        type=int,
+        default=defaults.process_rounds,
+        help="fresh input placements per process (%(default)d)",
+    )
+    paired.add_argument(
+        "--blocks", type=int, default=defaults.blocks, help="blocks A B B A per placement at most (%(default)d)"
+    )
+    paired.add_argument(
+        "--round-seconds",
+        type=float,
+        default=defaults.round_seconds,
+        help="seconds of blocks per placement at most (%(default)g)",
     )
     paired.add_argument(
         "--margin",
@@ -305,11 +319,15 @@ def main() -> int:
         )
     if args.repeat < 1:
         parser.error(f"--repeat {args.repeat}: need at least 1 sample per round")
-    if args.budget <= 0:
-        parser.error(f"--budget {args.budget}: must be above 0 seconds")
-    for name, value in (("--target", args.target), ("--resolution-limit", args.resolution_limit)):
-        if value <= 1:
-            parser.error(f"{name} {value}: a resolution is a slowdown factor, so it must be above 1")
+    if args.processes < 4 or args.processes % 2:
+        parser.error(f"--processes {args.processes}: must be even and at least 4 (two per set-up order)")
+    for name, value in (("--rounds-per-process", args.process_rounds), ("--blocks", args.blocks)):
+        if value < 1:
+            parser.error(f"{name} {value}: must be at least 1")
+    if args.round_seconds <= 0:
+        parser.error(f"--round-seconds {args.round_seconds}: must be above 0 seconds")
+    if args.resolution_limit <= 1:
+        parser.error(f"--resolution-limit {args.resolution_limit}: a resolution is a slowdown factor, so above 1")
     if args.margin < 0:
         parser.error(f"--margin {args.margin}: must be at least 0")
     try:
@@ -329,8 +347,10 @@ def main() -> int:
         instructions=args.instruction_threshold,
         paired_margin=args.margin,
         resolution_limit=args.resolution_limit,
-        target=args.target,
-        budget=args.budget,
+        processes=args.processes,
+        process_rounds=args.process_rounds,
+        blocks=args.blocks,
+        round_seconds=args.round_seconds,
         rounds=args.rounds,
         repeat=args.repeat,
     )

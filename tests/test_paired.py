@@ -1,7 +1,8 @@
-"""The regression gate's paired mode: its statistic, its verdicts, and the process that alternates two revisions.
+"""The regression gate's paired mode: the signed-rank statistic (``advise`` races with it), the verdicts, two
+revisions loaded side by side, and the net-peak process. The time across processes is ``tests/test_replicates.py``'s.
 
 The statistic is tested on draws from fixed noise models with fixed seeds (its false-alarm rate and what its
-resolution promises), the sampler on strategies made here whose cost or behaviour is known by construction.
+resolution promises), the processes on strategies made here whose behaviour is known by construction.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -22,19 +21,8 @@ import pytest
 import torch
 
 from benchmarks.allocator import pinned_environment
-from benchmarks.cells import Cell, Workload, profile_config
-from benchmarks.paired import (
-    MIN_SECONDS,
-    _pooled,
-    load_strategies,
-    measure_cell,
-    measure_in_processes,
-    paired_log_ratios,
-    process_target,
-    share_inputs,
-)
+from benchmarks.paired import Design, load_strategies, measure_cell, measure_in_processes
 from benchmarks.paired_stats import MIN_PAIRS, _exact_count, paired_ratio
-from benchmarks.profiles import get_profile
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from reports.compare import Thresholds, format_paired, gate_decision, paired_table, paired_verdict
@@ -140,94 +128,18 @@ def test_two_checkouts_load_side_by_side_and_the_harness_keeps_its_own(tmp_path)
         load_strategies(tmp_path / "nowhere")
 
 
-def _slower(factor: float) -> Strategy:
-    """native, spinning after each call for ``factor - 1`` times the call's time: ``factor`` times as slow."""
-
-    def slower(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        start = time.perf_counter()
-        out = NATIVE.implementation(input, geometry)
-        end = time.perf_counter()
-        end += (factor - 1) * (end - start)
-        while time.perf_counter() < end:
-            pass
-        return out
-
-    return Strategy("s", "native, slowed", (1, 2), ("cpu",), slower)
+def _measured(base: Strategy, head: Strategy) -> dict[str, dict]:
+    return {row["measure"]: row for row in measure_cell(({"s": base}, {"s": head}), "s", "example")}
 
 
-def _measured(base: Strategy, head: Strategy, kind: str = "time", head_first: bool = False) -> dict[str, dict]:
-    rows = measure_cell(
-        ({"s": base}, {"s": head}),
-        "s",
-        "example",
-        kind=kind,
-        budget=MIN_SECONDS + 0.5,
-        target=Thresholds().target,
-        head_first=head_first,
-    )
-    return {row["measure"]: row for row in rows}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("head_first", [False, True])
-def test_the_ratio_is_head_over_base_whichever_revision_goes_first(head_first):
-    # a four times slower head: the ratio is far above 1 (a swap of the sides would put it far below), whatever
-    # another process on the machine does to single calls
-    forward = _measured(NATIVE, _slower(4.0), head_first=head_first)["time_forward"]["log_ratios"]
-    assert len(forward) >= MIN_PAIRS and paired_ratio(forward).low > 1  # the direction, even on a loaded machine
-    forward = _measured(_slower(4.0), NATIVE, head_first=head_first)["time_forward"]["log_ratios"]
-    assert paired_ratio(forward).high < 1
-
-
-def test_two_processes_pool_as_many_blocks_from_each_order():
-    first = {"strategy": "s", "measure": "time_forward", "log_ratios": [0.1] * 40, "seconds": 1.0}
-    second = {"strategy": "s", "measure": "time_forward", "log_ratios": [-0.1] * 30, "seconds": 1.0}
-    pooled = _pooled(first, second, margin=0.02)
-    assert pooled["pairs"] == 60 and pooled["ratio"] == pytest.approx(1.0)  # an order effect of +-10% cancels
-    assert pooled["process_ratios"] == pytest.approx([math.exp(0.1), math.exp(-0.1)])
-    assert pooled["low"] <= 1 <= pooled["high"] and "log_ratios" not in pooled
-
-
-def test_one_process_stops_where_twice_its_blocks_reach_the_target():
-    d = np.random.default_rng(3).normal(0, 0.1, 800)
-    half, whole = paired_ratio(d[:400], 0.02).resolution, paired_ratio(d, 0.02).resolution
-    assert math.log(process_target(whole, 0.02) / 1.02) == pytest.approx(math.log(half / 1.02), rel=0.1)
-
-
-def test_no_call_runs_while_another_sides_output_is_alive_and_both_sides_share_the_inputs():
-    alive: list[weakref.ref] = []
-    inputs: set[int] = set()
-
-    def careful(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        if any(ref() is not None for ref in alive):
-            raise AssertionError("called while an earlier output is alive")
-        inputs.add(input.data_ptr())
-        out = NATIVE.implementation(input, geometry)
-        alive.append(weakref.ref(out))
-        return out
-
-    strategy = Strategy("s", "native, careful", (1, 2), ("cpu",), careful)
-    layer = profile_config(get_profile("quick"), "example")
-    pair = (
-        Workload(Cell(strategy, layer, "cpu"), backward=True),
-        Workload(Cell(strategy, layer, "cpu"), backward=True),
-    )
-    share_inputs(pair[1], pair[0])
-    for which in ("forward", "forward_backward"):
-        assert len(paired_log_ratios(pair, which, budget=0.2, target=math.inf, margin=0.0)) >= MIN_PAIRS
-    assert inputs == {pair[0].input.data_ptr(), pair[0].leaf.data_ptr()}  # each shared by both sides
-
-
-def test_a_wrong_side_is_not_timed_and_a_missing_strategy_is_new_not_failed():
+def test_a_wrong_side_is_not_measured_and_a_missing_strategy_is_new_not_failed():
     def wrong(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
         return NATIVE.implementation(input, geometry).flip(-1)
 
     rows = _measured(NATIVE, Strategy("s", "wrong", (1, 2), ("cpu",), wrong))
-    assert rows["time_forward"]["failed_at"] == "head" and "wrong output" in rows["time_forward"]["error"]
-    assert rows["time_forward_backward"]["failed_at"] == "head"
-    rows = _measured(NATIVE, Strategy("s", "wrong", (1, 2), ("cpu",), wrong), head_first=True)
-    assert rows["time_forward"]["failed_at"] == "head" and rows["time_forward"]["error"].startswith("head: ")
-    absent = list(measure_cell(({}, {"s": NATIVE}), "s", "example", kind="memory"))
+    assert rows["net_peak_forward"]["failed_at"] == "head" and "wrong output" in rows["net_peak_forward"]["error"]
+    assert rows["net_peak_forward_backward"]["failed_at"] == "head"
+    absent = list(measure_cell(({}, {"s": NATIVE}), "s", "example"))
     assert [row["absent_at"] for row in absent] == ["base", "base"]
 
 
@@ -251,7 +163,7 @@ def test_net_peaks_of_the_same_code_agree_in_their_pinned_process():
 @pytest.mark.slow
 def test_a_process_that_dies_fails_its_cells_only():
     units = [("native", "no-such-config", "cpu"), ("nonexistent", "example", "cpu")]
-    rows = list(measure_in_processes(ROOT, ROOT, units, "quick", 0.5, 1.5, 0.02, 1.25, env={"PATH": ""}))
+    rows = list(measure_in_processes(ROOT, ROOT, units, "quick", Design(4, 1, 4, 0.01), 0.02, env={"PATH": ""}))
     died = [r for r in rows if r["strategy"] == "native"]
     assert {r["measure"] for r in died} == {
         "time_forward",
@@ -265,8 +177,10 @@ def test_a_process_that_dies_fails_its_cells_only():
 
 # Paired settings scripts/regress.py must refuse before any work (exit status 2), and what its message must name
 PAIRED_REFUSALS = [
-    (["--budget", "0"], "--budget 0"),
-    (["--target", "1"], "--target 1"),
+    (["--processes", "5"], "--processes 5"),
+    (["--processes", "2"], "--processes 2"),
+    (["--blocks", "0"], "--blocks 0"),
+    (["--round-seconds", "0"], "--round-seconds 0"),
     (["--bench", "conv2("], "--bench"),
     (["--margin", "-0.1"], "--margin -0.1"),
     (["--resolution-limit", "0.9"], "--resolution-limit 0.9"),
@@ -290,7 +204,7 @@ def test_regress_refuses_bad_paired_settings_before_any_work():
 def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is_not_a_failure():
     half = dataclasses.replace(NATIVE, spatial_dims=(1,))  # cannot run the 2-d example config
     rows = _measured(half, half)
-    assert rows["time_forward"]["skipped_at"] == "both" and not rows["time_forward"]["failed_at"]
+    assert rows["net_peak_forward"]["skipped_at"] == "both" and not rows["net_peak_forward"]["failed_at"]
     rows = list(_measured(NATIVE, half).values())
     assert rows[0]["skipped_at"] == "head"
     table = paired_table(rows, "quick")
@@ -299,23 +213,7 @@ def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is
     assert both.empty
 
 
-def test_a_process_effect_alone_is_no_regression():
-    cell = {
-        "strategy": "s",
-        "config": "c",
-        "device": "cpu",
-        "measure": "time_forward",
-        "failed_at": "",
-        "ratio": 1.05,
-        "low": 1.03,
-        "high": 1.07,
-        "resolution": 1.04,
-        "pairs": 100,
-        "seconds": 1.0,
-    }
-    two_percent = Thresholds(paired_margin=0.02)
-    assert paired_table([{**cell, "process_ratios": [1.10, 1.00]}], "quick", two_percent).verdict[0] == "unchanged"
-    assert paired_table([{**cell, "process_ratios": [1.06, 1.04]}], "quick", two_percent).verdict[0] == "regression"
-    assert paired_table([{**cell, "process_ratios": [1.06, 1.04]}], "quick").verdict[0] == "unchanged"  # 5%
+def test_a_process_that_died_fails_closed():
+    cell = {"strategy": "s", "config": "c", "device": "cpu", "measure": "time_forward"}
     died = paired_table([{**cell, "failed_at": "unknown", "error": "killed"}], "quick")
     assert died.verdict[0] == "failed (revision unknown)" and gate_decision(died)[0] == 2

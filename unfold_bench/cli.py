@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from benchmarks.advise import (
     BUDGET,
@@ -29,6 +30,8 @@ from benchmarks.advise import (
     model_layers,
 )
 from benchmarks.allocator import REGIMES
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -141,12 +144,65 @@ def advise(argv: list[str]) -> int:
     return 0
 
 
+def variance(argv: list[str]) -> int:
+    """``unfold-bench variance``: the variance components of chosen cells' paired ratios (``benchmarks.variance``)."""
+    from benchmarks import variance as components
+    from benchmarks.paired_stats import ALPHA, POWER
+    from reports.compare import Thresholds
+
+    defaults = Thresholds()
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench variance",
+        description=components.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--cells",
+        default="gather:allcnnc-conv2:forward,cpp:allcnnc-conv2:forward,compiled:allcnnc-conv3:forward",
+        help="comma-separated STRATEGY:CONFIG:forward|forward_backward (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--against",
+        default="self",
+        help="side A: 'self' (a second import of the same code, the gate's A/A) or a strategy",
+    )
+    parser.add_argument("--runs", type=int, default=2, help="runs, one after another (%(default)d)")
+    parser.add_argument("--processes", type=int, default=6, help="processes per run, even (%(default)d)")
+    parser.add_argument("--rounds", type=int, default=4, help="placements per process (%(default)d)")
+    parser.add_argument("--blocks", type=int, default=32, help="blocks per round at most (%(default)d)")
+    parser.add_argument("--round-seconds", type=float, default=0.4, help="seconds per round at most (%(default)g)")
+    parser.add_argument("--target", type=float, default=defaults.target, help="gate resolution (%(default)g)")
+    parser.add_argument("--out", help="also write the report to this file")
+    parser.add_argument("--json", help="write every round's block log-ratios to this file")
+    args = parser.parse_args(argv)
+    for name in ("runs", "processes", "rounds", "blocks"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    if args.processes % 2 or args.processes < 4:
+        parser.error(f"--processes {args.processes}: must be even and at least 4 (half per set-up order)")
+    try:
+        units = components.units_for(args.cells.split(","), args.against, str(ROOT))
+    except ValueError as error:
+        parser.error(f"--cells {args.cells!r}: {error}")
+    rows = components.measure(units, args.runs, args.processes, args.rounds, args.blocks, args.round_seconds)
+    text = components.report(rows, args.target, ALPHA, POWER, defaults.paired_margin)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    if args.json:
+        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return 0
+
+
+COMMANDS = {"advise": advise, "variance": variance}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] != "advise":
-        print("usage: unfold-bench advise --help", file=sys.stderr)
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: unfold-bench {{{','.join(COMMANDS)}}} --help", file=sys.stderr)
         return 2
-    return advise(argv[1:])
+    return COMMANDS[argv[0]](argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,269 @@
+"""Paired ratios measured with the process and the placement as levels of their own.
+
+On a small VM the error that dominates a timing is not the call but where its buffers landed and how the
+process's code is laid out (Mytkowicz et al., ASPLOS 2009; Curtsinger and Berger, ASPLOS 2013). So a ratio of
+two callables' times is measured at three nested levels (Kalibera and Jones, ISMM 2013):
+
+- **blocks**: four adjacent calls A B B A on the same inputs, each after both sides' outputs are dropped; a
+  block gives one log-ratio, the mean of its two pairs', so drift and the order within a pair cancel;
+- **rounds** (placements): every round allocates the inputs afresh behind a spacer of random size, so their
+  addresses, relative alignment and pages differ from round to round as a user's tensors would;
+- **processes**: each a fresh interpreter, half of them setting up side B first (its code and buffers then
+  land first), since which side was set up first shifts the ratio systematically.
+
+A process measures every unit it is given (one pair of strategies on one config, forward or
+forward-backward) round by round, after each side's correctness check, and prints one JSON row per unit and
+round: the block log-ratios (or one row naming each side's problem: absent, skipped, or a wrong result).
+``process_estimate`` reduces a process's rows to its log-ratio per unit, and
+``across_processes`` turns the per-process estimates into the verdict's ratio, interval and resolution, with
+Student's t over the processes (the process is the unit of replication) and the set-up order as a fixed
+effect. ``benchmarks/variance.py`` estimates how much each level contributes.
+
+Run as a module (one process)::
+
+    python -m benchmarks.replicates SPEC.json   # SPEC: {"sides": [...], "units": [...], "rounds": R, ...}
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+WHICH = ("forward", "forward_backward")
+SPACER_BYTES = 4 << 20  # a round's inputs land behind up to this many bytes of spacer, at any 64-byte offset
+ABSENT = "absent"  # a side's registry has no such strategy (added or removed by the change)
+SKIPPED = "skipped: "  # a side's cell does not run here (no GPU, spatial dims, a refused dtype): no failure
+TRIM = 0.1  # a round's statistic: the mean of its block log-ratios with this fraction cut from each end
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where one side's strategy comes from: a checkout's ``impls`` (``tree``), the strategy's name in it, and which
+    copy of that ``impls`` (two copies of one tree are two imports of the same code: an A/A comparison)."""
+
+    tree: str
+    strategy: str
+    copy: int = 0
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One paired measurement: side A's and side B's strategies (by ``Side``) on ``config``, one call."""
+
+    key: str  # how the caller names it (e.g. "gather, allcnnc-conv2, cpu, forward")
+    sides: tuple[Side, Side]
+    config: str
+    which: str
+    device: str = "cpu"
+
+
+def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
+    """The mean of ``values`` with ``trim`` of them cut from each end (robust to the odd slow call)."""
+    ordered = np.sort(np.asarray(values, dtype=float))
+    cut = int(math.floor(trim * ordered.size))
+    return float(ordered[cut : ordered.size - cut].mean())
+
+
+def _fresh_workloads(cells: tuple, seed: int) -> tuple:
+    """Both sides' workloads on inputs allocated now behind a random spacer; returns (workloads, spacer)."""
+    import torch
+
+    from benchmarks.cells import Workload
+    from benchmarks.paired import share_inputs
+
+    spacer = torch.empty(random.Random(seed).randrange(0, SPACER_BYTES, 64), dtype=torch.uint8)
+    first = Workload(cells[0], backward=True)
+    second = Workload(cells[1], backward=True)
+    share_inputs(second, first)
+    for workload in (first, second):
+        workload.compile()
+    return (first, second), spacer
+
+
+def measure_units(spec: Mapping) -> Iterator[dict]:
+    """The rows of one process (module docstring) for ``spec``: ``units`` (dicts of ``Unit``'s fields),
+    ``rounds``, ``blocks`` (per round, at most), ``round_seconds`` (per round, at most), ``b_first`` (set side B up
+    first), ``profile`` and ``seed``; a unit whose side fails its correctness check or does not run is reported
+    with the reason instead of ratios."""
+    from benchmarks.cells import Cell, check_cell, profile_config, use_exact_float32
+    from benchmarks.paired import load_strategies
+    from benchmarks.profiles import get_profile
+
+    profile = get_profile(spec.get("profile", "quick"))
+    b_first = bool(spec.get("b_first", False))
+
+    def source(side: Mapping) -> tuple[str, int]:
+        return side["tree"], int(side.get("copy", 0))
+
+    loads = list(dict.fromkeys(source(side) for unit in spec["units"] for side in unit["sides"]))
+    registries = {}
+    for load in reversed(loads) if b_first else loads:  # each copy of each tree imported once, in set-up order
+        registries[load] = load_strategies(Path(load[0]))
+    seed = int(spec.get("seed", 0))
+    verdicts: dict[tuple, str | None] = {}  # (source, strategy, config, device, backward) -> problem
+    for unit in spec["units"]:
+        row = {"key": unit["key"]}
+        layer = profile_config(profile, unit["config"])
+        device = unit.get("device", "cpu")
+        backward = unit["which"] != "forward"
+        order = (1, 0) if b_first else (0, 1)
+        cells, problems = [], {}
+        for side in order:
+            name, label = unit["sides"][side]["strategy"], "AB"[side]
+            registry = registries[source(unit["sides"][side])]
+            if name not in registry:
+                problems[label] = ABSENT
+                continue
+            cell = Cell(registry[name], layer, device)
+            reason = cell.skip_reason()
+            if reason is not None:
+                problems[label] = f"{SKIPPED}{reason}"
+                continue
+            known = (source(unit["sides"][side]), name, unit["config"], device, backward)
+            if known not in verdicts:
+                verdicts[known] = check_cell(cell).problem(backward=backward)
+            if verdicts[known] is not None:
+                problems[label] = verdicts[known]
+                continue
+            cells.append(cell)
+        if problems:
+            yield {**row, "problems": problems}
+            continue
+        use_exact_float32(device)
+        rounds = measure_pair(
+            (cells[0], cells[1]), unit["which"], int(spec["rounds"]), int(spec["blocks"]), spec["round_seconds"], seed
+        )
+        for measured in rounds:
+            sign = -1.0 if b_first else 1.0  # always log(B / A), whichever was set up first
+            yield {**row, **measured, "log_ratios": [sign * r for r in measured["log_ratios"]]}
+        seed += int(spec["rounds"])
+
+
+def measure_pair(
+    cells: tuple, which: str, rounds: int, blocks: int, round_seconds: float, seed: int = 0
+) -> Iterator[dict]:
+    """``rounds`` rounds of one pair of cells (checked by the caller): each places fresh inputs (shared by both
+    sides) behind a random spacer, makes two untimed warm-up blocks, then takes at most ``blocks`` blocks A B B A or
+    ``round_seconds`` of them (at least 4); per round, the log-ratios log(second cell's time / first's) and its
+    seconds (``setup_seconds``: the placement and warm-up)."""
+    from benchmarks.paired import timed_call
+
+    for round_ in range(rounds):
+        round_started = time.monotonic()
+        workloads, spacer = _fresh_workloads(cells, seed + round_)
+        for _ in range(2):  # warm-up blocks: first touches, lazy set-up, the allocator's threshold
+            for side in (0, 1):
+                timed_call(workloads, side, which)
+        setup_seconds = time.monotonic() - round_started
+        ratios = []
+        end = time.monotonic() + round_seconds
+        while len(ratios) < blocks and (len(ratios) < 4 or time.monotonic() < end):
+            a, b = timed_call(workloads, 0, which), timed_call(workloads, 1, which)
+            b2, a2 = timed_call(workloads, 1, which), timed_call(workloads, 0, which)
+            ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
+        for workload in workloads:
+            workload.reset()
+        del workloads, spacer
+        yield {
+            "round": round_,
+            "log_ratios": ratios,
+            "seconds": time.monotonic() - round_started,
+            "setup_seconds": setup_seconds,
+        }
+
+
+def run_process(spec: Mapping, env: Mapping[str, str] | None = None, timeout: float = 900.0) -> tuple[list[dict], str]:
+    """One replicate process for ``spec``: its rows, and why it ended if it failed (else "")."""
+    from benchmarks.children import run_json_child
+
+    return run_json_child([sys.executable, "-m", "benchmarks.replicates", "-"], spec, env, timeout)
+
+
+def process_estimate(rows: Sequence[Mapping]) -> dict[str, float]:
+    """Per unit key: the process's log-ratio, the mean over its rounds of each round's trimmed mean."""
+    per_unit: dict[str, list[float]] = {}
+    for row in rows:
+        if row.get("log_ratios"):
+            per_unit.setdefault(row["key"], []).append(trimmed_mean(row["log_ratios"]))
+    return {key: float(np.mean(values)) for key, values in per_unit.items()}
+
+
+@dataclass(frozen=True)
+class AcrossProcesses:
+    """A ratio B / A from per-process log-ratios: estimate, one-sided ``1 - alpha`` bounds, resolution."""
+
+    ratio: float
+    low: float
+    high: float
+    processes: int
+    resolution: float
+    process_ratios: tuple[float, ...]
+
+
+@functools.cache
+def _noncentrality(alpha: float, power: float, df: int) -> float:
+    """The noncentrality at which a one-sided t test at level ``alpha`` with ``df`` degrees of freedom rejects with
+    probability ``power`` (the noncentral t distribution)."""
+    from scipy.optimize import brentq
+    from scipy.stats import nct
+    from scipy.stats import t as student
+
+    critical = float(student.ppf(1 - alpha, df))
+    return float(brentq(lambda nc: nct.sf(critical, df, nc) - power, 0.0, 100.0))
+
+
+def resolution(se: float, df: int, alpha: float, power: float, margin: float = 0.0) -> float:
+    """The smallest slowdown factor caught with probability ``power`` by a one-sided t test at ``alpha`` with ``df``
+    degrees of freedom on a log-ratio of standard error ``se``, beyond ``margin``: ``(1 + margin) exp(nc se)``, with
+    ``nc`` the noncentrality that gives that power (about ``t_{1-alpha} + z_{power}``, more with few degrees)."""
+    return (1 + margin) * math.exp(_noncentrality(alpha, power, df) * se)
+
+
+def across_processes(
+    a_first: Sequence[float], b_first: Sequence[float], alpha: float, power: float, margin: float = 0.0
+) -> AcrossProcesses:
+    """The ratio from per-process log-ratios grouped by set-up order: the mean of the two orders' means (the
+    order's systematic shift cancels), its standard error from the pooled within-order variance, and
+    Student's t with ``n_a + n_b - 2`` degrees of freedom. ``low``/``high``: the one-sided bounds at ``1 - alpha``
+    each; ``resolution``: the smallest slowdown flagged with probability ``power`` (``resolution``)."""
+    from scipy.stats import t as student
+
+    a, b = np.asarray(a_first, dtype=float), np.asarray(b_first, dtype=float)
+    if a.size < 2 or b.size < 2:
+        raise ValueError(f"processes: {a.size} and {b.size} per set-up order; the interval needs at least 2 of each")
+    df = a.size + b.size - 2
+    pooled = (((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / df
+    se = math.sqrt(pooled * (1 / a.size + 1 / b.size) / 4)
+    estimate = (a.mean() + b.mean()) / 2
+    quantile = float(student.ppf(1 - alpha, df))
+    return AcrossProcesses(
+        ratio=math.exp(estimate),
+        low=math.exp(estimate - quantile * se),
+        high=math.exp(estimate + quantile * se),
+        processes=int(a.size + b.size),
+        resolution=resolution(se, df, alpha, power, margin),
+        process_ratios=tuple(math.exp(v) for v in np.concatenate([a, b])),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    spec = json.load(sys.stdin) if args == ["-"] else json.loads(Path(args[0]).read_text())
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    for row in measure_units(spec):
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

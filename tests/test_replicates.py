@@ -1,0 +1,219 @@
+"""Ratios with the process and the placement as levels (``benchmarks.replicates``) and their variance components
+(``benchmarks.variance``): the statistics on draws from models with known levels and fixed seeds, the rounds on
+strategies made here whose cost or behaviour is known by construction."""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.cells import Cell, profile_config
+from benchmarks.paired import Design, measure_time
+from benchmarks.paired_stats import ALPHA, POWER
+from benchmarks.profiles import get_profile
+from benchmarks.replicates import (
+    across_processes,
+    measure_pair,
+    measure_units,
+    process_estimate,
+    resolution,
+    trimmed_mean,
+)
+from benchmarks.variance import Components, components, design
+from impls import STRATEGIES, Geometry
+from impls.strategy import Strategy
+from reports.compare import Thresholds, paired_table
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE = STRATEGIES["native"]
+EXAMPLE = profile_config(get_profile("quick"), "example")
+
+
+def _processes(rng: np.random.Generator, k: int, shift: float, order: float, spread: float) -> tuple[list, list]:
+    """Per-process log-ratios of ``k`` processes, half per set-up order: a true ``shift``, an order effect of
+    +-``order`` and normal process noise of ``spread``."""
+    a = shift + order + rng.normal(0, spread, k // 2)
+    b = shift - order + rng.normal(0, spread, k // 2)
+    return list(a), list(b)
+
+
+def test_across_processes_misses_no_change_at_the_shipped_rate_whatever_the_order_effect():
+    # the shipped one-sided alpha (0.001), 8 processes as the gate's default: the false-alarm rate of the upper bound
+    rng = np.random.default_rng(0)
+    trials = 20000
+    above = sum(across_processes(*_processes(rng, 8, 0.0, 0.08, 0.04), ALPHA, POWER).low > 1 for _ in range(trials))
+    assert above / trials < 3 * ALPHA, above / trials  # 20 expected; 60 would be three times the stated rate
+    above = sum(across_processes(*_processes(rng, 8, 0.0, 0.0, 0.04), 0.05, POWER).low > 1 for _ in range(4000))
+    assert abs(above / 4000 - 0.05) < 0.012, above / 4000  # exact at a rate a few thousand trials resolve
+
+
+def test_a_slowdown_of_the_stated_resolution_is_caught_at_the_stated_power():
+    rng = np.random.default_rng(1)
+    margin, spread, k = 0.05, 0.03, 8
+    stated = np.median(
+        [across_processes(*_processes(rng, k, 0, 0.05, spread), ALPHA, POWER, margin).resolution for _ in range(400)]
+    )
+    caught = [
+        across_processes(*_processes(rng, k, math.log(stated), 0.05, spread), ALPHA, POWER, margin).low > 1 + margin
+        for _ in range(2000)
+    ]
+    assert 0.85 <= np.mean(caught) <= 0.99, (stated, np.mean(caught))
+
+
+def test_the_order_effect_cancels_and_too_few_processes_are_refused():
+    result = across_processes([0.1, 0.12], [-0.1, -0.12], ALPHA, POWER)
+    assert result.ratio == pytest.approx(1.0) and result.processes == 4
+    assert result.process_ratios == pytest.approx(tuple(math.exp(v) for v in (0.1, 0.12, -0.1, -0.12)))
+    with pytest.raises(ValueError, match="1 and 2 per set-up order"):
+        across_processes([0.1], [0.1, 0.2], ALPHA, POWER)
+
+
+def test_a_process_is_the_mean_of_its_rounds_trimmed_means():
+    rows = [{"key": "k", "log_ratios": [0.0] * 9 + [5.0]}, {"key": "k", "log_ratios": [0.2] * 10}]
+    assert trimmed_mean([0.0] * 9 + [5.0]) == 0.0  # one wild block in ten is cut
+    assert process_estimate(rows) == {"k": pytest.approx(0.1)}
+
+
+def _rows(rng: np.random.Generator, sd: dict[str, float], runs=3, processes=8, rounds=6, blocks=30) -> list[dict]:
+    rows = []
+    for run in range(runs):
+        u = rng.normal(0, sd["run"])
+        for process in range(processes):
+            b_first = process % 2 == 1
+            p = u + rng.normal(0, sd["process"]) + (0.07 if b_first else -0.07)  # an order effect too
+            for round_ in range(rounds):
+                r = p + rng.normal(0, sd["round"])
+                rows.append(
+                    {
+                        "key": "k",
+                        "run": run,
+                        "process": process,
+                        "b_first": b_first,
+                        "round": round_,
+                        "log_ratios": list(r + rng.normal(0, sd["block"], blocks)),
+                        "seconds": 0.5,
+                        "setup_seconds": 0.1,
+                        **({"process_seconds": 3.0} if round_ == 0 else {}),
+                    }
+                )
+    return rows
+
+
+def test_the_components_recover_the_levels_a_model_was_drawn_with():
+    sd = {"block": 0.05, "round": 0.03, "process": 0.04, "run": 0.02}
+    estimates = [components(_rows(np.random.default_rng(seed), sd, runs=6)) for seed in range(30)]
+    for level in ("block", "round", "process", "run"):
+        mean = np.mean([getattr(c, level) for c in estimates])
+        assert mean == pytest.approx(sd[level] ** 2, rel=0.35 if level == "run" else 0.2), level
+    one = estimates[0]
+    assert (one.process_seconds, one.round_seconds) == (3.0, 0.1)
+    assert one.block_seconds == pytest.approx(0.4 / 30)
+    assert one.blocks_per_round == 30
+
+
+def test_a_design_is_costed_and_resolved_by_hand():
+    c = Components(
+        block=0.04,
+        round=0.0009,
+        process=0.0016,
+        run=0.0,
+        blocks_per_round=30,
+        process_seconds=3.0,
+        round_seconds=0.1,
+        block_seconds=0.01,
+    )
+    d = design(c, processes=8, rounds=2, blocks=20, alpha=0.001, power=0.95, margin=0.05)
+    se = math.sqrt((0.0016 + 0.0009 / 2 + 0.04 / 40) / 8)
+    assert d.standard_error == pytest.approx(se)
+    assert d.resolution == resolution(se, 6, 0.001, 0.95, 0.05)
+    assert d.seconds == pytest.approx(8 * (3.0 + 2 * (0.1 + 20 * 0.01)))
+
+
+def test_a_shift_of_the_stated_resolution_is_caught_at_the_stated_power_by_the_t_test():
+    # a one-sided t test at 6 degrees of freedom (critical value 5.208 at 0.001, from the published tables) on a
+    # shift of log(resolution) / se standard errors, simulated: it rejects 95% of the time
+    rng = np.random.default_rng(2)
+    shift = math.log(resolution(1.0, 6, 0.001, 0.95))
+    t = (rng.normal(shift, 1.0, 200_000)) / np.sqrt(rng.chisquare(6, 200_000) / 6)
+    assert np.mean(t > 5.208) == pytest.approx(0.95, abs=0.005)
+    assert resolution(1.0, 6, 0.001, 0.95, margin=0.05) == pytest.approx(1.05 * math.exp(shift))
+
+
+def _slower(factor: float) -> Strategy:
+    """native, spinning after each call for ``factor - 1`` times the call's time: ``factor`` times as slow."""
+
+    def slower(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        start = time.perf_counter()
+        out = NATIVE.implementation(input, geometry)
+        end = time.perf_counter()
+        end += (factor - 1) * (end - start)
+        while time.perf_counter() < end:
+            pass
+        return out
+
+    return Strategy("s", "native, slowed", (1, 2), ("cpu",), slower)
+
+
+def test_a_round_gives_the_second_over_the_first_and_each_round_places_the_inputs_anew():
+    alive: list[weakref.ref] = []
+    inputs: list[int] = []
+
+    def careful(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        if any(ref() is not None for ref in alive):
+            raise AssertionError("called while an earlier output is alive")
+        inputs.append(input.data_ptr())
+        out = NATIVE.implementation(input, geometry)
+        alive.append(weakref.ref(out))
+        return out
+
+    plain = Strategy("s", "native, careful", (1, 2), ("cpu",), careful)
+    cells = (Cell(plain, EXAMPLE, "cpu"), Cell(_slower(4.0), EXAMPLE, "cpu"))
+    rounds = list(measure_pair(cells, "forward", rounds=3, blocks=8, round_seconds=0.05, seed=1))
+    assert [r["round"] for r in rounds] == [0, 1, 2] and all(len(r["log_ratios"]) >= 4 for r in rounds)
+    assert all(np.median(r["log_ratios"]) > math.log(2) for r in rounds)  # four times as slow: far above 1
+    assert len(set(inputs)) == 3  # one input per round, at an address of its own, shared within the round
+
+
+@pytest.mark.slow
+def test_units_name_each_sides_problem_and_the_ratio_is_b_over_a_whichever_is_set_up_first():
+    tree = str(ROOT)
+    unit = {"config": "example", "which": "forward", "device": "cpu"}
+    spec = {"rounds": 1, "blocks": 4, "round_seconds": 0.01, "profile": "quick"}
+    units = [
+        {**unit, "key": "absent", "sides": [{"tree": tree, "strategy": "native"}, {"tree": tree, "strategy": "nope"}]},
+        {
+            **unit,
+            "key": "3d",
+            "config": "vol3d-conv",
+            "sides": [{"tree": tree, "strategy": "native"}, {"tree": tree, "strategy": "native", "copy": 1}],
+        },
+        {
+            **unit,
+            "key": "aa",
+            "sides": [{"tree": tree, "strategy": "native"}, {"tree": tree, "strategy": "native", "copy": 1}],
+        },
+    ]
+    for b_first in (False, True):
+        rows = {row["key"]: row for row in measure_units({**spec, "units": units, "b_first": b_first})}
+        assert rows["absent"]["problems"] == {"B": "absent"}
+        assert set(rows["3d"]["problems"]) == {"A", "B"} and rows["3d"]["problems"]["A"].startswith("skipped: ")
+        assert len(rows["aa"]["log_ratios"]) >= 4
+
+
+@pytest.mark.slow
+def test_the_gate_across_processes_fails_a_dying_cell_alone_and_judges_the_rest(tmp_path):
+    units = [("native", "no-such-config", "cpu"), ("native", "example", "cpu"), ("nonexistent", "example", "cpu")]
+    rows = list(measure_time(ROOT, ROOT, units, "quick", Design(4, 1, 4, 0.01), 0.05, env=None))
+    by_cell = {(r["strategy"], r["config"], r["measure"]): r for r in rows}
+    died = by_cell[("native", "no-such-config", "time_forward")]
+    assert died["failed_at"] == "unknown" and "no-such-config" in died["error"]
+    measured = by_cell[("native", "example", "time_forward")]
+    assert measured["processes"] == 4 and measured["low"] <= measured["ratio"] <= measured["high"]
+    assert by_cell[("nonexistent", "example", "time_forward")]["absent_at"] == "both"
+    assert set(paired_table(rows, "quick", Thresholds()).verdict) >= {"failed (revision unknown)"}
