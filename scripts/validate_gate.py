@@ -5,17 +5,17 @@
 In a clone of this repository it makes two commits on top of HEAD:
 
 - ``A/A``: a commit that changes no code under test (a comment in the README), so the gate must flag nothing;
-- ``injected``: ``gather``'s forward spins, after computing its output, for 15% of the time that took (a
-  slowdown of exactly 15% of the implementation's time, whatever the machine's speed; the strategy's argument
-  checks are not slowed, so the whole call slows by a little less, which the gate's ratio shows), and
-  ``as_strided`` allocates and fills a scratch buffer the size of its output before returning (its net peak
-  grows by what the scratch adds over its own padded copy; filling it costs time too).
+- ``injected``: the forward of ``gather``, ``cpp`` and ``compiled`` spins, after computing its output, for 10% of
+  the time that took (a slowdown of exactly 10% of the implementation's time, whatever the machine's speed; the
+  strategy's argument checks are not slowed, so the whole call slows by a little less, which the gate's ratio
+  shows), and ``as_strided`` allocates and fills a scratch buffer the size of its output before returning (its
+  net peak grows by what the scratch adds over its own padded copy; filling it costs time too).
 
 Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair
 and reads each run's table (``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A
-run passes when nothing is flagged. An injected run passes when gather's forward time and as_strided's forward
-net peak are flagged on every config, and no other strategy's cell is: the two strategies' other cells run
-changed code too and may be flagged or not, and every other strategy's cell is an A/A cell of that run. It
+run passes when nothing is flagged. An injected run passes when the three slowed forward times and as_strided's
+forward net peak are flagged on every config, and no other strategy's cell is: the four strategies' other cells
+run changed code too and may be flagged or not, and every other strategy's cell is an A/A cell of that run. It
 prints one line per run and a summary: flags over A/A cells, the process effect (how often an interval of
 unchanged code excludes 1), catches over injected runs, the injected cells' ratios, the resolution.
 """
@@ -38,12 +38,12 @@ from benchmarks.paired_stats import ALPHA
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SLOWDOWN = 0.15
-SLOWER_GATHER = f"""
+SLOWDOWN = 0.10
+SLOWER = f"""
 
 def _injected_slower(input, geometry):  # injected regression (scripts/validate_gate.py)
     start = time.perf_counter()
-    out = _gather_unfold(input, geometry)
+    out = _IMPLEMENTATION(input, geometry)
     end = time.perf_counter()
     end += {SLOWDOWN} * (end - start)
     while time.perf_counter() < end:
@@ -64,9 +64,10 @@ def _injected_hungrier(input, geometry):  # injected regression (scripts/validat
 
 unfold = dataclasses.replace(unfold, implementation=_injected_hungrier)
 """
-INJECTED = {("gather", "time_forward"), ("as_strided", "track_net_peak_forward")}  # must be flagged
+SLOWED = ("gather", "cpp", "compiled")
+INJECTED = {(s, "time_forward") for s in SLOWED} | {("as_strided", "track_net_peak_forward")}  # must be flagged
 METRICS = ("time_forward", "time_forward_backward", "track_net_peak_forward", "track_net_peak_forward_backward")
-ALSO_CHANGED = {(s, m) for s in ("gather", "as_strided") for m in METRICS} - INJECTED  # changed code: may be flagged
+ALSO_CHANGED = {(s, m) for s in (*SLOWED, "as_strided") for m in METRICS} - INJECTED  # changed code: may be flagged
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -90,7 +91,7 @@ def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
     same = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
     subprocess.run(["git", "checkout", "-q", base], cwd=clone, check=True)
     for module, text, placeholder in (
-        ("gather", SLOWER_GATHER, "_gather_unfold"),
+        *((name, SLOWER, "_IMPLEMENTATION") for name in SLOWED),
         ("as_strided", HUNGRIER_AS_STRIDED, "_as_strided_unfold"),
     ):
         path = clone / "impls" / f"{module}.py"
@@ -129,7 +130,7 @@ def _unchanged(table: pd.DataFrame, injected: bool) -> pd.Series:
 
 def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
     """The saved tables of an earlier validation (``WORKDIR/{AA,injected}-N.csv``) judged again with another
-    margin: time cells only (the check of each process's ratio is not in the tables; it can only remove flags)."""
+    margin: time cells only."""
     flags = cells = caught = runs = 0
     lines = []
     for path in sorted(workdir.glob("*.csv"), key=lambda p: (p.name[0], int(re.search(r"(\d+)", p.name).group(1)))):
@@ -141,13 +142,13 @@ def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
         cells += int(same.sum())
         if injected:
             runs += 1
-            gather = table[[key == ("gather", "time_forward") for key in keys]]
-            caught += bool(len(gather)) and bool((gather.low > 1 + margin).all())
+            slowed = table[[key in {(name, "time_forward") for name in SLOWED} for key in keys]]
+            caught += bool(len(slowed)) and bool((slowed.low > 1 + margin).all())
         resolution = table[same].resolution * (1 + margin) / (1 + measured_margin)  # the margin scales it
         lines.append(f"  {path.stem}: resolution median {resolution.median():.3f}x, worst {resolution.max():.3f}x")
     return [
         f"judged again with margin {margin:g} ({workdir}): {flags} of {cells} time cells of unchanged code "
-        f"flagged; gather's forward caught in {caught} of {runs} injected runs",
+        f"flagged; the slowed forwards all caught in {caught} of {runs} injected runs",
         *lines,
     ]
 
@@ -184,7 +185,8 @@ def main() -> int:
     )
     gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
     aa_cells = aa_flags = caught = 0
-    injected_ratios: list[float] = []
+    injected_ratios: dict[str, list[float]] = {name: [] for name in SLOWED}
+    caught_each = dict.fromkeys(SLOWED, 0)
     aa_time: list[pd.DataFrame] = []  # the time cells of unchanged code, for the process effect
     resolutions: list[str] = []
     for kind, head, runs in (("A/A", same, args.aa), ("injected", injected, args.injected)):
@@ -213,8 +215,10 @@ def main() -> int:
                 missed = wanted - flags
                 unexpected = {f for f in flags if (f[0], f[2]) not in INJECTED | ALSO_CHANGED}
                 caught += not missed and not unexpected
-                timed = table[(table.benchmark.str.endswith("time_forward")) & table.params.str.startswith("gather,")]
-                injected_ratios += [r for r in timed.get("ratio", []) if r == r]
+                for name in SLOWED:
+                    caught_each[name] += not {k for k in missed if k[0] == name}
+                    slowed = table.benchmark.str.endswith("time_forward") & table.params.str.startswith(f"{name},")
+                    injected_ratios[name] += [r for r in table[slowed].get("ratio", []) if r == r]
             if args.mode == "paired":
                 same_code = _unchanged(table, kind == "injected")
                 aa_cells += sum(same_code)
@@ -240,11 +244,10 @@ def main() -> int:
             f"{same.resolution.max():.3f}x"
         )
     if args.injected:
-        ratios = ", ".join(f"{r:.3f}" for r in injected_ratios)
-        say(
-            f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected; "
-            f"gather's forward ratio in those runs: {ratios}"
-        )
+        say(f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected")
+        for name in SLOWED:
+            ratios = ", ".join(f"{r:.3f}" for r in injected_ratios[name])
+            say(f"  {name}'s forward caught on every config in {caught_each[name]} of {args.injected}; ratios {ratios}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("\n".join(lines) + "\n")
