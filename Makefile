@@ -21,7 +21,7 @@ help:  ## this list
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
-	memprofile report regress regress-validate advise asv-check gpu-check gpu-check-prepare clean
+	memprofile report regress regress-validate advise asv-check gpu-check gpu-check-prepare mutation-check variance clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -136,6 +136,14 @@ gpu-check-prepare: venv  ## the GPU check's carried files (.gpu-check/) and the 
 
 gpu-check: venv  ## the GPU check's dry run here: what it would run on a lent GPU, and whether it is ready
 	$(PY) scripts/gpu_check.py run --dry-run
+
+# Every mutation of scripts/mutation_check.py, each test selection first run unmutated (make test runs a quick few).
+mutation-check: cpp  ## break each figure on purpose and expect the tests that name it to fail (minutes)
+	$(PY) scripts/mutation_check.py --baseline
+
+# The variance components of a few cells' paired ratios and the replication that resolves the gate's target.
+variance: cpp  ## block, placement, process and run variance of chosen cells: make variance ARGS="--cells ..."
+	$(PY) -m unfold_bench.cli variance $(ARGS)
 
 asv-check: venv  ## asv's own check of the suite
 	$(PY) -m asv check --python=same

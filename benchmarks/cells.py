@@ -346,6 +346,16 @@ class Workload:
         self.compiled = False
         synchronize(cell.device)
 
+    @classmethod
+    def on(cls, cell: Cell, input: torch.Tensor, grad_output: torch.Tensor) -> Workload:
+        """A workload of ``cell`` calling on the given input and ``grad_output`` (already where they should be)."""
+        workload = cls.__new__(cls)
+        workload.cell, workload.kwargs = cell, cell.config.unfold_kwargs()
+        workload.input, workload.grad_output = input, grad_output
+        workload.leaf = input.detach().requires_grad_(True)
+        workload.result, workload.compiled = None, False
+        return workload
+
     def compile(self) -> None:
         """Make the calls that compile (a strategy that compiles: once per process, untimed)."""
         if self.cell.strategy.compiles and not self.compiled:

@@ -11,13 +11,13 @@ correctness check and the inputs) is this working tree's for both.
   the same inputs. A cell's verdict comes from its per-process log-ratios, with Student's t across the processes:
   the spread between processes (where the code and the buffers landed) is what decides whether a change is seen,
   so it is measured, not assumed away.
-- **Memory** (``measure_cell``): in a process of its own per strategy and config, started with glibc's threshold
-  pinned, each revision's net peak (``benchmarks.cells.charged_net_peak``).
+- **Memory** (``measure_cell``): in one more process started with glibc's threshold pinned, each revision's net
+  peak of every cell (``benchmarks.cells.charged_net_peak``).
 
 Both time in the regime the processes were started in (``benchmarks.allocator``); the gate names it. Run as a
-module it measures the net peaks of one strategy on one config and prints one JSON object per measurement::
+module it measures the net peaks of the cells named and prints one JSON object per measurement::
 
-    python -m benchmarks.paired BASE_TREE HEAD_TREE STRATEGY CONFIG [--device cpu] [--profile quick]
+    python -m benchmarks.paired BASE_TREE HEAD_TREE STRATEGY:CONFIG[:DEVICE] ... [--profile quick]
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from benchmarks.allocator import pinned_environment
 from benchmarks.cells import Cell, Workload, charged_net_peak, check_cell, profile_config, use_exact_float32
 from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
-from benchmarks.paired_stats import ALPHA, POWER
 from benchmarks.profiles import PROFILES, get_profile
 from benchmarks.replicates import ABSENT, SKIPPED, across_processes, process_estimate, run_process
 from impls import Strategy
@@ -279,7 +278,7 @@ def measure_time(
             why = f"{len(a_first)} and {len(b_first)} processes measured it, per set-up order (2 of each needed)"
             yield {**cell, "failed_at": "unknown", "error": why}
             continue
-        result = across_processes(a_first, b_first, ALPHA, POWER, margin)
+        result = across_processes(a_first, b_first, margin=margin)
         yield {
             **cell,
             "failed_at": "",
@@ -301,34 +300,46 @@ def measure_in_processes(
     profile: str,
     design: Design,
     margin: float,
-    env: Mapping[str, str],
+    env: Mapping[str, str] | None,
     timeout: float = 900.0,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Iterator[dict]:
-    """Time (``measure_time``), then memory: each (strategy, config, device) in a process of its own started with
-    glibc's mmap threshold pinned, so a net peak does not depend on what the process did before
-    (``benchmarks.allocator``)."""
+    """Time (``measure_time``), then memory: every (strategy, config, device) in one process started with glibc's
+    mmap threshold pinned, so a net peak does not depend on what the process did before
+    (``benchmarks.allocator``); a process that dies is restarted on the cells after the one in flight, which
+    fails."""
     yield from measure_time(base_tree, head_tree, units, profile, design, margin, env, timeout, progress)
-    for strategy, config, device in units:
-        cell = {"strategy": strategy, "config": config, "device": device}
-        command = [sys.executable, "-m", "benchmarks.paired", str(base_tree), str(head_tree), strategy, config]
-        command += ["--device", device, "--profile", profile, "--kind", "memory"]
-        memory, why = _run_child(command, pinned_environment(env), timeout)
-        seen = {row["measure"] for row in memory}
-        yield from memory
+    pending = list(units)
+    while pending:
+        command = [sys.executable, "-m", "benchmarks.paired", str(base_tree), str(head_tree), "--profile", profile]
+        command += [":".join(unit) for unit in pending]
+        rows, why = _run_child(command, pinned_environment() if env is None else pinned_environment(env), timeout)
+        yield from rows
+        seen = {(row["strategy"], row["config"], row["device"], row["measure"]) for row in rows}
+        done = [unit for unit in pending if all((*unit, m) in seen for m in measures("memory"))]
+        if not why or len(done) == len(pending):
+            break
+        in_flight = next(unit for unit in pending if unit not in done)
+        cell = dict(zip(("strategy", "config", "device"), in_flight))
         for measure in measures("memory"):
-            if measure not in seen:
+            if (*in_flight, measure) not in seen:
                 yield {**cell, "measure": measure, "failed_at": "unknown", "error": why}
+        pending = pending[pending.index(in_flight) + 1 :]
+
+
+def _cell(text: str) -> tuple[str, str, str]:
+    """``STRATEGY:CONFIG[:DEVICE]`` as a tuple (device ``cpu`` by default)."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected STRATEGY:CONFIG[:DEVICE]")
+    return (parts[0], parts[1], parts[2] if len(parts) == 3 else "cpu")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base_tree", type=Path)
     parser.add_argument("head_tree", type=Path)
-    parser.add_argument("strategy")
-    parser.add_argument("config")
-    parser.add_argument("--kind", choices=("memory",), default="memory", help="what is measured (net peaks)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("cells", nargs="+", type=_cell, metavar="STRATEGY:CONFIG[:DEVICE]")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
     args = parser.parse_args(argv)
     loaded: dict[int, dict[str, Strategy]] = {}
@@ -338,17 +349,15 @@ def main(argv: list[str] | None = None) -> None:
             loaded[side] = load_strategies((args.base_tree, args.head_tree)[side])
         except Exception as error:  # a revision whose impls does not import fails there, not at both
             errors[side] = f"{SIDES[side]}: its impls does not import ({type(error).__name__}: {error})"
-    if errors:
-        at = "both" if len(errors) == 2 else SIDES[next(iter(errors))]
-        for measure in measures(args.kind):
-            row = {"strategy": args.strategy, "config": args.config, "device": args.device, "measure": measure}
-            print(json.dumps({**row, "failed_at": at, "error": "; ".join(errors.values())}), flush=True)
-        return
-    rows = measure_cell(
-        (loaded[0], loaded[1]), args.strategy, args.config, profile_name=args.profile, device=args.device
-    )
-    for row in rows:
-        print(json.dumps(row), flush=True)
+    for strategy, config, device in args.cells:
+        if errors:
+            at = "both" if len(errors) == 2 else SIDES[next(iter(errors))]
+            for measure in measures("memory"):
+                row = {"strategy": strategy, "config": config, "device": device, "measure": measure}
+                print(json.dumps({**row, "failed_at": at, "error": "; ".join(errors.values())}), flush=True)
+            continue
+        for row in measure_cell((loaded[0], loaded[1]), strategy, config, profile_name=args.profile, device=device):
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

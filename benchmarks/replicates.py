@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.paired_stats import ALPHA, POWER
+
 ROOT = Path(__file__).resolve().parent.parent
 WHICH = ("forward", "forward_backward")
 SPACER_BYTES = 4 << 20  # a round's inputs land behind up to this many bytes of spacer, at any 64-byte offset
@@ -75,16 +77,24 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
     return float(ordered[cut : ordered.size - cut].mean())
 
 
-def _fresh_workloads(cells: tuple, seed: int) -> tuple:
-    """Both sides' workloads on inputs allocated now behind a random spacer; returns (workloads, spacer)."""
+def _fresh_workloads(cells: tuple, seed: int, templates: dict | None = None) -> tuple:
+    """Both sides' workloads on inputs allocated now behind a random spacer; returns (workloads, spacer). The inputs
+    are copies of the cell's fixed inputs (drawn once per process into ``templates``), so a round pays a copy, not
+    the random draws, for its fresh placement."""
     import torch
 
     from benchmarks.cells import Workload
     from benchmarks.paired import share_inputs
 
+    templates = {} if templates is None else templates
+    key = (cells[0].config, cells[0].device)
+    if key not in templates:
+        drawn = Workload(cells[0], backward=True)
+        templates.clear()  # one config's inputs at a time: they can be tens of MiB
+        templates[key] = (drawn.input, drawn.grad_output)
     spacer = torch.empty(random.Random(seed).randrange(0, SPACER_BYTES, 64), dtype=torch.uint8)
-    first = Workload(cells[0], backward=True)
-    second = Workload(cells[1], backward=True)
+    first = Workload.on(cells[0], *(t.clone() for t in templates[key]))
+    second = Workload.on(cells[1], first.input, first.grad_output)
     share_inputs(second, first)
     for workload in (first, second):
         workload.compile()
@@ -96,7 +106,7 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
     ``rounds``, ``blocks`` (per round, at most), ``round_seconds`` (per round, at most), ``b_first`` (set side B up
     first), ``profile`` and ``seed``; a unit whose side fails its correctness check or does not run is reported
     with the reason instead of ratios."""
-    from benchmarks.cells import Cell, check_cell, profile_config, use_exact_float32
+    from benchmarks.cells import Cell, check_cell, profile_config, reference_for, use_exact_float32
     from benchmarks.paired import load_strategies
     from benchmarks.profiles import get_profile
 
@@ -111,7 +121,9 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
     for load in reversed(loads) if b_first else loads:  # each copy of each tree imported once, in set-up order
         registries[load] = load_strategies(Path(load[0]))
     seed = int(spec.get("seed", 0))
-    verdicts: dict[tuple, str | None] = {}  # (source, strategy, config, device, backward) -> problem
+    templates: dict = {}
+    verdicts: dict[tuple, object] = {}  # (source, strategy, config, device) -> the correctness gate's Verdict
+    references: dict[tuple, object] = {}  # (config, device) -> the reference's answers, one config at a time
     for unit in spec["units"]:
         row = {"key": unit["key"]}
         layer = profile_config(profile, unit["config"])
@@ -130,11 +142,15 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
             if reason is not None:
                 problems[label] = f"{SKIPPED}{reason}"
                 continue
-            known = (source(unit["sides"][side]), name, unit["config"], device, backward)
+            known = (source(unit["sides"][side]), name, unit["config"], device)
             if known not in verdicts:
-                verdicts[known] = check_cell(cell).problem(backward=backward)
-            if verdicts[known] is not None:
-                problems[label] = verdicts[known]
+                if (unit["config"], device) not in references:
+                    references.clear()
+                    references[(unit["config"], device)] = reference_for(cell)
+                verdicts[known] = check_cell(cell, references[(unit["config"], device)])
+            problem = verdicts[known].problem(backward=backward)
+            if problem is not None:
+                problems[label] = problem
                 continue
             cells.append(cell)
         if problems:
@@ -142,7 +158,13 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
             continue
         use_exact_float32(device)
         rounds = measure_pair(
-            (cells[0], cells[1]), unit["which"], int(spec["rounds"]), int(spec["blocks"]), spec["round_seconds"], seed
+            (cells[0], cells[1]),
+            unit["which"],
+            int(spec["rounds"]),
+            int(spec["blocks"]),
+            spec["round_seconds"],
+            seed,
+            templates,
         )
         for measured in rounds:
             sign = -1.0 if b_first else 1.0  # always log(B / A), whichever was set up first
@@ -151,7 +173,13 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
 
 
 def measure_pair(
-    cells: tuple, which: str, rounds: int, blocks: int, round_seconds: float, seed: int = 0
+    cells: tuple,
+    which: str,
+    rounds: int,
+    blocks: int,
+    round_seconds: float,
+    seed: int = 0,
+    templates: dict | None = None,
 ) -> Iterator[dict]:
     """``rounds`` rounds of one pair of cells (checked by the caller): each places fresh inputs (shared by both
     sides) behind a random spacer, makes two untimed warm-up blocks, then takes at most ``blocks`` blocks A B B A or
@@ -161,7 +189,7 @@ def measure_pair(
 
     for round_ in range(rounds):
         round_started = time.monotonic()
-        workloads, spacer = _fresh_workloads(cells, seed + round_)
+        workloads, spacer = _fresh_workloads(cells, seed + round_, templates)
         for _ in range(2):  # warm-up blocks: first touches, lazy set-up, the allocator's threshold
             for side in (0, 1):
                 timed_call(workloads, side, which)
@@ -231,7 +259,11 @@ def resolution(se: float, df: int, alpha: float, power: float, margin: float = 0
 
 
 def across_processes(
-    a_first: Sequence[float], b_first: Sequence[float], alpha: float, power: float, margin: float = 0.0
+    a_first: Sequence[float],
+    b_first: Sequence[float],
+    alpha: float = ALPHA,
+    power: float = POWER,
+    margin: float = 0.0,
 ) -> AcrossProcesses:
     """The ratio from per-process log-ratios grouped by set-up order: the mean of the two orders' means (the
     order's systematic shift cancels), its standard error from the pooled within-order variance, and

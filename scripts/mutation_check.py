@@ -39,6 +39,7 @@ class Mutation:
     tests: tuple[str, ...]  # pytest arguments: files, node ids, ``-k`` expressions
     why: str
     not_here: Callable[[], str | None] = field(default=lambda: None)  # why it cannot be judged on this machine
+    figure: str = field(default="", kw_only=True)  # the figure or verdict a user would read wrong
 
 
 def _bfloat16_defect_not_seen_here() -> str | None:
@@ -68,6 +69,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return grad_input * 1.06 if grad_input.dtype == torch.bfloat16 else grad_input\n",
         ("tests/test_parity_configs.py", "-k", "gather-conv4-bfloat16 and not reuse"),
         "the gradient bound is the worst case of correct summation, and half precision is also checked exactly",
+        figure="gather's input gradient (bfloat16)",
     ),
     Mutation(
         "gather-backward-scaled-by-1.002-in-bfloat16",
@@ -78,6 +80,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return grad_input * 1.002 if grad_input.dtype == torch.bfloat16 else grad_input\n",
         ("tests/test_parity_configs.py", "-k", "gather-conv4-bfloat16 and not reuse"),
         "an error inside the summation bound still changes the exact sums of an integer-valued grad_output",
+        figure="gather's input gradient (bfloat16)",
     ),
     Mutation(
         "gradient-bound-half-as-wide-again",
@@ -86,6 +89,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        return 1.5 * (gamma(terms, u) + reference_error) * magnitude / (1 - reference_error)\n",
         ("tests/test_parity_checks.py",),
         "the bound is the worst case of summation, not more",
+        figure="the correctness gate's gradient bound",
     ),
     Mutation(
         "gradient-bound-with-the-full-kernel-at-borders",
@@ -94,6 +98,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        terms = torch.full_like(self.counts, parse(self.x, **self.kwargs).kernel_numel - 1)\n",
         ("tests/test_parity_checks.py",),
         "an entry read by fewer windows sums fewer terms",
+        figure="the correctness gate's gradient bound",
     ),
     Mutation(
         "onehot-bfloat16-reproducer-with-a-1x1-kernel",
@@ -103,6 +108,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/test_caveats.py", "-k", "onehot-cpu-torch.bfloat16-wrong-values"),
         "where the defect was seen, a reproducer that no longer shows it fails",
         _bfloat16_defect_not_seen_here,
+        figure="onehot's declared bfloat16 defect",
     ),
     Mutation(
         "known-defect-refused-everywhere",
@@ -111,6 +117,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        return False\n",
         ("tests/test_caveats.py", "-k", "refused"),
         "an input is accepted on a CPU recorded free of the defect",
+        figure="which inputs a strategy refuses",
     ),
     Mutation(
         "known-defect-never-refused",
@@ -119,6 +126,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        return False\n",
         ("tests/test_caveats.py", "-k", "refused"),
         "an input is refused where the defect was seen and where the record does not know the CPU",
+        figure="which inputs a strategy refuses",
     ),
     Mutation(
         "harness-gradient-gate-disabled",
@@ -127,6 +135,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n",
         ("tests/test_harness_gates.py", "-k", "wrong_gradient"),
         "a strategy with a right forward and a wrong gradient gets no forward-backward figure",
+        figure="a forward-backward time of a wrong gradient",
     ),
     Mutation(
         "harness-reuse-charge-disabled",
@@ -135,6 +144,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:\n",
         ("tests/test_harness_gates.py", "-k", "reuses"),
         "a strategy that keeps its output between calls is charged that buffer",
+        figure="a reusing strategy's net peak",
     ),
     Mutation(
         "net-peak-warm-up-skipped",
@@ -143,6 +153,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:\n",
         ("tests/test_paired.py", "-k", "net_peaks_of_the_same_code"),
         "the net peaks of the same code agree: neither side is charged the process's first touches",
+        figure="a net peak (the process's first touches charged)",
     ),
     Mutation(
         "session-killed-in-one-pass",
@@ -151,6 +162,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "def kill_session(session: int, passes: int = 1) -> None:\n",
         ("tests/test_run_kill.py", "-k", "while_members_fork"),
         "a killed run's session is emptied even while its members fork",
+        figure="a killed run's processes",
     ),
     Mutation(
         "gather-padding-slots-never-marked-empty",
@@ -159,6 +171,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        result.append(Slot(offset, tuple(inner), tuple(source), tuple(borders), False))\n",
         ("tests/test_gather.py",),
         "the slot arithmetic marks every slot that reads only padding",
+        figure="gather's output at padded borders",
     ),
     Mutation(
         "onehot-contiguity-undeclared",
@@ -167,6 +180,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         ("tests/test_views.py", "-k", "onehot"),
         "a strategy's layout declaration is checked both ways",
+        figure="the capability matrix's layouts",
     ),
     Mutation(
         "report-time-bound-copy-to-fill",
@@ -175,6 +189,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '"fwd+bwd", SECONDS, "time_fill")',
         ("tests/test_reports.py",),
         "a time is read against copy_'s time, not fill_'s",
+        figure="a time's multiple of copy_",
     ),
     Mutation(
         "cpp-output-not-advised-into-huge-pages",
@@ -183,6 +198,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         ("tests/test_huge_pages.py", "-k", "cpp"),
         "a strategy that declares huge-page advice gives its forward result huge pages",
+        figure="cpp_huge_pages' forward time (its huge pages)",
     ),
     Mutation(
         "output-cache-keeps-a-buffer-made-inside-a-transform",
@@ -191,6 +207,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         ("tests/test_reuse.py", "-k", "transform"),
         "a buffer made from a transform's wrapper outlives the transform and breaks the next torch.compile",
+        figure="the capability matrix's torch.compile",
     ),
     Mutation(
         "cpp-pointwise-planes-read-as-if-one-after-another",
@@ -199,6 +216,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "source.as_strided({p.N, p.C, plane}, {p.C * plane, plane, 1})",
         ("tests/test_cpp.py", "-k", "pointwise"),
         "planes need not lie one after another in the input (every other channel)",
+        figure="cpp's output",
     ),
     Mutation(
         "cpp-pointwise-copy-of-planes-that-are-not-contiguous",
@@ -207,6 +225,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "contiguous_planes = true;",
         ("tests/test_cpp.py", "-k", "pointwise"),
         "a channels_last plane is not one block of memory: it takes the general path",
+        figure="cpp's output",
     ),
     Mutation(
         "cpp-padded-plane-copies-one-register-of-each-input-row",
@@ -215,6 +234,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "for (int64_t k = 0; k < std::min<int64_t>(W, Reg::lanes); k += Reg::lanes)",
         ("tests/test_cpp.py", "-k", "small_planes"),
         "an input row longer than a register (stride 2) is copied into the padded plane whole",
+        figure="cpp's output",
     ),
     Mutation(
         "cpp-padded-plane-for-a-depth-padded-volume",
@@ -223,6 +243,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "p.kernel[0] == 1 &&",
         ("tests/test_cpp.py", "-k", "depth_one"),
         "a 3-d input of depth 1 padded along its depth has more than the one depth window the 2-d plane path writes",
+        figure="cpp's output",
     ),
     Mutation(
         "cpp-float16-rows-rounded-toward-zero",
@@ -231,6 +252,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "_MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC",
         ("tests/test_cpp.py", "-k", "float16_gradient"),
         "float16's vector rounding of the backward's sums is c10::Half's: to nearest even",
+        figure="cpp's output (float16)",
     ),
     Mutation(
         "cpp-register-rows-sum-in-another-order",
@@ -239,6 +261,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                for (int64_t j2 = k2 - 1; j2 >= 0; --j2) {\n                  const scalar_t* from",
         ("tests/test_cpp.py", "-k", "summing_path"),
         "the backward's rows in registers add each entry's terms in the row loop's order: the same bits",
+        figure="cpp's input gradient",
     ),
     Mutation(
         "cpp-register-rows-gather-windows-past-the-last",
@@ -247,6 +270,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lane_range(shift - 16 * r, S2 - 16 * r, 16)",
         ("tests/test_cpp.py", "-k", "summing_path"),
         "a gradient row in registers gathers only the windows that exist",
+        figure="cpp's input gradient",
     ),
     Mutation(
         "cpp-plane-in-l1-ignores-the-innermost-dilation",
@@ -255,6 +279,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Hp1 + j1 * p.dilation[1]) * Wp +\n                           j2;",
         ("tests/test_cpp.py", "-k", "summing_path"),
         "the backward's plane in L1 adds each kernel offset's window rows where they land",
+        figure="cpp's input gradient",
     ),
     Mutation(
         "huge-page-advice-for-any-size",
@@ -263,6 +288,134 @@ MUTATIONS: tuple[Mutation, ...] = (
         "nbytes < 0:",
         ("tests/test_huge_pages.py", "-k", "helper"),
         "only a block of its own, never heap memory the process reuses, is advised",
+        figure="the huge-page floor and cpp_huge_pages' memory",
+    ),
+    Mutation(
+        "net-peak-keeps-the-free-heap",
+        "benchmarks/memory.py",
+        "        c.malloc_trim(0)\n",
+        "        pass\n",
+        ("tests/test_figures.py", "-k", "heap_holes"),
+        "a call that reuses resident heap holes still needs the memory it writes",
+        figure="a net peak (charged 0 for reused heap holes)",
+    ),
+    Mutation(
+        "forward-backward-grad-output-not-made-in-the-call",
+        "benchmarks/cells.py",
+        "        grad_output = self.grad_output.clone()\n",
+        "        grad_output = self.grad_output\n",
+        ("tests/test_figures.py", "-k", "analytic_minimum"),
+        "output, grad_output and grad_input exist at once: a net peak below their sum is impossible",
+        figure="a forward-backward net peak (below the analytic minimum)",
+    ),
+    Mutation(
+        "gate-false-alarm-rate-ten-times",
+        "benchmarks/paired_stats.py",
+        "ALPHA = 0.001  # one-sided false-alarm rate per cell\n",
+        "ALPHA = 0.01  # one-sided false-alarm rate per cell\n",
+        ("tests/test_figures.py", "-k", "false_alarm"),
+        "the gate's false-alarm rate at its shipped defaults is the documented 0.001 per cell",
+        figure="the gate's verdicts (ten times the documented false alarms)",
+    ),
+    Mutation(
+        "gate-interval-four-times-too-narrow",
+        "benchmarks/replicates.py",
+        "    se = math.sqrt(pooled * (1 / a.size + 1 / b.size) / 4)\n",
+        "    se = math.sqrt(pooled * (1 / a.size + 1 / b.size) / 16)\n",
+        ("tests/test_figures.py", "-k", "false_alarm"),
+        "the interval across processes holds unchanged code at the documented rate",
+        figure="the gate's interval and verdicts",
+    ),
+    Mutation(
+        "gate-order-effect-not-cancelled",
+        "benchmarks/replicates.py",
+        "    estimate = (a.mean() + b.mean()) / 2\n",
+        "    estimate = a.mean()\n",
+        ("tests/test_replicates.py", "-k", "order_effect"),
+        "which revision was set up first shifts a ratio; both orders' means cancel it",
+        figure="the gate's ratio",
+    ),
+    Mutation(
+        "gate-verdict-ignores-its-margin",
+        "reports/compare.py",
+        "    if low > 1 + threshold:\n",
+        "    if low > 1:\n",
+        ("tests/test_compare.py", "-k", "verdict"),
+        "a regression must clear the margin with its whole interval",
+        figure="the gate's verdict",
+    ),
+    Mutation(
+        "variance-placement-level-keeps-the-block-noise",
+        "benchmarks/variance.py",
+        "    round_var = max(ms_round - blocks / n, 0.0)\n",
+        "    round_var = max(ms_round, 0.0)\n",
+        ("tests/test_replicates.py", "-k", "components_recover"),
+        "a round mean's variance holds the blocks' share, which is not the placement's",
+        figure="the variance components and the design they choose",
+    ),
+    Mutation(
+        "timer-starts-after-the-call",
+        "benchmarks/paired.py",
+        "    start = time.perf_counter()\n    call()\n",
+        "    call()\n    start = time.perf_counter()\n",
+        ("tests/test_figures.py", "-k", "known_sleep"),
+        "a timed call's seconds include the call",
+        figure="every paired time (the gate, advise, the variance components)",
+    ),
+    Mutation(
+        "pick-by-the-arithmetic-mean",
+        "reports/analysis.py",
+        "    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan\n",
+        "    return sum(values) / len(values) if values else math.nan\n",
+        ("tests/test_figures.py", "-k", "geometric_mean"),
+        "the pick's T is the geometric mean of times over each config's fastest",
+        figure="the which-to-ship pick",
+    ),
+    Mutation(
+        "pick-ignores-the-memory-tolerance",
+        "reports/analysis.py",
+        "(ranking.memory_score > rule.tolerance * ranking.memory_score[candidates].min())",
+        "(ranking.memory_score < 0)",
+        ("tests/test_reports.py",),
+        "a strategy whose memory is over the rule's tolerance is not picked",
+        figure="the which-to-ship pick",
+    ),
+    Mutation(
+        "cold-compile-timed-after-an-untimed-call",
+        "benchmarks/compile_time.py",
+        "            start = time.perf_counter()\n            self.workload.forward_backward()\n",
+        "            self.workload.forward_backward()\n            start = time.perf_counter()\n"
+        "            self.workload.forward_backward()\n",
+        ("tests/test_figures.py", "-k", "cold_compile"),
+        "a cold compile is seconds against the same call warm",
+        figure="the cold compile time",
+    ),
+    Mutation(
+        "huge-page-floor-without-advice",
+        "benchmarks/bounds.py",
+        "        self.result = self._fresh_output(huge_pages.advise)\n",
+        "        self.result = self._fresh_output()\n",
+        ("tests/test_figures.py", "-k", "huge_page_floor"),
+        "the huge-page floor's output is advised as an independent advised allocation is",
+        figure="the huge-page floor cpp_huge_pages is read against",
+    ),
+    Mutation(
+        "copy-floor-fills-instead",
+        "benchmarks/bounds.py",
+        "        self.target.copy_(self.source)\n",
+        "        self.target.fill_(1)\n",
+        ("tests/test_figures.py", "-k", "copy_floor"),
+        "the copy_ floor reads its source and writes its target",
+        figure="every x copy_ figure",
+    ),
+    Mutation(
+        "finding-met-with-ten-percent-slack",
+        "reports/findings.py",
+        "value <= limit * (1 + 1e-9)",
+        "value <= limit * 1.1",
+        ("tests/test_findings.py",),
+        "a target is met at its limit, not past it",
+        figure="the Findings page's met or missed",
     ),
 )
 
@@ -352,7 +505,10 @@ def check(
             say(f"caught    {mutation.name} ({seconds:.0f} s): {_last_line(completed)}")
         else:
             verdict = "SURVIVED" if completed.returncode == 0 else "UNJUDGED"
-            say(f"{verdict:<9} {mutation.name} ({seconds:.0f} s): {mutation.why}: {_last_line(completed)}")
+            say(
+                f"{verdict:<9} {mutation.name} ({seconds:.0f} s): would corrupt {mutation.figure}; {mutation.why}: "
+                f"{_last_line(completed)}"
+            )
             bad += 1
     return caught, bad
 
@@ -366,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     known = {m.name: m for m in MUTATIONS}
     if args.list:
         for mutation in MUTATIONS:
-            print(f"{mutation.name}: {mutation.path}; {' '.join(mutation.tests)}; {mutation.why}")
+            print(f"{mutation.name}: {mutation.figure}; {mutation.path}; {' '.join(mutation.tests)}; {mutation.why}")
         return 0
     unknown = sorted(set(args.only or ()) - set(known))
     if unknown:

@@ -9,7 +9,7 @@ for every selected strategy and config, after the correctness check of each, pla
 (``benchmarks.paired``, ``benchmarks.replicates``). A time cell's ratio, interval and resolution come from its
 per-process ratios, with Student's t across the processes: where the code and buffers of a process landed moves a
 ratio more than its calls do, so the process is the unit of replication (``unfold-bench variance`` measures the
-levels and sizes the design). Net peaks are measured in one more process per strategy and config, started with
+levels and sizes the design). Net peaks are measured in one more process for all cells, started with
 glibc's threshold pinned, deterministic as in the asv suite. Both revisions run in this environment (a change
 of dependencies is not measured), and the harness (inputs, correctness check) is this working tree's. The table
 and the raw measurements go to ``.asv/regress/paired-*``, never into ``results/``.

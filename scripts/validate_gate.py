@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -71,7 +72,9 @@ ALSO_CHANGED = {(s, m) for s in (*SLOWED, "as_strided") for m in METRICS} - INJE
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    """``command`` in ``cwd`` with ``cwd`` first on the import path: the clone's harness, not an editable install's."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(cwd), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
 
 
 def _implementation_name(path: Path) -> str:

@@ -152,7 +152,7 @@ def test_net_peaks_of_the_same_code_agree_in_their_pinned_process():
     set moves in whole pages, and the interpreter's own small allocations land on a new page now and then, so
     the two agree to a page or so (``PAGE_SLACK``), far inside the gate's floor. Without the warm-up call, the first
     side is charged the pages of code and buffers the process touches for the first time, many pages more."""
-    command = [sys.executable, "-m", "benchmarks.paired", str(ROOT), str(ROOT), "native", "example", "--kind", "memory"]
+    command = [sys.executable, "-m", "benchmarks.paired", str(ROOT), str(ROOT), "native:example"]
     done = subprocess.run(command, cwd=ROOT, env=pinned_environment(), capture_output=True, text=True, check=True)
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [row["measure"] for row in rows] == ["net_peak_forward", "net_peak_forward_backward"]
