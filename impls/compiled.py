@@ -41,6 +41,7 @@ from impls.adjoint_pair import adjoint_pair, traced_or_transformed
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
 from impls.strategy import Strategy
+from impls.toolchain import missing_compiler
 
 # Enough graphs for every geometry, dtype and layout a test run produces; past it, fail instead of silently
 # running the uncompiled code (which materialises K padded tensors in the backward).
@@ -212,6 +213,10 @@ def _compiled_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
     return unfold_into(input, geometry)
 
 
+# Inductor builds its CPU kernels with a C++ compiler (its CUDA kernels are Triton's, but a machine without one is
+# refused on both: one declaration, no GPU machine without a compiler seen yet).
+MISSING_REQUIREMENT = missing_compiler("Inductor's CPU kernels")
+
 unfold = Strategy(
     name="compiled",
     description="pad + unfold views forward, sum of placed slots backward, each fused into one loop by torch.compile",
@@ -219,4 +224,5 @@ unfold = Strategy(
     devices=("cpu", "cuda"),
     implementation=_compiled_unfold,
     compiles=True,
+    missing_requirement=MISSING_REQUIREMENT,
 )

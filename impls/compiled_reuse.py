@@ -10,7 +10,7 @@ out=buffer)``.
 
 from __future__ import annotations
 
-from impls.compiled import unfold_into
+from impls.compiled import MISSING_REQUIREMENT, unfold_into
 from impls.output_reuse import KeptBufferUnfold
 from impls.strategy import Strategy
 
@@ -22,4 +22,5 @@ unfold = Strategy(
     implementation=KeptBufferUnfold(unfold_into),
     reuses_output=True,
     compiles=True,
+    missing_requirement=MISSING_REQUIREMENT,
 )

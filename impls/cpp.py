@@ -54,6 +54,7 @@ from impls.adjoint_pair import adjoint_pair
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
 from impls.strategy import Strategy
+from impls.toolchain import missing_compiler
 
 SOURCE = Path(__file__).parent / "csrc" / "unfold_cpu.cpp"
 # UNFOLD_BENCH_CPP_CFLAGS replaces them (part of the build's key), e.g. "-O3 -march=x86-64-v3" to run the
@@ -116,9 +117,9 @@ def _ninja_on_path() -> bool:
 
 def _missing_requirement() -> str | None:
     """What this machine lacks to build the kernel (checked cheaply, without building), or None."""
-    compiler = os.environ.get("CXX", "c++")
-    if shutil.which(compiler) is None:
-        return f"a C++ compiler ({compiler!r} not found; set CXX or install g++) to build its kernel"
+    missing = missing_compiler("its kernel")
+    if missing is not None:
+        return missing
     if not _ninja_on_path():
         return "ninja (pip install ninja) to build its kernel"
     return None

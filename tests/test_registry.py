@@ -56,3 +56,21 @@ def test_unknown_name_lists_known_ones():
     assert "im2col_magic" in message
     for name in STRATEGIES:
         assert name in message
+
+
+def test_without_a_cxx_compiler_the_compiling_strategies_refuse_saying_so():
+    # Inductor builds its CPU kernels with $CXX, as cpp builds its kernel: without one they are skipped, not failed
+    import subprocess
+    import sys
+
+    code = (
+        "import torch; from impls import STRATEGIES\n"
+        "for name in ('compiled', 'compiled_reuse', 'cpp', 'cpp_reuse', 'cpp_huge_pages', 'gather'):\n"
+        "    print(name, STRATEGIES[name].unsupported_reason(2, 'cpu', torch.float32))\n"
+    )
+    env = {**__import__("os").environ, "CXX": "no-such-compiler"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    reasons = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    for name in ("compiled", "compiled_reuse", "cpp", "cpp_reuse", "cpp_huge_pages"):
+        assert "'no-such-compiler' not found" in reasons[name], reasons
+    assert reasons["gather"] == "None"
