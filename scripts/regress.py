@@ -302,6 +302,12 @@ def main() -> int:
     )
     processes.add_argument("--repeat", type=int, default=defaults.repeat, help="samples per round, fixed (%(default)d)")
     parser.add_argument("--machine", help="machine name to record (default: derived, as for make bench)")
+    parser.add_argument(
+        "--verdict-file",
+        default=str(WORK / "verdict.json"),
+        help="where the verdict and every cell are written as JSON (%(default)s); under GitHub Actions the job "
+        "summary gets the table and each flagged cell an ::error annotation",
+    )
     parser.add_argument("--all-rows", action="store_true", help="print unchanged cells too")
     parser.add_argument(
         "--callgrind",
@@ -383,6 +389,10 @@ def main() -> int:
     if args.mode == "asv":
         print(f"\nasv continuous exit status: {asv_status}")
     print(f"{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})")
+    from reports.gate_report import publish, verdict_record
+
+    extra = {"mode": args.mode, "profile": args.profile, "machine": machine, "resolution_line": power}
+    publish(verdict_record(table, status, verdict, base, head, extra), Path(args.verdict_file))
     return status
 
 
