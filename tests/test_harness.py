@@ -10,6 +10,7 @@ import dataclasses
 import gc
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -174,8 +175,27 @@ def test_every_quick_cell_runs_or_skips_for_a_stated_reason():
             assert params[1] == "cuda" and not HAS_CUDA, (params, skip)
             continue
         config = profile_config(AT_TEST_SIZE, params[0])
-        assert figures["track_min_peak_forward"] == analytic_minimum_bytes(config, backward=False)
-        assert figures["track_min_peak_forward_backward"] == analytic_minimum_bytes(config, backward=True)
+        output, input = _unfold_bytes_by_hand(config)
+        assert figures["track_min_peak_forward"] == output
+        assert figures["track_min_peak_forward_backward"] == 2 * output + input  # + grad_output and grad_input
+
+
+def _unfold_bytes_by_hand(config) -> tuple[int, int]:
+    """(output bytes, input bytes) of ``config``'s unfold, from its shape and arguments by the textbook formula."""
+    n, c, *spatial = config.input_shape
+    dims = len(spatial)
+
+    def each(value) -> tuple[int, ...]:
+        return tuple(value) if isinstance(value, tuple | list) else (value,) * dims
+
+    kernel, stride, padding = each(config.kernel_size), each(config.stride), each(config.padding)
+    dilation = each(config.dilation)
+    windows = math.prod(
+        (size + 2 * p - d * (k - 1) - 1) // s + 1
+        for size, k, s, p, d in zip(spatial, kernel, stride, padding, dilation)
+    )
+    itemsize = torch.empty(0, dtype=getattr(torch, config.dtype)).element_size()
+    return n * c * math.prod(kernel) * windows * itemsize, n * c * math.prod(spatial) * itemsize
 
 
 def _run_asv(
@@ -323,10 +343,13 @@ def test_gate_checks_the_project_that_is_timed_not_the_working_tree(tmp_path):
 def test_net_peak_counts_what_a_call_allocates_and_not_what_existed():
     existing = torch.ones(32 * MIB // 4)  # resident before the call: not counted
     peak = net_peak_bytes(lambda: torch.ones(64 * MIB // 4), "cpu")
-    assert 60 * MIB <= peak < 72 * MIB  # the 64 MiB tensor, give or take pages the allocator had resident
-    assert net_peak_bytes(lambda: existing.view(-1), "cpu") < 4 * MIB  # a view allocates nothing
+    page = 4096
+    # a 64 MiB block is always mmapped (over glibc's largest dynamic threshold): its pages and the block's header
+    assert abs(peak - 64 * MIB) <= 4 * page, peak
+    # a view allocates no tensor memory; the interpreter may map one of its 1 MiB object arenas anew (3.10+)
+    assert net_peak_bytes(lambda: existing.view(-1), "cpu") <= MIB + 2 * page
     transient = net_peak_bytes(lambda: torch.ones(64 * MIB // 4).sum(), "cpu")  # freed before the call returns
-    assert transient >= 60 * MIB  # the peak is what was in use during the call, not at its end
+    assert transient >= 64 * MIB - 2 * page  # the peak is what was in use during the call, not at its end
 
 
 def test_analytic_minimum():

@@ -175,9 +175,9 @@ def test_fastest_against_bounds_passes_over_set_aside_strategies(table):
     winner = fastest.loc[("allcnnc-conv2", "time_forward"), "strategy"]
     without = analysis.fastest_against_bounds(cells, {winner: "reuses its output buffer"})
     without = without.set_index(["config", "metric"])
-    assert winner not in set(without.strategy)
-    conv2 = cells[(cells.config == "allcnnc-conv2") & (cells.strategy != winner)].set_index("strategy")
-    assert without.loc[("allcnnc-conv2", "time_forward"), "strategy"] == conv2.time_forward.idxmin()
+    assert winner == "as_strided" and winner not in set(without.strategy)
+    # by the fixture's construction (make_fixture.py), at the last commit: native 4 ms x 1.03, tiling 3 ms x 1.5
+    assert without.loc[("allcnnc-conv2", "time_forward"), "strategy"] == "native"
 
 
 def test_floors_against_copy_are_the_bounds_over_copy_in_the_same_run(table):
