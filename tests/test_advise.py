@@ -172,3 +172,19 @@ def test_the_race_drops_a_strategy_far_behind_the_leader_and_resolves_the_conten
     assert len(found.times["native"]) >= advise.MIN_ROUNDS
     # the set-aside strategy is 5x faster than "fast", yet "fast" was not dropped as far behind it
     assert "fast" not in found.far_behind and "reusing" not in found.far_behind
+
+
+def test_the_command_lists_every_subcommand_and_runs_a_script_one():
+    import contextlib
+    import io
+
+    from unfold_bench.cli import COMMANDS, SCRIPTS
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--help"]) == 0
+    listed = [line.split()[0] for line in out.getvalue().splitlines() if line.startswith("  ")]
+    assert listed == [*COMMANDS, *SCRIPTS]
+    assert main(["no-such-command"]) == 2
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["gpu-check", "run", "--budget", "0"]) == 2  # the script's own refusal, its exit status

@@ -74,6 +74,7 @@ def _set_aside(needs: list[str], device: str) -> dict[str, str]:
 
 
 def advise(argv: list[str]) -> int:
+    """Which strategy to ship for your own layers or model (ranked, measured here)."""
     parser = argparse.ArgumentParser(
         prog="unfold-bench advise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -145,7 +146,7 @@ def advise(argv: list[str]) -> int:
 
 
 def variance(argv: list[str]) -> int:
-    """``unfold-bench variance``: the variance components of chosen cells' paired ratios (``benchmarks.variance``)."""
+    """Where the error of a paired ratio is (call, placement, process, run), and the design that resolves a target."""
     from benchmarks import variance as components
     from benchmarks.paired_stats import ALPHA, POWER
     from reports.compare import Thresholds
@@ -195,14 +196,55 @@ def variance(argv: list[str]) -> int:
 
 
 COMMANDS = {"advise": advise, "variance": variance}
+# The suite's other commands, each a script of its own (``scripts/``) run with the rest of the command line: its
+# ``--help`` is the reference. The make targets call the same scripts.
+SCRIPTS = {
+    "bench": "bench.py",
+    "report": "report.py",
+    "regress": "regress.py",
+    "validate-gate": "validate_gate.py",
+    "capabilities": "capabilities.py",
+    "agreement": "agreement.py",
+    "memprofile": "memory_profile.py",
+    "build-cpp": "build_cpp.py",
+    "gpu-check": "gpu_check.py",
+    "mutation-check": "mutation_check.py",
+}
+
+
+def _summary(script: str) -> str:
+    """The first line of a script's docstring (read, not imported: the scripts import torch)."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((ROOT / "scripts" / script).read_text())) or ""
+    return doc.splitlines()[0] if doc else ""
+
+
+def _usage() -> str:
+    lines = ["usage: unfold-bench COMMAND [--help | options]", "", "commands:"]
+    lines += [f"  {name:<15}{(COMMANDS[name].__doc__ or '').splitlines()[0]}" for name in COMMANDS]
+    lines += [f"  {name:<15}{_summary(script)}" for name, script in SCRIPTS.items()]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        print(f"usage: unfold-bench {{{','.join(COMMANDS)}}} --help", file=sys.stderr)
-        return 2
-    return COMMANDS[argv[0]](argv[1:])
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
+    if argv and argv[0] in SCRIPTS:
+        import runpy
+
+        saved = sys.argv
+        sys.argv = [f"unfold-bench {argv[0]}", *argv[1:]]
+        try:
+            runpy.run_path(str(ROOT / "scripts" / SCRIPTS[argv[0]]), run_name="__main__")
+        except SystemExit as done:
+            return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        finally:
+            sys.argv = saved
+        return 0
+    print(_usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
+    return 0 if argv and argv[0] in ("-h", "--help") else 2
 
 
 if __name__ == "__main__":
