@@ -29,9 +29,7 @@ import importlib
 import json
 import math
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,8 +47,9 @@ from benchmarks.cells import (
     reference_for,
     use_exact_float32,
 )
+from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
-from benchmarks.paired import ROOT, WHICH, measures, share_inputs, timed_call
+from benchmarks.paired import WHICH, measures, share_inputs, timed_call
 from benchmarks.paired_stats import PairedRatio, paired_ratio
 from impls import STRATEGIES, Strategy
 from impls.geometry import SUPPORTED_DTYPES
@@ -353,29 +352,11 @@ def measure_layer(
         "--set-aside",
         ",".join(set_aside),
     ]
-    rows: list[dict] = []
-    why = ""
-    try:
-        with subprocess.Popen(
-            command, cwd=ROOT, env=regime_environment(WARM), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        ) as process:
-            timer = threading.Timer(timeout, process.kill)
-            timer.start()
-            errors = threading.Thread(target=lambda: setattr(process, "errors", process.stderr.read()))
-            errors.start()
-            for line in process.stdout:
-                if line.startswith("{"):
-                    rows.append(json.loads(line))
-                elif line.strip():
-                    progress(f"  {config.name}: {line.strip()}")
-            errors.join()
-            timer.cancel()
-        if process.returncode != 0:
-            why = f"the measuring process failed: {process.errors.strip()[-800:] or f'exit {process.returncode}'}"
-            if process.returncode == -9 and not timer.is_alive():
-                why = f"the measuring process took longer than {timeout:.0f} s"
-    except OSError as error:
-        why = f"the measuring process could not start: {error}"
+    rows, why = run_json_child(
+        command, None, regime_environment(WARM), timeout, lambda line: progress(f"  {config.name}: {line}")
+    )
+    if why:
+        why = f"the measuring process {why}"
     found: dict[str, dict] = {f"time:{regime}": {} for regime in regimes}
     found["memory"] = {}
     compile_seconds = {}

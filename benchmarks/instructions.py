@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from benchmarks.children import run_json_child
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = 5  # calls per measurement; the count is per call
@@ -83,13 +84,13 @@ def count_instructions(impls_root: Path, strategy: str, config: str, which: str,
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         }
         command = [sys.executable, "-m", "benchmarks.instructions", shadow, strategy, config, which, profile]
-        done = subprocess.run(command, cwd=shadow, env=env, capture_output=True, text=True)  # not ROOT: its impls
-    if done.returncode != 0:
-        raise RuntimeError(f"callgrind measurement failed: {done.stderr[-2000:]}")
+        rows, why = run_json_child(command, None, env, timeout=3600, cwd=shadow)  # not ROOT: the revision's impls
+    if why:
+        raise RuntimeError(f"callgrind measurement failed: the measuring process {why}")
     try:
-        return int(json.loads(done.stdout.strip().splitlines()[-1])["instructions"])
-    except (IndexError, KeyError, TypeError, ValueError) as error:  # ValueError includes JSONDecodeError
-        raise RuntimeError(f"callgrind measurement printed no count ({error!r}): {done.stdout[-2000:]}") from None
+        return int(rows[-1]["instructions"])
+    except (IndexError, KeyError, TypeError, ValueError) as error:
+        raise RuntimeError(f"callgrind measurement printed no count ({error!r}): {rows}") from None
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment
 from benchmarks.cells import Cell
+from benchmarks.children import run_json_child
 from benchmarks.profiles import PROFILES
 from benchmarks.runner import scratch_config
 
@@ -172,15 +173,10 @@ def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: di
     """``torch.utils.benchmark``'s medians of ``cells``, each in a process of its own as in the harness."""
     independent = {}
     for cell in cells:
-        timed = subprocess.run(
-            [sys.executable, "-c", _TIMER, json.dumps([cell]), profile_name],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        independent.update(json.loads(timed.stdout.strip().splitlines()[-1]))
+        rows, why = run_json_child([sys.executable, "-c", _TIMER, json.dumps([cell]), profile_name], None, env, 900)
+        if why or not rows:
+            raise RuntimeError(f"torch.utils.benchmark's process for {cell}: {why or 'printed no figure'}")
+        independent.update(rows[-1])
     return independent
 
 
