@@ -20,7 +20,7 @@ help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-.PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement \
+.PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement test-strategy \
 	memprofile report regress regress-validate advise asv-check gpu-check gpu-check-prepare mutation-check variance clean
 
 # The torch asked for, recorded so that another TORCH_SPEC reinstalls into an existing .venv instead of keeping the
@@ -71,6 +71,11 @@ test: lint browser cpp  ## ruff, then the whole test suite in two workers (what 
 test-fast: cpp  ## the tests not marked slow, for the inner loop (make test runs them all)
 	@echo "make test-fast: the tests not marked slow (compiles, processes, Triton's interpreter, the browser); make test runs them all"
 	$(PY) -m pytest $(PYTEST_FLAGS) -m "not slow" -q
+
+# Every test that names one strategy (its parametrised ids carry the name), slow ones included: make test-strategy NAME=gather
+test-strategy: cpp  ## every test naming one strategy: make test-strategy NAME=<name>
+	@test -n "$(NAME)" || (echo "usage: make test-strategy NAME=<strategy>" && exit 2)
+	$(PY) -m pytest $(PYTEST_FLAGS) -q -k "$(NAME)"
 
 # The site's browser test needs Debian's chromium and chromedriver: installed here when missing and we are
 # root (as on CI); otherwise that test is skipped and says why.
