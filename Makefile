@@ -101,7 +101,8 @@ regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] 
 	$(PY) scripts/regress.py '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
 		$(REGRESS_ARGS)
 
-# Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md).
+# Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md);
+# VALIDATE_ARGS="--aa 3 --injected 3" for fewer. Writes docs/gate-validation.txt and each run's table beside it.
 regress-validate: venv  ## measure the gate's false alarms and catches on this machine (long)
 	$(PY) scripts/validate_gate.py --out docs/gate-validation.txt $(VALIDATE_ARGS)
 

@@ -251,9 +251,15 @@ def main() -> int:
         for name in SLOWED:
             ratios = ", ".join(f"{r:.3f}" for r in injected_ratios[name])
             say(f"  {name}'s forward caught on every config in {caught_each[name]} of {args.injected}; ratios {ratios}")
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("\n".join(lines) + "\n")
+    if args.out:  # the text, and each run's table beside it (OUT's stem + "-runs/"), for --rejudge
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(lines) + "\n")
+        tables = out.with_name(f"{out.stem}-runs")
+        shutil.rmtree(tables, ignore_errors=True)
+        tables.mkdir()
+        for table in workdir.glob("*.csv"):
+            shutil.copy(table, tables / table.name)
     return 0
 
 
