@@ -175,6 +175,7 @@ def variance(argv: list[str]) -> int:
     parser.add_argument("--target", type=float, default=defaults.target, help="gate resolution (%(default)g)")
     parser.add_argument("--out", help="also write the report to this file")
     parser.add_argument("--json", help="write every round's block log-ratios to this file")
+    parser.add_argument("--from-json", help="report the rounds saved by an earlier --json instead of measuring")
     args = parser.parse_args(argv)
     for name in ("runs", "processes", "rounds", "blocks"):
         if getattr(args, name) < 1:
@@ -185,13 +186,29 @@ def variance(argv: list[str]) -> int:
         units = components.units_for(args.cells.split(","), args.against, str(ROOT))
     except ValueError as error:
         parser.error(f"--cells {args.cells!r}: {error}")
-    rows = components.measure(units, args.runs, args.processes, args.rounds, args.blocks, args.round_seconds)
-    text = components.report(rows, args.target, ALPHA, POWER, defaults.paired_margin)
+    if args.from_json:
+        saved = [json.loads(line) for line in Path(args.from_json).read_text().splitlines() if line.strip()]
+        header, rows = saved[0], saved[1:]
+    else:
+        import subprocess
+
+        from benchmarks.machine import machine_name
+
+        commit = subprocess.run(["git", "rev-parse", "--short=8", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        header = {
+            "machine": machine_name(),
+            "commit": commit.stdout.strip() or "unknown",
+            "date": time.strftime("%Y-%m-%d"),
+            "command": "unfold-bench variance " + " ".join(argv),
+        }
+        rows = components.measure(units, args.runs, args.processes, args.rounds, args.blocks, args.round_seconds)
+    text = f"{header['command']}: {header['machine']}, commit {header['commit']}, {header['date']}\n"
+    text += components.report(rows, args.target, ALPHA, POWER, defaults.paired_margin)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
     if args.json:
-        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in [header, *rows]))
     return 0
 
 
