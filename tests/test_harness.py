@@ -23,7 +23,6 @@ import torch
 from asv_runner.discovery import disc_benchmarks
 
 from benchmarks import bounds, compile_time, unfold
-from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.cells import DEVICES, Cell, Verdict, WrongResultError, analytic_minimum_bytes, gate, profile_config
 from benchmarks.configs import CONFIGS, get_config
 from benchmarks.memory import cpu_peak_supported, net_peak_bytes
@@ -345,13 +344,15 @@ def test_net_peak_counts_what_a_call_allocates_and_not_what_existed():
     existing = torch.ones(32 * MIB // 4)  # resident before the call: not counted
     peak = net_peak_bytes(lambda: torch.ones(64 * MIB // 4), "cpu")
     page = 4096
-    # a 64 MiB block is always mmapped (over glibc's largest dynamic threshold): its pages and the block's header,
-    # to the documented resolution of a net peak (the rest of the process may touch or release a few pages meanwhile)
-    assert abs(peak - 64 * MIB) <= NET_PEAK_RESOLUTION, peak
+    # a 64 MiB block is always mmapped (over glibc's largest dynamic threshold): its pages and the block's header. The
+    # resident set also holds file-backed pages (libraries), which the kernel may reclaim during the call when the
+    # machine is loaded (seen: 61 pages under the whole test suite), so the bound is 1 MiB, not the page.
+    slack = MIB
+    assert abs(peak - 64 * MIB) <= slack, peak
     # a view allocates no tensor memory; the interpreter may map one of its 1 MiB object arenas anew (3.10+)
     assert net_peak_bytes(lambda: existing.view(-1), "cpu") <= MIB + 2 * page
     transient = net_peak_bytes(lambda: torch.ones(64 * MIB // 4).sum(), "cpu")  # freed before the call returns
-    assert transient >= 64 * MIB - NET_PEAK_RESOLUTION  # the peak is what was in use during the call, not its end
+    assert transient >= 64 * MIB - slack  # the peak is what was in use during the call, not at its end
 
 
 def test_analytic_minimum():
