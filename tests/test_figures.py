@@ -27,7 +27,10 @@ from benchmarks.replicates import across_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
-PAGES = 2 * 4096  # a net peak moves in whole pages; the interpreter's own allocations touch one now and then
+# A net peak moves in whole pages, and the resident set also holds file-backed pages (libraries) that the kernel may
+# reclaim during a call when the machine is loaded (61 pages once, under the whole test suite): the figures below are
+# held to 1 MiB, far inside what each break they guard against would change (megabytes).
+SLACK = 1 << 20
 
 
 def _in_a_process(code: str, env: dict | None = None) -> dict:
@@ -41,8 +44,9 @@ def _in_a_process(code: str, env: dict | None = None) -> dict:
 
 def test_a_net_peak_counts_heap_holes_reused_as_well_as_fresh_mmapped_blocks():
     # glibc raises its mmap threshold to the size of a freed mmapped block (up to 32 MiB): after one 16 MiB block is
-    # freed, 4 MiB blocks come from the heap. Four of them, freed between small live ones, leave resident holes in
-    # its middle; a call that allocates and writes 4 x 4 MiB then reuses them. It needs 16 MiB all the same.
+    # freed, blocks of a few MiB come from the heap. Four of 5 MiB, freed between small live ones, leave resident
+    # holes in its middle (5 MiB: a 4 MiB request with torch's alignment needs a little more than 4 MiB); a call that
+    # allocates and writes 4 x 4 MiB then reuses them. It needs 16 MiB all the same (without the trim: 0).
     figures = _in_a_process(
         """
         import json, torch
@@ -51,9 +55,9 @@ def test_a_net_peak_counts_heap_holes_reused_as_well_as_fresh_mmapped_blocks():
         torch.empty(16 * MIB, dtype=torch.uint8).fill_(1)  # mmapped, freed: the threshold rises to 16 MiB
         keep, holes = [], []
         for _ in range(4):
-            holes.append(torch.empty(4 * MIB, dtype=torch.uint8).fill_(1))
+            holes.append(torch.empty(5 * MIB, dtype=torch.uint8).fill_(1))
             keep.append(torch.empty(64 * 1024, dtype=torch.uint8).fill_(1))
-        del holes  # four resident 4 MiB holes inside the heap
+        del holes  # four resident 5 MiB holes inside the heap
         def reuse():
             return [torch.empty(4 * MIB, dtype=torch.uint8).fill_(2) for _ in range(4)]
         def mmapped():
@@ -61,8 +65,8 @@ def test_a_net_peak_counts_heap_holes_reused_as_well_as_fresh_mmapped_blocks():
         print(json.dumps({"reused": net_peak_bytes(reuse, "cpu"), "mmapped": net_peak_bytes(mmapped, "cpu")}))
         """
     )
-    assert abs(figures["reused"] - 16 * MIB) <= 64 * 1024 + PAGES, figures  # + the heap's own bookkeeping
-    assert abs(figures["mmapped"] - 96 * MIB) <= PAGES, figures
+    assert abs(figures["reused"] - 16 * MIB) <= SLACK, figures
+    assert abs(figures["mmapped"] - 96 * MIB) <= SLACK, figures
 
 
 @pytest.mark.slow
@@ -89,8 +93,8 @@ def test_a_forward_backward_net_peak_is_at_least_the_analytic_minimum():
     output = n * c * 9 * windows * 4
     grad_input = n * c * h * w * 4
     for name, (forward, forward_backward) in figures.items():
-        assert forward >= output - PAGES, (name, forward, output)
-        assert forward_backward >= 2 * output + grad_input - PAGES, (name, forward_backward, 2 * output + grad_input)
+        assert forward >= output - SLACK, (name, forward, output)
+        assert forward_backward >= 2 * output + grad_input - SLACK, (name, forward_backward, 2 * output + grad_input)
 
 
 def test_the_gates_shipped_false_alarm_rate_is_the_documented_one():
