@@ -6,8 +6,9 @@ two callables' times is measured at three nested levels (Kalibera and Jones, ISM
 
 - **blocks**: four adjacent calls A B B A on the same inputs, each after both sides' outputs are dropped; a
   block gives one log-ratio, the mean of its two pairs', so drift and the order within a pair cancel;
-- **rounds** (placements): every round allocates the inputs afresh behind a spacer of random size, so their
-  addresses, relative alignment and pages differ from round to round as a user's tensors would;
+- **rounds** (placements): every round allocates the inputs afresh behind a spacer of random size and at an offset
+  of its own (a multiple of 64 bytes) into their allocation, so their addresses and pages differ from round to
+  round as a user's tensors would;
 - **processes**: each a fresh interpreter, half of them setting up side B first (its code and buffers then
   land first), since which side was set up first shifts the ratio systematically.
 
@@ -77,6 +78,19 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
     return float(ordered[cut : ordered.size - cut].mean())
 
 
+def _placed(template, seed: int):
+    """A copy of ``template`` in fresh memory, starting ``64 * (seed % 64)`` bytes into its allocation: consecutive
+    rounds land at other addresses (another offset into a page) even when the allocator hands back the same block,
+    and stay 64-byte aligned, as PyTorch's own allocations are."""
+    import torch
+
+    offset = 64 * (seed % 64) // template.element_size()
+    buffer = torch.empty(template.numel() + offset, dtype=template.dtype, device=template.device)
+    placed = buffer[offset : offset + template.numel()].view(template.shape)
+    placed.copy_(template)
+    return placed
+
+
 def _fresh_workloads(cells: tuple, seed: int, templates: dict | None = None) -> tuple:
     """Both sides' workloads on inputs allocated now behind a random spacer; returns (workloads, spacer). The inputs
     are copies of the cell's fixed inputs (drawn once per process into ``templates``), so a round pays a copy, not
@@ -93,7 +107,7 @@ def _fresh_workloads(cells: tuple, seed: int, templates: dict | None = None) -> 
         templates.clear()  # one config's inputs at a time: they can be tens of MiB
         templates[key] = (drawn.input, drawn.grad_output)
     spacer = torch.empty(random.Random(seed).randrange(0, SPACER_BYTES, 64), dtype=torch.uint8)
-    first = Workload.on(cells[0], *(t.clone() for t in templates[key]))
+    first = Workload.on(cells[0], *(_placed(t, seed) for t in templates[key]))
     second = Workload.on(cells[1], first.input, first.grad_output)
     share_inputs(second, first)
     for workload in (first, second):
