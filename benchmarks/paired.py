@@ -36,7 +36,7 @@ from benchmarks.cells import Cell, Workload, charged_net_peak, check_cell, profi
 from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
 from benchmarks.profiles import PROFILES, get_profile
-from benchmarks.replicates import ABSENT, SKIPPED, across_processes, process_estimate, run_process
+from benchmarks.replicates import ABSENT, SKIPPED, Unit, across_processes, process_estimate, run_process
 from impls import Strategy
 
 SIDES = ("base", "head")
@@ -179,7 +179,7 @@ class Design:
     round_seconds: float
 
 
-def _time_units(base_tree: Path, head_tree: Path, units: list[tuple[str, str, str]]) -> dict[str, dict]:
+def _time_units(base_tree: Path, head_tree: Path, units: list[tuple[str, str, str]]) -> dict[str, Unit]:
     """The replicate units (``benchmarks.replicates``) of the gate: each strategy's base (side A) against its head
     (side B), per config, device and call, keyed "strategy, config, device, call"."""
     return {

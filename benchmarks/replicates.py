@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
@@ -50,25 +51,27 @@ SKIPPED = "skipped: "  # a side's cell does not run here (no GPU, spatial dims, 
 TRIM = 0.1  # a round's statistic: the mean of its block log-ratios with this fraction cut from each end
 
 
-@dataclass(frozen=True)
-class Side:
-    """Where one side's strategy comes from: a checkout's ``impls`` (``tree``), the strategy's name in it, and which
-    copy of that ``impls`` (two copies of one tree are two imports of the same code: an A/A comparison)."""
-
+class _SideRequired(TypedDict):
     tree: str
     strategy: str
-    copy: int = 0
 
 
-@dataclass(frozen=True)
-class Unit:
-    """One paired measurement: side A's and side B's strategies (by ``Side``) on ``config``, one call."""
+class Side(_SideRequired, total=False):
+    """Where one side's strategy comes from: a checkout's ``impls`` (``tree``), the strategy's name in it, and which
+    ``copy`` of that ``impls`` (default 0; two copies of one tree are two imports of the same code: an A/A)."""
 
-    key: str  # how the caller names it (e.g. "gather, allcnnc-conv2, cpu, forward")
-    sides: tuple[Side, Side]
+    copy: int
+
+
+class Unit(TypedDict):
+    """One paired measurement, as a replicate process's spec holds it (JSON): side A's and side B's strategies on
+    ``config``, one call (``which``), on ``device``; ``key`` is how the caller names it."""
+
+    key: str
+    sides: list[Side]
     config: str
     which: str
-    device: str = "cpu"
+    device: str
 
 
 def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
@@ -116,7 +119,7 @@ def _fresh_workloads(cells: tuple, seed: int, templates: dict | None = None) -> 
 
 
 def measure_units(spec: Mapping) -> Iterator[dict]:
-    """The rows of one process (module docstring) for ``spec``: ``units`` (dicts of ``Unit``'s fields),
+    """The rows of one process (module docstring) for ``spec``: ``units`` (``Unit``),
     ``rounds``, ``blocks`` (per round, at most), ``round_seconds`` (per round, at most), ``b_first`` (set side B up
     first), ``profile`` and ``seed``; a unit whose side fails its correctness check or does not run is reported
     with the reason instead of ratios."""

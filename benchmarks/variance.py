@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.replicates import resolution, run_process, trimmed_mean
+from benchmarks.replicates import Unit, resolution, run_process, trimmed_mean
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def measure(
             b_first = process % 2 == 1
             seed += 1000
             spec = {"units": list(units), "rounds": rounds, "blocks": blocks, "round_seconds": round_seconds}
-            spec.update(b_first=b_first, seed=seed, profile=profile, timed=True)
+            spec.update(b_first=b_first, seed=seed, profile=profile)
             started = time.monotonic()
             found, why = run_process(spec)
             wall = time.monotonic() - started
@@ -163,7 +163,7 @@ def measure(
     return rows
 
 
-def units_for(cells: Sequence[str], against: str, tree: str, device: str = "cpu") -> list[dict]:
+def units_for(cells: Sequence[str], against: str, tree: str, device: str = "cpu") -> list[Unit]:
     """Replicate units for ``cells`` ("strategy:config:forward|forward_backward"): side A is ``against``'s
     strategy ("self": a second import of the same strategy, the regression gate's A/A), side B the cell's."""
     from benchmarks.replicates import WHICH
