@@ -211,7 +211,7 @@ def test_the_copy_floor_reads_its_source_and_writes_its_target():
 
 
 def test_a_timer_reads_a_known_sleep():
-    # the harness times with perf_counter around the call: a call that sleeps 50 ms reads 50 ms and a little more
+    # the harness times with perf_counter around the call: a call that sleeps 50 ms reads at least 50 ms
     from benchmarks.paired import timed_call
 
     class Sleeper:
@@ -222,4 +222,4 @@ def test_a_timer_reads_a_known_sleep():
             time.sleep(0.05)
 
     seconds = timed_call((Sleeper(), Sleeper()), 0, "forward")
-    assert 0.05 <= seconds < 0.08, seconds
+    assert seconds >= 0.05, seconds  # no upper bound: a loaded machine may wake the sleeper late
