@@ -33,6 +33,10 @@ class Profile:
     warmup_time: float  # > 0: seconds of untimed warm-up calls before sampling (asv makes at least one)
     timeout: float  # seconds one cell (one process) may take before asv fails it
     gate_timeout: float  # seconds the correctness gate of the whole profile may take
+    ratio_processes: int = 3  # paired ratios (benchmarks.ratios): processes per cell
+    placements: int = 2  # paired ratios (benchmarks.ratios): input placements per process
+    blocks: int = 24  # paired ratios: at most this many blocks A B B A per placement ...
+    placement_seconds: float = 0.1  # ... or this many seconds of them (at least 4 blocks)
     config_names: tuple[str, ...] | None = None  # the configs benchmarked (None: every config in the table)
     compile_time_configs: tuple[str, ...] | None = None  # the configs whose cold compile is timed (None: all)
 
@@ -54,17 +58,32 @@ class Profile:
 QUICK = Profile(
     "quick",
     batch_cap=8,
-    rounds=1,
-    repeat=(5, 200, 0.5),
+    rounds=2,
+    repeat=(3, 100, 0.2),
     number=1,
-    warmup_time=0.15,
+    warmup_time=0.1,
     timeout=60,
     gate_timeout=300,
+    ratio_processes=4,
+    placements=2,
+    blocks=16,
+    placement_seconds=0.05,
     config_names=("example", "allcnnc-conv2", "allcnnc-conv3", "seq1d-conv", "vol3d-conv", "conv4-bfloat16"),
     compile_time_configs=("allcnnc-conv2",),
 )
 FULL = Profile(
-    "full", batch_cap=None, rounds=2, repeat=(2, 20, 1.0), number=1, warmup_time=0.1, timeout=300, gate_timeout=1200
+    "full",
+    batch_cap=None,
+    rounds=2,
+    repeat=(2, 20, 1.0),
+    number=1,
+    warmup_time=0.1,
+    timeout=300,
+    gate_timeout=1200,
+    ratio_processes=4,
+    placements=2,
+    blocks=16,
+    placement_seconds=0.2,
 )
 
 
@@ -93,7 +112,7 @@ def get_profile(name: str) -> Profile:
         raise KeyError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)}") from None
 
 
-SUITES = ("unfold", "bounds", "compile_time")  # the asv modules in benchmarks/ that hold profile classes
+SUITES = ("unfold", "ratios", "bounds", "compile_time")  # the asv modules in benchmarks/ that hold profile classes
 
 
 def benchmark_regex(profile: Profile, narrow: str = "", suites: tuple[str, ...] = SUITES) -> str:

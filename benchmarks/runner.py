@@ -41,10 +41,22 @@ def cell_name(module_name: str, class_name: str, method: str, combo: tuple) -> s
 
 @dataclass(frozen=True)
 class Chunk:
-    """The cells of one config: one asv run."""
+    """Cells of one config measured by one asv run: the figures, or the paired ratios (``benchmarks.ratios``),
+    which are run in ``Profile.ratio_processes`` processes each (``asv run -a rounds=N``)."""
 
     config: str
     cells: tuple[str, ...]  # asv's "name(param, ...)" of each selected cell
+    processes: int | None = None  # asv's rounds for every cell of the run (None: each benchmark's own)
+
+    @property
+    def name(self) -> str:
+        """How the ledger and the progress lines name it."""
+        return self.config if self.processes is None else f"{self.config} x{self.processes}"
+
+    def arguments(self) -> list[str]:
+        """The asv run options that select and sample these cells."""
+        rounds = [] if self.processes is None else ["-a", f"rounds={self.processes}", "--record-samples"]
+        return [*rounds, "-b", self.regex()]
 
     def regex(self) -> str:
         """An asv ``-b`` expression that selects exactly these cells."""
@@ -64,14 +76,30 @@ def suite_cells(profile: Profile, suites: tuple[str, ...] = SUITES) -> list[tupl
     return cells
 
 
+PAIRED_SUITE = "ratios"  # its cells run in several processes each
+PAIRED_REFERENCE = "native"  # the strategy the paired suite measures every other against
+
+
 def plan(profile: Profile, narrow: str = "") -> list[Chunk]:
-    """The run's chunks, in the config table's order, holding the cells ``narrow`` (a regex) selects."""
+    """The run's chunks, in the config table's order, holding the cells ``narrow`` (a regex) selects: per config,
+    the figures, then the paired ratios."""
     pattern = re.compile(narrow)
-    by_config: dict[str, list[str]] = {config.name: [] for config in profile.configs()}
-    for name, params in suite_cells(profile):
-        if pattern.search(name):
-            by_config[params["config"]].append(name)
-    return [Chunk(config, tuple(cells)) for config, cells in by_config.items() if cells]
+    chunks = []
+    for config in profile.configs():
+        cells = [
+            (name, params)
+            for name, params in suite_cells(profile)
+            if params["config"] == config.name and pattern.search(name)
+        ]
+        figures = tuple(name for name, _ in cells if not name.startswith(f"{PAIRED_SUITE}."))
+        paired = tuple(  # the reference's own ratio is not measured (asv: n/a)
+            name
+            for name, params in cells
+            if name.startswith(f"{PAIRED_SUITE}.") and params["strategy"] != PAIRED_REFERENCE
+        )
+        chunks += [Chunk(config.name, figures)] if figures else []
+        chunks += [Chunk(config.name, paired, profile.ratio_processes)] if paired else []
+    return chunks
 
 
 class Ledger:
@@ -137,7 +165,7 @@ def run_chunks(
     if not resume:
         ledger.clear()
     total = sum(len(c.cells) for c in chunks)
-    skipped = sum(len(c.cells) for c in chunks if c.config in finished)
+    skipped = sum(len(c.cells) for c in chunks if c.name in finished)
     if skipped:
         print_line(f"resume: {skipped} of {total} cells already measured for this commit, environment and regime")
     done = skipped
@@ -145,17 +173,17 @@ def run_chunks(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         for index, chunk in enumerate(chunks, 1):
-            if chunk.config in finished:
+            if chunk.name in finished:
                 continue
-            log.write(f"\n### chunk {chunk.config}: {len(chunk.cells)} cells\n".encode())
+            log.write(f"\n### chunk {chunk.name}: {len(chunk.cells)} cells\n".encode())
             log.flush()
-            selection = chunk.regex()
-            status = run_guarded([*asv_command, "-b", selection], {**env, SELECTION_VARIABLE: selection}, cwd, log)
+            selection = {SELECTION_VARIABLE: chunk.regex()}
+            status = run_guarded([*asv_command, *chunk.arguments()], {**env, **selection}, cwd, log)
             if status not in (0, 2):  # asv itself failed: nothing of this chunk was saved
-                print_line(f"asv exited with status {status} on {chunk.config}; see {log_path}")
+                print_line(f"asv exited with status {status} on {chunk.name}; see {log_path}")
                 return status
             worst = max(worst, status)
-            finished.add(chunk.config)
+            finished.add(chunk.name)
             ledger.record(finished)
             done += len(chunk.cells)
             elapsed = time.monotonic() - start
@@ -163,7 +191,7 @@ def run_chunks(
             eta = elapsed / measured * (total - done) if measured else 0.0
             note = " (a cell failed)" if status else ""
             print_line(
-                f"[{index:>2}/{len(chunks)}] {chunk.config:<16} {done:>4}/{total} cells, "
+                f"[{index:>2}/{len(chunks)}] {chunk.name:<19} {done:>4}/{total} cells, "
                 f"{_clock(elapsed)} elapsed, ETA {_clock(eta)}{note}"
             )
             sys.stdout.flush()

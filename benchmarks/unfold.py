@@ -33,53 +33,29 @@ table.
 from __future__ import annotations
 
 import gc
-import itertools
 import os
 import re
 import sys
-from collections.abc import Mapping
 
+from benchmarks.cell_suite import CellSuite, suite_params
 from benchmarks.cells import (
-    DEVICES,
     Cell,
     Verdict,
     Workload,
     WrongResultError,
     charged_net_peak,
-    gate,
     use_exact_float32,
     warm_compiler,
 )
-from benchmarks.profiles import FULL, PROFILES, QUICK, Profile, SampledByProfile
-from benchmarks.runner import BENCHMARK_PREFIXES, SELECTION_VARIABLE, cell_name, suite_cells
-from impls import STRATEGIES, Strategy
+from benchmarks.profiles import FULL, PROFILES, QUICK
+from benchmarks.runner import SELECTION_VARIABLE, suite_cells
+from impls import STRATEGIES
 
 _workloads: dict[tuple, Workload] = {}  # one per process and cell: inputs are made once, not per sample
 
 
-class _UnfoldSuite(SampledByProfile):
-    profile: Profile
-    strategies: Mapping[str, Strategy] = STRATEGIES
-    params: list[list[str]]
-    param_names = ("strategy", "config", "device")
+class _UnfoldSuite(CellSuite):
     unit = "bytes"  # only used by the track_* benchmarks
-
-    def _gate(self) -> dict:
-        """The verdict of every cell of ``params`` that the run selects (asv's ``setup_cache`` of each profile class
-        returns it): all of them unless ``SELECTION_VARIABLE`` holds the run's asv ``-b`` expression."""
-        combos = list(itertools.product(*self.params))
-        selection = os.environ.get(SELECTION_VARIABLE)
-        if selection:
-            module_name, class_name = type(self).__module__.rsplit(".", 1)[-1], type(self).__name__
-            methods = [name for name in dir(self) if name.startswith(BENCHMARK_PREFIXES)]
-            pattern = re.compile(selection)
-            combos = [
-                combo
-                for combo in combos
-                if any(pattern.search(cell_name(module_name, class_name, method, combo)) for method in methods)
-            ]
-        cells = [Cell.from_names(*names, self.profile, self.strategies) for names in combos]
-        return gate(cells, progress=print)
 
     def setup(self, verdicts: dict, strategy: str, config: str, device: str) -> None:
         key = (self.profile.name, strategy, config, device)
@@ -125,15 +101,11 @@ class _UnfoldSuite(SampledByProfile):
         return charged_net_peak(self.workload, backward=True)
 
 
-def _params(profile: Profile) -> list[list[str]]:
-    return [list(STRATEGIES), [c.name for c in profile.configs()], list(DEVICES)]
-
-
 class Quick(_UnfoldSuite):
     """The quick profile: batch size capped at 8, one process per cell."""
 
     profile = QUICK
-    params = _params(QUICK)
+    params = suite_params(QUICK)
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
         return self._gate()
@@ -145,7 +117,7 @@ class Full(_UnfoldSuite):
     """The full profile: the configs' real batch size (256 for All-CNN-C)."""
 
     profile = FULL
-    params = _params(FULL)
+    params = suite_params(FULL)
 
     def setup_cache(self) -> dict:  # defined per class: asv keys the cache by source line
         return self._gate()

@@ -238,6 +238,7 @@ unfold = Strategy(
     spatial_dims=(1, 2, 3),
     devices=("cpu",),
     implementation=_cpp_unfold,
+    builds_extension=True,
     missing_requirement=MISSING_REQUIREMENT,
 )
 

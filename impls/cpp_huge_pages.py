@@ -28,6 +28,7 @@ unfold = Strategy(
     spatial_dims=(1, 2, 3),
     devices=("cpu",),
     implementation=_cpp_huge_pages_unfold,
+    builds_extension=True,
     missing_requirement=MISSING_REQUIREMENT,
     advises_huge_pages=True,
 )

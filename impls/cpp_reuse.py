@@ -19,6 +19,7 @@ unfold = Strategy(
     spatial_dims=(1, 2, 3),
     devices=("cpu",),
     implementation=KeptBufferUnfold(unfold_into),
+    builds_extension=True,
     missing_requirement=MISSING_REQUIREMENT,
     reuses_output=True,
 )

@@ -118,6 +118,7 @@ class Strategy:
             still fails there (so the refusal goes when the defect does).
         compile_defect: why the strategy fails inside ``torch.compile(fullgraph=True)``, or None; checked both
             ways by the tests (``impls.capabilities``).
+        builds_extension: True when the strategy's kernel is a C++ extension built (once, cached) on first use.
         advises_huge_pages: True when the strategy advises its fresh results (from a size its module states) into
             transparent huge pages before writing them (Linux ``madvise``), so they page-fault once per 2 MiB
             instead of once per 4 KiB; its floor is then ``time_fresh_output_huge_pages`` (``benchmarks.bounds``),
@@ -135,10 +136,26 @@ class Strategy:
     known_defects: tuple[KnownDefect, ...] = ()
     reuses_output: bool = False
     compiles: bool = False
+    builds_extension: bool = False
     missing_requirement: str | None = None
     empty_batch_defect: str | None = None
     compile_defect: str | None = None
     advises_huge_pages: bool = False
+
+    @property
+    def machinery(self) -> tuple[str, ...]:
+        """What the strategy needs beyond PyTorch's eager operators: the reports' measure of simplicity, their
+        tie-break between strategies whose times are a statistical tie."""
+        needs = []
+        if self.compiles:
+            needs.append("torch.compile")
+        if self.builds_extension:
+            needs.append("a C++ extension")
+        if self.reuses_output:
+            needs.append("a reused output")
+        if self.advises_huge_pages:
+            needs.append("huge-page advice")
+        return tuple(needs)
 
     def unsupported_reason(
         self, spatial_dims: int, device: str | torch.device, dtype: torch.dtype | None = None

@@ -34,13 +34,14 @@ from asv.step_detect import detect_regressions, detect_steps
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
 from benchmarks.cells import analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved, profile_config
 from benchmarks.profiles import get_profile
-from reports.units import METRICS
+from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE
+from reports.units import METRICS, RATIO_METRICS
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
 # the four figures of a cell as (label, unit shown, scale from seconds/bytes, bound metric), for code that
 # unpacks them; the vocabulary itself is ``reports.units.METRICS``
 FIGURES = {name: (m.label, m.unit.shown, m.unit.scale, m.bound) for name, m in METRICS.items()}
-REFERENCE_STRATEGY = "native"
+REFERENCE_STRATEGY = PAIRED_REFERENCE  # the strategy every "x native" is over
 STEP_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
 REGRESSION_THRESHOLD = STEP_THRESHOLD  # the name it had
 
@@ -90,7 +91,9 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
 
     Columns per metric ``m`` of ``reports.units.METRICS``: ``m`` (value in seconds or bytes, NaN unless ``ok``),
     ``m:status``, ``m:q_25``, ``m:q_75``, ``m:x_native`` and ``m:x_bound``. Cells skipped for every metric
-    are dropped (a strategy that does not support the config, or a device this machine lacks).
+    are dropped (a strategy that does not support the config, or a device this machine lacks). ``m:x_native`` is
+    the paired ratio of the suite ``ratios`` where the run measured one (``m:x_native_paired``, with its interval
+    across processes ``m:x_native_low``/``m:x_native_high``), else the quotient of the two medians (older runs).
     """
     rows = run_table[run_table.device == device]
     bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
@@ -98,6 +101,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     if cells.empty:
         return pd.DataFrame(columns=["config", "strategy"])
     natives = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])["value"]
+    paired = rows[(rows.suite == PAIRED_SUITE) & (rows.status == "ok")].set_index(["config", "strategy", "metric"])
     out = []
     for (config, strategy), cell in cells.groupby(["config", "strategy"], sort=False):
         by_metric = cell.set_index("metric")
@@ -117,6 +121,17 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:q_25"] = entry.q_25 if ok else math.nan
             line[f"{metric}:q_75"] = entry.q_75 if ok else math.nan
             line[f"{metric}:x_native"] = _ratio(value, natives.get((config, metric)))
+            line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = math.nan
+            line[f"{metric}:x_native_paired"] = False
+            key = (config, strategy, figure.paired)
+            if ok and figure.paired is not None and key in paired.index:
+                measured = paired.loc[key]
+                line[f"{metric}:x_native"] = float(measured.value)
+                line[f"{metric}:x_native_low"], line[f"{metric}:x_native_high"] = measured.low, measured.high
+                line[f"{metric}:x_native_paired"] = True
+            elif ok and figure.paired is not None and strategy == REFERENCE_STRATEGY and paired.size:
+                line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = 1.0  # itself, exactly
+                line[f"{metric}:x_native_paired"] = True
             line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, figure.bound)))
         out.append(line)
     return pd.DataFrame(out)
@@ -271,26 +286,80 @@ def _eligible(rows: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str]) -> p
     return ok[ok[rule.memory_metric] <= rule.memory_limit(ok[rule.memory_metric].min())]
 
 
-def recommend_per_config(
-    cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = MappingProxyType({})
-) -> pd.DataFrame:
-    """Per config: the pick under ``rule`` (None when no strategy qualifies) and the eligible strategies.
+TIE_TEXT = (
+    "strategies whose intervals overlap the leader's are a statistical tie; among them the pick is the one with "
+    "the least memory, then the simplest (the fewest of: torch.compile, a C++ extension, a reused output, "
+    "huge-page advice), then the fastest"
+)
 
-    ``set_aside``: strategies never picked (name -> why), e.g. those that overwrite their previous result.
+
+def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per row of one config's ``rows`` (``ok`` in ``metric``): its time over the fastest row's (``relative``) with
+    an interval (``low``, ``high``). Where every row has a paired ratio to the reference (``m:x_native_paired``)
+    these come from the paired ratios and their intervals across processes; otherwise from the medians, with no
+    interval (NaN)."""
+    paired_column = f"{metric}:x_native_paired"
+    if paired_column in rows and rows[paired_column].fillna(False).astype(bool).all():
+        ratio = rows[f"{metric}:x_native"].astype(float)
+        fastest = ratio.min()
+        return pd.DataFrame(
+            {
+                "relative": ratio / fastest,
+                "low": rows[f"{metric}:x_native_low"].astype(float) / fastest,
+                "high": rows[f"{metric}:x_native_high"].astype(float) / fastest,
+            },
+            index=rows.index,
+        )
+    time = rows[metric].astype(float)
+    return pd.DataFrame({"relative": time / time.min(), "low": math.nan, "high": math.nan}, index=rows.index)
+
+
+def tied_with_leader(relative: pd.Series, low: pd.Series, high: pd.Series) -> list:
+    """The index labels tied with the leader (the lowest ``relative``): the leader, and every row whose interval
+    ``[low, high]`` overlaps the leader's (none without intervals)."""
+    leader = relative.idxmin()
+    if pd.isna(high[leader]):
+        return [leader]
+    return [i for i in relative.index if i == leader or (not pd.isna(low[i]) and low[i] <= high[leader])]
+
+
+def _break_tie(tied: pd.DataFrame, memory: str, complexity: Mapping[str, int], time: str) -> pd.Series:
+    """The row of ``tied`` with the least ``memory``, then the lowest ``complexity``, then the lowest ``time``."""
+    order = tied.assign(_complexity=[complexity.get(s, 0) for s in tied.strategy])
+    return order.sort_values([memory, "_complexity", time, "strategy"], kind="stable").iloc[0]
+
+
+def recommend_per_config(
+    cells: pd.DataFrame,
+    rule: Rule,
+    set_aside: Mapping[str, str] = MappingProxyType({}),
+    complexity: Mapping[str, int] = MappingProxyType({}),
+) -> pd.DataFrame:
+    """Per config: the pick under ``rule`` (None when no strategy qualifies), the eligible strategies and the
+    strategies tied for the fastest (``TIE_TEXT``: the pick is then the tie-break's).
+
+    ``set_aside``: strategies never picked (name -> why), e.g. those that overwrite their previous result;
+    ``complexity``: each strategy's machinery count (``reports.set_aside.COMPLEXITY``), the second tie-break.
     """
     out = []
     for config, rows in cells.groupby("config", sort=False):
         eligible = _eligible(rows, rule, set_aside)
-        pick = None if eligible.empty else eligible.loc[eligible[rule.time_metric].idxmin()]
+        pick, tied = None, []
+        if not eligible.empty:
+            times = relative_times(eligible, rule.time_metric)
+            tied_index = tied_with_leader(times.relative, times.low, times.high)
+            tied = sorted(eligible.loc[tied_index, "strategy"])
+            pick = _break_tie(eligible.loc[tied_index], rule.memory_metric, complexity, rule.time_metric)
         out.append(
             {
                 "config": config,
                 "strategy": None if pick is None else pick.strategy,
                 "time": math.nan if pick is None else pick[rule.time_metric],
                 "eligible": sorted(eligible.strategy),
+                "tied": tied if len(tied) > 1 else [],
             }
         )
-    return pd.DataFrame(out, columns=["config", "strategy", "time", "eligible"])
+    return pd.DataFrame(out, columns=["config", "strategy", "time", "eligible", "tied"])
 
 
 @dataclass(frozen=True)
@@ -300,22 +369,34 @@ class Recommendation:
     score: float  # T: geometric mean of time / the config's fastest (1.0: fastest everywhere it runs)
     configs: list[str]  # the configs the recommended strategy covers
     not_covered: list[str]  # configs it does not support (skipped)
-    ranking: pd.DataFrame  # strategy, time_score (T), memory_score (M), eligible, why_not, configs, not_covered
+    ranking: pd.DataFrame  # strategy, time_score (T), time_low, time_high, memory_score (M), eligible, why_not, ...
+    tied: tuple[str, ...] = ()  # the eligible strategies statistically tied with the fastest (empty: no tie)
 
 
 def _geometric_mean(values: list[float]) -> float:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
-def recommend(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = MappingProxyType({})) -> Recommendation:
+def recommend(
+    cells: pd.DataFrame,
+    rule: Rule,
+    set_aside: Mapping[str, str] = MappingProxyType({}),
+    complexity: Mapping[str, int] = MappingProxyType({}),
+) -> Recommendation:
     """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``); ``set_aside`` strategies
-    (name -> why) are scored and listed but never recommended."""
-    columns = ["strategy", "time_score", "memory_score", "eligible", "why_not", "configs", "not_covered"]
+    (name -> why) are scored and listed but never recommended. T's interval is the geometric mean of the per-config
+    intervals' ends (``relative_times``); strategies tied with the fastest T are broken as ``TIE_TEXT`` says,
+    with ``complexity`` (strategy -> machinery count) the second key."""
+    columns = ["strategy", "time_score", "time_low", "time_high", "memory_score", "eligible", "why_not", "configs"]
+    columns.append("not_covered")
     all_configs = list(dict.fromkeys(cells.config))
     time_status, memory_status = f"{rule.time_metric}:status", f"{rule.memory_metric}:status"
     ok = cells[(cells[time_status] == "ok") & (cells[memory_status] == "ok")]
     shippable = ok[~ok.strategy.isin(list(set_aside))]  # scores are relative to what could be recommended
-    fastest = shippable.groupby("config")[rule.time_metric].min()
+    relative = pd.concat(
+        [relative_times(rows, rule.time_metric) for _, rows in shippable.groupby("config", sort=False)]
+        + [pd.DataFrame(columns=["relative", "low", "high"])]
+    )
     lowest = shippable.groupby("config")[rule.memory_metric].min()
     scores = []
     for strategy, rows in cells.groupby("strategy", sort=False):
@@ -325,14 +406,21 @@ def recommend(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = Ma
         not_covered = [c for c in all_configs if c not in covered]
         if failed or ran.empty:
             why = f"failed on {', '.join(failed)}" if failed else "no figure"
-            scores.append([strategy, math.nan, math.nan, False, why, covered, not_covered])
+            scores.append([strategy, math.nan, math.nan, math.nan, math.nan, False, why, covered, not_covered])
             continue
-        ran = ran[ran.config.isin(fastest.index)]  # a config only set-aside strategies ran has no yardstick
-        times = [t / fastest[c] for t, c in zip(ran[rule.time_metric], ran.config)]
+        ran = ran[ran.config.isin(lowest.index)]  # a config only set-aside strategies ran has no yardstick
+        if strategy in set(shippable.strategy):
+            own = relative.loc[ran.index]
+        else:  # a set-aside strategy is scored against the shippable fastest of each config
+            fastest = shippable.groupby("config")[rule.time_metric].min()
+            own = pd.DataFrame({"relative": [t / fastest[c] for t, c in zip(ran[rule.time_metric], ran.config)]})
+            own = own.assign(low=math.nan, high=math.nan)
         floor = lowest[ran.config].sum()
         memory = ran[rule.memory_metric].sum() / floor if floor > 0 else 1.0
         why_not = set_aside.get(strategy, "")
-        scores.append([strategy, _geometric_mean(times), memory, not why_not, why_not, covered, not_covered])
+        ends = [_geometric_mean(list(own[end])) if own[end].notna().all() else math.nan for end in ("low", "high")]
+        row = [strategy, _geometric_mean(list(own.relative)), *ends, memory, not why_not, why_not, covered]
+        scores.append([*row, not_covered])
     ranking = pd.DataFrame(scores, columns=columns)
     if not ranking.eligible.any():
         return Recommendation(rule, None, math.nan, [], all_configs, ranking)
@@ -342,8 +430,11 @@ def recommend(cells: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str] = Ma
     ranking.loc[too_much, "why_not"] = f"M over {rule.tolerance:g}x the lowest"
     ranking = ranking.sort_values(["eligible", "time_score", "strategy"], ascending=[False, True, True])
     ranking = ranking.reset_index(drop=True)
-    best = ranking.iloc[0]
-    return Recommendation(rule, best.strategy, best.time_score, best.configs, best.not_covered, ranking)
+    eligible = ranking[ranking.eligible]
+    tied_index = tied_with_leader(eligible.time_score, eligible.time_low, eligible.time_high)
+    best = _break_tie(eligible.loc[tied_index], "memory_score", complexity, "time_score")
+    tied = tuple(sorted(eligible.loc[tied_index, "strategy"])) if len(tied_index) > 1 else ()
+    return Recommendation(rule, best.strategy, best.time_score, best.configs, best.not_covered, ranking, tied)
 
 
 def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, str]:
@@ -413,9 +504,10 @@ def pareto_front(points: pd.DataFrame, x: str, y: str) -> pd.Series:
 
 
 def series(table: pd.DataFrame) -> pd.DataFrame:
-    """The strategies' figures across commits: one row per (machine, env, profile, device, config, strategy,
-    metric, commit), with the commit's position in its machine's run order (``order``)."""
-    cells = table[(table.suite == "unfold") & table.metric.isin(list(METRICS))].copy()
+    """The strategies' figures and paired ratios across commits: one row per (machine, env, profile, device,
+    config, strategy, metric, commit), with the commit's position in its machine's run order (``order``)."""
+    figures = (table.suite == "unfold") & table.metric.isin(list(METRICS))
+    cells = table[figures | ((table.suite == PAIRED_SUITE) & table.metric.isin(list(RATIO_METRICS)))].copy()
     order = runs(table).drop_duplicates(["machine", "env", "commit"]).copy()
     order["order"] = order.groupby(["machine", "env"]).cumcount()
     cells = cells.merge(order[["machine", "env", "commit", "order"]], on=["machine", "env", "commit"])

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.units import METRICS, format_number
+from reports.units import METRICS, SHOWN_METRICS, format_number
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
@@ -28,7 +28,7 @@ def _number(value: float, unit: str = "", digits: int = 4) -> str | None:
 
 def _shown(metric: str) -> tuple[str, str, float]:
     """A figure's label, the unit it is shown in and the scale to that unit (``reports.units.METRICS``)."""
-    figure = METRICS[metric]
+    figure = SHOWN_METRICS[metric]
     return figure.label, figure.unit.shown, figure.unit.scale
 
 
@@ -102,11 +102,12 @@ def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) ->
 def trend_lines(
     history: pd.DataFrame, metric: str, colors: dict[str, str], flagged: pd.DataFrame, title: str
 ) -> go.Figure:
-    """One line per strategy over commit order for ``metric``; a dropdown picks the config. Error bars are
-    asv's interquartile range; red triangles mark where asv's step detection found a step up (``flagged``:
-    ``analysis.steps``)."""
+    """One line per strategy over commit order for ``metric``; a dropdown picks the config. Error bars are a paired
+    ratio's 95% interval across processes, or a time's or memory's interquartile range (asv's); red triangles
+    mark where asv's step detection found a step up (``flagged``: ``analysis.steps``)."""
     label, unit, scale = _shown(metric)
     rows = history[history.metric == metric]
+    spread = ("low", "high", "95% interval") if metric not in METRICS else ("q_25", "q_75", "IQR")
     configs = list(dict.fromkeys(rows.config))
     commits = rows.drop_duplicates("order").sort_values("order")
     figure = go.Figure()
@@ -127,19 +128,19 @@ def trend_lines(
                 error_y=dict(
                     type="data",
                     symmetric=False,
-                    array=(line.q_75.astype(float) * scale - value).clip(lower=0),
-                    arrayminus=(value - line.q_25.astype(float) * scale).clip(lower=0),
+                    array=(line[spread[1]].astype(float) * scale - value).clip(lower=0),
+                    arrayminus=(value - line[spread[0]].astype(float) * scale).clip(lower=0),
                 ),
                 hovertext=[
                     f"<b>{strategy}</b> {commit[:8]} ({date:%Y-%m-%d})<br>{label}: {_number(v, unit) or status}"
-                    + (f" (IQR {_number(q25)} to {_number(q75, unit)})" if not pd.isna(q25) else "")
+                    + (f" ({spread[2]} {_number(q25)} to {_number(q75, unit)})" if not pd.isna(q25) else "")
                     for commit, date, v, status, q25, q75 in zip(
                         line.commit,
                         line.date,
                         value,
                         line.status,
-                        line.q_25.astype(float) * scale,
-                        line.q_75.astype(float) * scale,
+                        line[spread[0]].astype(float) * scale,
+                        line[spread[1]].astype(float) * scale,
                     )
                 ],
                 hoverinfo="text",

@@ -7,6 +7,9 @@ metric, strategy, config, device, value, unit, spread (asv's interquartile range
 ``ok`` rows have a value, so a skipped or failed cell can never be read as zero.
 
 Benchmark names are ``<suite>.<Profile>.<metric>``; parameter names come from asv's ``benchmarks.json``.
+A paired ratio (unit ``ratio``, ``benchmarks.ratios``) holds one sample per process; its ``value`` is their
+geometric mean and ``low``/``high`` its 95% Student-t interval across the processes (``process_interval``): the
+process, not the call, is the unit of replication. A timing's ``low``/``high`` are asv's 99% interval.
 Machine details (CPU, GPU, torch, allocator, timing regime) come from each result's ``params``, which asv
 copies from the machine entry written by ``scripts/bench.py``.
 
@@ -55,6 +58,9 @@ COLUMNS = [
     "q_75",
     "ci_99_low",
     "ci_99_high",
+    "low",
+    "high",
+    "processes",
     "status",
     *MACHINE_FIELDS,
 ]
@@ -116,6 +122,25 @@ def timing_regime(machine_params: dict) -> str:
     return "fresh-pages" if "pinned" in (machine_params.get("allocator") or "") else "warm"
 
 
+INTERVAL_LEVEL = 0.95  # the two-sided level of a paired ratio's interval across processes
+
+
+def process_interval(samples: Iterable[float], level: float = INTERVAL_LEVEL) -> tuple[float, float, float]:
+    """The geometric mean of per-process ratios and its two-sided Student-t interval at ``level`` (on the logs,
+    ``n - 1`` degrees of freedom); NaN ends with fewer than two processes."""
+    from scipy.stats import t as student
+
+    logs = [math.log(v) for v in samples if v is not None and v > 0]
+    if not logs:
+        return math.nan, math.nan, math.nan
+    mean = sum(logs) / len(logs)
+    if len(logs) < 2:
+        return math.exp(mean), math.nan, math.nan
+    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))
+    half = float(student.ppf(0.5 + level / 2, len(logs) - 1)) * sd / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def load_results(results_dir: str | Path) -> pd.DataFrame:
     """The tidy table of every result under ``results_dir`` (empty, with the columns, if there are none)."""
     results_dir = Path(results_dir)
@@ -130,6 +155,11 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
             info = benchmarks[cell.benchmark]
             params = dict(zip(info.get("param_names", []), cell.params))
             stat = cell.stats or {}
+            value, low, high = cell.value if cell.ok else None, stat.get("ci_99_a"), stat.get("ci_99_b")
+            processes = math.nan
+            if info.get("unit") == "ratio" and cell.ok and cell.samples:
+                value, low, high = process_interval(cell.samples)
+                processes = len(cell.samples)
             rows.append(
                 {
                     "commit": result.commit_hash,
@@ -142,12 +172,15 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                     "strategy": params.get("strategy"),
                     "config": params.get("config"),
                     "device": params.get("device"),
-                    "value": cell.value if cell.ok else None,
+                    "value": value,
                     "unit": info.get("unit"),
                     "q_25": stat.get("q_25"),
                     "q_75": stat.get("q_75"),
                     "ci_99_low": stat.get("ci_99_a"),
                     "ci_99_high": stat.get("ci_99_b"),
+                    "low": low,
+                    "high": high,
+                    "processes": processes,
                     "status": cell.status,
                     **{field: machine_params.get(field) for field in MACHINE_FIELDS},
                     "timing_regime": timing_regime(machine_params),

@@ -21,3 +21,6 @@ SET_ASIDE: Mapping[str, str] = MappingProxyType(
         if s.reuses_output
     }
 )
+
+# Each strategy's machinery count (``Strategy.machinery``): the second tie-break of a pick (``analysis.TIE_TEXT``).
+COMPLEXITY: Mapping[str, int] = MappingProxyType({s.name: len(s.machinery) for s in STRATEGIES.values()})

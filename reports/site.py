@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +30,8 @@ from impls import STRATEGIES
 from reports import analysis, figures
 from reports.findings import findings, render_html
 from reports.results import load_capabilities, load_results
-from reports.set_aside import SET_ASIDE
-from reports.units import METRICS
+from reports.set_aside import COMPLEXITY, SET_ASIDE
+from reports.units import METRICS, SHOWN_METRICS
 
 PAGES = {
     "index.html": "Which to ship",
@@ -136,10 +137,23 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
     if status != "ok":
         return STATUS_TEXT.get(status, status), status.replace(" ", "-")
     bound = figure.bound_info.short
-    parts = [figure.format(row[metric], digits=3)]
-    for ratio, name in ((row[f"{metric}:x_native"], "native"), (row[f"{metric}:x_bound"], bound)):
-        parts.append(f"{ratio:.2f}x {name}" if not pd.isna(ratio) else f"- {name}")
+    parts = [figure.format(row[metric], digits=3), _x_native_text(row, metric)]
+    ratio = row[f"{metric}:x_bound"]
+    parts.append(f"{ratio:.2f}x {bound}" if not pd.isna(ratio) else f"- {bound}")
     return ("★ " if best else "") + " · ".join(parts), "num best" if best else "num"
+
+
+def _x_native_text(row: pd.Series | dict, metric: str) -> str:
+    """The figure over native's: the paired ratio with its interval across processes, or the quotient of medians
+    (an older run, marked so)."""
+    ratio = row.get(f"{metric}:x_native", math.nan)
+    if pd.isna(ratio):
+        return "- native"
+    if not row.get(f"{metric}:x_native_paired", False):
+        return f"{ratio:.2f}x native (medians)"
+    low, high = row.get(f"{metric}:x_native_low", math.nan), row.get(f"{metric}:x_native_high", math.nan)
+    interval = "" if pd.isna(low) or pd.isna(high) or low == high else f" [{low:.2f}, {high:.2f}]"
+    return f"{ratio:.2f}x native{interval}"
 
 
 def _cell_table_html(cells: pd.DataFrame) -> str:
@@ -178,7 +192,7 @@ def _recommendation_html(
 ) -> str:
     parts = []
     for rule in analysis.RULES:
-        advice = analysis.recommend(cells, rule, SET_ASIDE)
+        advice = analysis.recommend(cells, rule, SET_ASIDE, COMPLEXITY)
         others = analysis.other_regime_picks(table, run, device, rule, SET_ASIDE)
         regime = " " + html.escape(analysis.regime_note(run["machine"], advice.strategy, others))
         if advice.strategy is None:
@@ -194,20 +208,27 @@ def _recommendation_html(
                 f"<b>{html.escape(advice.strategy)}</b>: on average (geometric mean) {advice.score:.2f}x the "
                 f"fastest time of each config, covering {html.escape(coverage)}."
             )
+            if advice.tied:
+                verdict += (
+                    f" A statistical tie between {html.escape(', '.join(advice.tied))}: the times cannot tell them "
+                    "apart, so the tie-break picks."
+                )
             css = "box"
         ranking = "; ".join(
-            f"{r.strategy} T {r.time_score:.2f}x, M {r.memory_score:.2f}x" + (f" ({r.why_not})" if r.why_not else "")
+            f"{r.strategy} T {_score_text(r.time_score, r.time_low, r.time_high)}, M {r.memory_score:.2f}x"
+            + (f" ({r.why_not})" if r.why_not else "")
             if not pd.isna(r.time_score)
             else f"{r.strategy} out ({r.why_not})"
             for r in advice.ranking.itertuples()
         )
-        picks = analysis.recommend_per_config(cells, rule, SET_ASIDE)
+        picks = analysis.recommend_per_config(cells, rule, SET_ASIDE, COMPLEXITY)
         time = METRICS[rule.time_metric]
         pick_rows = [
             [
                 (p.config, ""),
                 (p.strategy or "none qualifies", "" if p.strategy else "skipped"),
                 (time.format(p.time, digits=3), "num"),
+                (f"tie: {', '.join(p.tied)}" if p.tied else "-", ""),
                 (", ".join(p.eligible) or "-", ""),
             ]
             for p in picks.itertuples()
@@ -217,13 +238,20 @@ def _recommendation_html(
             f'<div class="rule">Rule (<a href="#rules">details</a>): the lowest T (time / each config\'s fastest, '
             f"geometric mean) among strategies whose M (summed net peak / summed lowest) is within "
             f"{rule.tolerance:g}x of the lowest M. Per config: the {html.escape(rule.short_text())}. "
+            f"Ties: {html.escape(analysis.TIE_TEXT)}. Times relative to each other come from the paired ratios "
+            f"to native where the run measured them (T's interval: the per-config intervals' ends, geometric mean). "
             f"Candidates: {html.escape(ranking)}.{regime}</div>"
             + _needs_html(cells, rule, record, device, advice.strategy)
             + "<details><summary>Picks per config</summary>"
-            + _table(["config", "pick", time.label, "eligible"], pick_rows)
+            + _table(["config", "pick", time.label, "statistical tie", "eligible"], pick_rows)
             + "</details></div>"
         )
     return "\n".join(parts)
+
+
+def _score_text(score: float, low: float, high: float) -> str:
+    """A T score with its interval when it has one."""
+    return f"{score:.2f}x" + ("" if pd.isna(low) or pd.isna(high) else f" [{low:.2f}, {high:.2f}]")
 
 
 def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
@@ -314,8 +342,11 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     history = analysis.series(table)
     flagged = analysis.steps(history)
     page.paragraph(
-        "Every strategy's figures across commits, per machine, environment, profile and device. Error bars "
-        "are asv's interquartile range. Steps are found with <b>asv's own step detection</b> "
+        "Every strategy's figures across commits, per machine, environment, profile and device, the paired "
+        "ratios to native first: those are measured against native inside every process, so a placement or a "
+        "process that slows both sides moves neither, and a step in them is a change of the code (or of torch). "
+        "Their error bars are the 95% interval across processes; the times' and memories' are asv's "
+        "interquartile range. Steps are found with <b>asv's own step detection</b> "
         "(<code>asv.step_detect.detect_steps</code> and <code>detect_regressions</code>, the method behind "
         f"asv's regressions page) with its default threshold of {analysis.STEP_THRESHOLD:.0%}: a step up "
         "that the series' noise does not explain. Failed and skipped points are gaps, not zeros. (Whether a "
@@ -327,7 +358,7 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     else:
         rows = []
         for r in flagged.itertuples():
-            figure = METRICS[r.metric]
+            figure = SHOWN_METRICS[r.metric]
             rows.append(
                 [
                     (f"{r.machine} · {r.profile} · {r.device}", ""),
@@ -348,9 +379,11 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             f"{section.machine} · {section.profile} profile · {section.device.upper()} · {section.env} · timed: "
             + _regime_label(section.machine)
         )
-        for metric in METRICS:
+        for metric in SHOWN_METRICS:
+            if rows[rows.metric == metric].empty:
+                continue
             title = (
-                f"{METRICS[metric].label}: {section.machine} · {section.profile} · {section.device} · "
+                f"{SHOWN_METRICS[metric].label}: {section.machine} · {section.profile} · {section.device} · "
                 + _regime_label(section.machine)
             )
             page.figure(figures.trend_lines(rows, metric, colors, steps, title))

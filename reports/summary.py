@@ -24,6 +24,7 @@ from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
 from reports.analysis import (
     RULES,
     RUN_KEYS,
+    TIE_TEXT,
     cell_table,
     fastest_against_bounds,
     floors_against_copy,
@@ -34,11 +35,13 @@ from reports.analysis import (
     with_bandwidth,
 )
 from reports.results import load_results
-from reports.set_aside import SET_ASIDE
+from reports.set_aside import COMPLEXITY, SET_ASIDE
 from reports.units import BYTES, METRICS, SECONDS, format_number
 
 LEGEND = (
-    "xnat: ratio to native on the same config; xcopy: ratio to copy_ of the output's size (roofline); "
+    "xnat: time over native's on the same config, paired inside each process, with its 95% interval across "
+    "processes (*: a quotient of medians, from a run without paired ratios); "
+    "xcopy: ratio to copy_ of the output's size (roofline); "
     "xmin: ratio to the analytic minimum (forward: output; forward-backward: + grad_output + grad_input)."
 )
 
@@ -49,6 +52,15 @@ def _format(value: float) -> str:
 
 def _ratio(ratio: float) -> str:
     return "-" if pd.isna(ratio) else f"{ratio:.2f}"  # no reference figure, or a bound of 0
+
+
+def _x_native(cell: dict | pd.Series, metric: str) -> str:
+    """The ratio to native: paired, with its interval across processes, or the quotient of medians (marked ``*``)."""
+    ratio = _ratio(cell[f"{metric}:x_native"])
+    if ratio == "-" or not cell.get(f"{metric}:x_native_paired", False):
+        return ratio if ratio == "-" else f"{ratio}*"
+    low, high = cell.get(f"{metric}:x_native_low"), cell.get(f"{metric}:x_native_high")
+    return ratio if pd.isna(low) or pd.isna(high) or low == high else f"{ratio} [{low:.2f}, {high:.2f}]"
 
 
 def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -66,7 +78,7 @@ def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 ok = status == "ok"
                 label = figure.column
                 line[(label, "value")] = _format(figure.unit.scaled(cell[metric])) if ok else status
-                line[(label, "xnat")] = _ratio(cell[f"{metric}:x_native"]) if ok else ""
+                line[(label, "xnat")] = _x_native(cell, metric) if ok else ""
                 line[(label, figure.bound_info.ratio_label)] = _ratio(cell[f"{metric}:x_bound"]) if ok else ""
             lines.append(line)
         if lines:
@@ -127,7 +139,8 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str) -> str:
         return "-"
     best = ok.loc[ok[metric].idxmin()]
     unit = METRICS[metric].unit
-    return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_ratio(best[f'{metric}:{ratio}'])})"
+    shown = _x_native(best, metric) if ratio == "x_native" else _ratio(best[f"{metric}:{ratio}"])
+    return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({shown})"
 
 
 def compact_table(table: pd.DataFrame, device: str) -> pd.DataFrame:
@@ -219,13 +232,15 @@ def _print_compact(
         print(f"\n[{device}] per config ({units}; not counted: {', '.join(SET_ASIDE)}, which reuse their output)")
         print(compact_table(table, device).to_string(index=False))
         for rule in RULES:
-            advice = recommend(cells, rule, SET_ASIDE)
+            advice = recommend(cells, rule, SET_ASIDE, COMPLEXITY)
             pick = (
                 "none (every strategy failed somewhere)"
                 if advice.strategy is None
                 else (f"{advice.strategy} (T {advice.score:.2f}x the fastest, geometric mean)")
             )
             print(f"Which to ship for {rule.name}: {pick}")
+            if advice.tied:
+                print(f"  A statistical tie between {', '.join(advice.tied)}; the tie-break picks: {TIE_TEXT}.")
             others = other_regime_picks(every_run, run, device, rule, SET_ASIDE)
             print(f"  {regime_note(run['machine'], advice.strategy, others)}")
     _skipped_and_failed(table, skip_reason)

@@ -10,6 +10,8 @@ writes a figure through this module, as ``torch.utils.benchmark``'s ``common.py`
   its label, its short column label, its unit and its bound (time: the ``copy_`` roofline; memory: the
   analytic minimum) measured in the same run.
 - ``BOUNDS``: each bound's names (the ratio's column label and the word the site uses).
+- ``RATIO_METRICS``: the paired ratios to native (``benchmarks.ratios``); ``SHOWN_METRICS``: both kinds.
+- ``format_interval``: a figure with its interval, the one way every report writes one.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class Unit:
 SECONDS = Unit("seconds", "ms", 1e3)
 BYTES = Unit("bytes", "MiB", 1 / MIB)
 INSTRUCTIONS = Unit("instructions", "instr", 1.0, whole=True)
-UNITS = {unit.recorded: unit for unit in (SECONDS, BYTES, INSTRUCTIONS)}
+RATIO = Unit("ratio", "x", 1.0)  # a paired ratio (benchmarks.ratios): a strategy's time over the reference's
+UNITS = {unit.recorded: unit for unit in (SECONDS, BYTES, INSTRUCTIONS, RATIO)}
 
 
 def format_number(value: float, digits: int = 4) -> str:
@@ -62,8 +65,11 @@ def format_value(value: float | None, unit: str, digits: int = 4, missing: str =
 
 
 def recorded_unit(metric: str) -> str:
-    """asv's unit of a benchmark method: ``time_*`` in seconds, ``track_*`` (net peaks, minima) in bytes."""
-    return "seconds" if metric.startswith("time_") else "bytes"
+    """asv's unit of a benchmark method: ``time_*`` in seconds, ``track_ratio_*`` (paired ratios) a ratio, other
+    ``track_*`` (net peaks, minima) in bytes."""
+    if metric.startswith("time_"):
+        return "seconds"
+    return "ratio" if metric.startswith("track_ratio_") else "bytes"
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,8 @@ class Metric:
     label: str
     short: str
     unit: Unit
-    bound: str  # a metric of BOUNDS
+    bound: str | None  # a metric of BOUNDS (None: a ratio, bounded by nothing measured)
+    paired: str | None = None  # the suite ``ratios``'s metric: this figure over the reference's, paired per process
 
     @property
     def column(self) -> str:
@@ -114,8 +121,15 @@ class Metric:
 METRICS = {
     metric.name: metric
     for metric in (
-        Metric("time_forward", "forward time", "forward", SECONDS, "time_copy"),
-        Metric("time_forward_backward", "forward-backward time", "fwd+bwd", SECONDS, "time_copy"),
+        Metric("time_forward", "forward time", "forward", SECONDS, "time_copy", "track_ratio_forward"),
+        Metric(
+            "time_forward_backward",
+            "forward-backward time",
+            "fwd+bwd",
+            SECONDS,
+            "time_copy",
+            "track_ratio_forward_backward",
+        ),
         Metric("track_net_peak_forward", "forward net peak memory", "forward", BYTES, "track_min_peak_forward"),
         Metric(
             "track_net_peak_forward_backward",
@@ -126,3 +140,23 @@ METRICS = {
         ),
     )
 }
+
+
+def format_interval(value: float | None, low: float | None, high: float | None, unit: str, digits: int = 3) -> str:
+    """``value`` in its shown unit followed by its interval ``[low, high]`` (none when either end is missing)."""
+    text = format_value(value, unit, digits)
+    if is_missing(value) or is_missing(low) or is_missing(high):
+        return text
+    shown = UNITS[unit]
+    return f"{text} [{format_number(shown.scaled(low), digits)}, {format_number(shown.scaled(high), digits)}]"
+
+
+# The paired ratios (benchmarks.ratios): a time over native's, measured paired inside each process.
+RATIO_METRICS = {
+    metric.name: metric
+    for metric in (
+        Metric("track_ratio_forward", "forward time / native's (paired)", "forward", RATIO, None),
+        Metric("track_ratio_forward_backward", "forward-backward time / native's (paired)", "fwd+bwd", RATIO, None),
+    )
+}
+SHOWN_METRICS = {**RATIO_METRICS, **METRICS}  # every figure a chart can plot, the paired ratios first

@@ -1,0 +1,130 @@
+"""The paired ratios (``benchmarks.ratios``): one sample per process in asv's results, read back with an interval
+across processes, shown in place of the quotient of medians, and the picks' tie rule that uses the intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from benchmarks.profiles import QUICK
+from benchmarks.runner import PAIRED_SUITE, plan, scratch_config
+from reports import analysis
+from reports.results import load_results, process_interval
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAINING = analysis.RULES[0]
+
+
+def test_a_process_interval_is_students_t_on_the_logs_around_the_geometric_mean():
+    samples = [0.8, 1.0, 1.1, 0.9]
+    value, low, high = process_interval(samples)
+    logs = [math.log(v) for v in samples]
+    ends = stats.t.interval(0.95, len(logs) - 1, loc=sum(logs) / len(logs), scale=stats.sem(logs))
+    assert value == pytest.approx(stats.gmean(samples))
+    assert (low, high) == pytest.approx(tuple(math.exp(e) for e in ends))
+    assert process_interval([0.5, 0.5, 0.5]) == pytest.approx((0.5, 0.5, 0.5))
+    assert all(math.isnan(end) for end in process_interval([0.5])[1:])  # one process: no interval
+
+
+def test_each_config_is_planned_as_its_figures_then_its_ratios_in_several_processes():
+    chunks = plan(QUICK, r"'gather', 'example'")
+    assert [c.config for c in chunks] == ["example", "example"]
+    figures, ratios = chunks
+    assert figures.processes is None and not any(c.startswith(f"{PAIRED_SUITE}.") for c in figures.cells)
+    assert ratios.processes == QUICK.ratio_processes > 1
+    assert all(c.startswith(f"{PAIRED_SUITE}.") for c in ratios.cells) and len(ratios.cells) == 2 * 2  # x devices
+    assert ["-a", f"rounds={QUICK.ratio_processes}"] == ratios.arguments()[:2]
+    assert figures.name != ratios.name  # the ledger of a resumed run tells them apart
+
+
+def _cells(**strategies: tuple[float, float, float, float]) -> pd.DataFrame:
+    """One config's cell table: per strategy its paired ratio to native, the interval's ends and its net peak."""
+    metric, memory = TRAINING.time_metric, TRAINING.memory_metric
+    rows = []
+    for name, (ratio, low, high, peak) in strategies.items():
+        rows.append(
+            {
+                "config": "c",
+                "strategy": name,
+                metric: ratio * 1e-3,
+                f"{metric}:status": "ok",
+                f"{metric}:x_native": ratio,
+                f"{metric}:x_native_low": low,
+                f"{metric}:x_native_high": high,
+                f"{metric}:x_native_paired": not math.isnan(low),
+                memory: peak,
+                f"{memory}:status": "ok",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_leaders_whose_intervals_overlap_are_a_tie_broken_by_memory():
+    cells = _cells(fast=(0.50, 0.45, 0.55, 110e6), close=(0.52, 0.47, 0.57, 100e6), slow=(0.9, 0.85, 0.95, 95e6))
+    advice = analysis.recommend(cells, TRAINING)
+    assert advice.tied == ("close", "fast") and advice.strategy == "close"  # the one with less memory
+    pick = analysis.recommend_per_config(cells, TRAINING).iloc[0]
+    assert pick.strategy == "close" and pick.tied == ["close", "fast"]
+
+
+def test_a_tie_with_equal_memory_goes_to_the_simpler_strategy():
+    cells = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6))
+    advice = analysis.recommend(cells, TRAINING, complexity={"compiled_one": 1, "plain": 0})
+    assert advice.tied == ("compiled_one", "plain") and advice.strategy == "plain"
+
+
+def test_separated_intervals_are_no_tie_and_the_fastest_is_picked():
+    cells = _cells(fast=(0.50, 0.48, 0.52, 110e6), close=(0.60, 0.57, 0.63, 100e6))
+    advice = analysis.recommend(cells, TRAINING)
+    assert advice.tied == () and advice.strategy == "fast"
+    assert analysis.recommend_per_config(cells, TRAINING).iloc[0].tied == []
+
+
+def test_without_paired_ratios_the_medians_decide_and_no_tie_is_claimed():
+    nan = math.nan
+    cells = _cells(fast=(0.50, nan, nan, 110e6), close=(0.52, nan, nan, 100e6))
+    advice = analysis.recommend(cells, TRAINING)
+    assert advice.strategy == "fast" and advice.tied == ()
+    assert math.isnan(advice.ranking.time_low.iloc[0])
+
+
+@pytest.mark.slow
+def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publishes_it(tmp_path):
+    config = scratch_config(tmp_path, ROOT)
+    selection = r"'(native|cpp)', 'example', 'cpu'"
+    command = [sys.executable, "scripts/bench.py", "--config", str(config), "--bench", selection]
+    ran = subprocess.run([*command, "--summaries", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    table = load_results(tmp_path / "results")
+    table = table[(table.config == "example") & (table.device == "cpu")]  # asv lists the unselected cells too
+    paired = table[table.suite == PAIRED_SUITE].set_index(["strategy", "metric"])
+    cpp = paired.loc["cpp"]
+    assert set(cpp.index) == {"track_ratio_forward", "track_ratio_forward_backward"}
+    assert (cpp.status == "ok").all() and (cpp.processes == QUICK.ratio_processes).all()
+    assert ((cpp.low <= cpp.value) & (cpp.value <= cpp.high)).all()
+    assert (paired.loc["native"].status == "skipped").all()  # the reference is not its own ratio
+
+    cells = analysis.cell_table(table, "cpu").set_index("strategy")
+    for metric, ratio in (
+        ("time_forward", "track_ratio_forward"),
+        ("time_forward_backward", "track_ratio_forward_backward"),
+    ):
+        assert cells.loc["cpp", f"{metric}:x_native_paired"]
+        assert cells.loc["cpp", f"{metric}:x_native"] == pytest.approx(cpp.loc[ratio, "value"])
+
+    (result_file,) = (tmp_path / "results").glob("*/*-existing*.json")
+    saved = json.loads(result_file.read_text())
+    columns = saved["result_columns"]
+    record = dict(zip(columns, saved["results"]["ratios.Quick.track_ratio_forward"]))
+    assert {len(s) for s in record["samples"] if s} == {QUICK.ratio_processes}  # asv kept every process's sample
+    published = subprocess.run(
+        [sys.executable, "-m", "asv", "--config", str(config), "publish"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert published.returncode == 0, published.stdout + published.stderr
