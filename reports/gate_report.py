@@ -3,7 +3,8 @@
 ``scripts/regress.py`` writes ``verdict.json`` (the exit status, the verdict, both revisions and every cell) on
 every run; under GitHub Actions it also appends the markdown table to the job summary (``$GITHUB_STEP_SUMMARY``)
 and prints an ``::error`` annotation naming each regressed or failed cell, which GitHub shows on the run and the
-pull request.
+pull request. ``python -m reports.gate_report verdict.json`` prints the markdown of a saved verdict (the body of the
+pull request's comment, posted by ``.github/workflows/gate-comment.yml``).
 """
 
 from __future__ import annotations
@@ -91,3 +92,21 @@ def publish(record: Mapping, path: Path, environ: Mapping[str, str] = os.environ
     if environ.get("GITHUB_ACTIONS") == "true":
         for line in annotations(record):
             print(line, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="print a saved verdict (verdict.json) as markdown")
+    parser.add_argument("verdict", type=Path, help="a verdict file written by scripts/regress.py")
+    args = parser.parse_args(argv)
+    try:
+        record = json.loads(args.verdict.read_text())
+    except (OSError, ValueError) as error:
+        parser.error(f"verdict {str(args.verdict)!r}: {error}")
+    print(markdown(record), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

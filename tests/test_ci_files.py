@@ -1,11 +1,16 @@
-"""The CI workflow files: valid YAML, and they call Makefile targets that exist (GitHub Actions itself cannot
-run here, so this is what can be checked locally)."""
+"""The CI workflow files: valid YAML, Makefile targets that exist, least permissions, no fork code on our own
+runners without approval, and a rehearsal of the steps that can run here (GitHub Actions itself cannot), with
+GitHub's variables pointing at temporary files and a stand-in for the ``gh`` command."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,13 +22,13 @@ def _make_targets() -> set[str]:
 
 
 def test_workflows_parse_and_call_existing_make_targets():
-    assert {w.name for w in WORKFLOWS} == {"regress.yml", "publish.yml"}
+    assert {w.name for w in WORKFLOWS} == {"regress.yml", "publish.yml", "test.yml", "gate-comment.yml"}
     targets = _make_targets()
     for workflow in WORKFLOWS:
         jobs = yaml.safe_load(workflow.read_text())["jobs"]
         runs = [step["run"] for job in jobs.values() for step in job["steps"] if "run" in step]
         called = {m for run in runs for m in re.findall(r"\bmake ([\w-]+)", run)}
-        assert called and called <= targets, (workflow.name, called - targets)
+        assert called <= targets, (workflow.name, called - targets)
 
 
 def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_exit_status():
@@ -31,7 +36,7 @@ def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_
     assert "pull_request" in workflow[True]  # YAML reads the key "on" as True
     steps = workflow["jobs"]["cpu"]["steps"]
     gate = next(step["run"] for step in steps if "run" in step and "make regress" in step["run"])
-    assert "|| true" not in gate and "BASE=" in gate and "HEAD=" in gate
+    assert "|| true" not in gate and "BASE=" in gate and "HEAD=" in gate and 'exit "$recorded"' in gate
     assert "--mode" not in gate  # the gate's default, the paired mode (tests/test_paired.py)
 
 
@@ -55,3 +60,170 @@ def test_the_job_that_deploys_pages_declares_the_pages_environment():
         for name, job in yaml.safe_load(workflow.read_text())["jobs"].items():
             if any("deploy-pages" in step.get("uses", "") for step in job["steps"]):
                 assert job.get("environment", {}).get("name") == "github-pages", (workflow.name, name)
+
+
+def _load(name: str) -> dict:
+    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+
+
+def _step(workflow: dict, job: str, name: str) -> dict:
+    return next(step for step in workflow["jobs"][job]["steps"] if step.get("name", "").startswith(name))
+
+
+def test_the_tests_workflow_runs_the_readmes_test_command_on_pull_requests_and_pushes():
+    workflow = _load("test.yml")
+    assert "pull_request" in workflow[True] and workflow[True]["push"]["branches"] == ["main"]
+    (job,) = workflow["jobs"].values()
+    assert any(step.get("run") == "make test" for step in job["steps"])
+    assert "make test" in (ROOT / "README.md").read_text()
+    cached = [step["with"]["path"] for step in job["steps"] if step.get("uses", "").startswith("actions/cache")]
+    assert cached == [".cache"] and job["env"]["TORCHINDUCTOR_CACHE_DIR"].endswith(".cache/inductor")
+
+
+def test_every_workflow_grants_the_least_permissions_it_needs():
+    """Read-only by default; write access only where a job needs it: the results branch and Pages in the publish
+    fan-in, pull-request comments in the comment job (which runs no pull-request code)."""
+    allowed = {
+        ("publish.yml", "publish"): {"contents": "write", "pages": "write", "id-token": "write"},
+        ("gate-comment.yml", None): {"actions": "read", "pull-requests": "write"},
+    }
+    for workflow in WORKFLOWS:
+        spec = yaml.safe_load(workflow.read_text())
+        top = spec.get("permissions")
+        assert top is not None, f"{workflow.name}: no top-level permissions (the default token may write)"
+        expected_top = allowed.get((workflow.name, None), {"contents": "read"})
+        assert top == expected_top, (workflow.name, top)
+        for name, job in spec["jobs"].items():
+            if "permissions" in job:
+                assert job["permissions"] == allowed.get((workflow.name, name)), (workflow.name, name)
+
+
+def test_code_from_a_fork_reaches_a_self_hosted_runner_only_after_an_approval():
+    for workflow in WORKFLOWS:
+        spec = yaml.safe_load(workflow.read_text())
+        assert "pull_request_target" not in spec[True], workflow.name  # would run fork code with our secrets
+        for name, job in spec["jobs"].items():
+            self_hosted = "self-hosted" in job["runs-on"]
+            if self_hosted and "pull_request" in spec[True]:
+                assert job.get("environment") == "gpu-runner", (workflow.name, name)  # protected: approve each run
+    comment = _load("gate-comment.yml")
+    steps = comment["jobs"]["comment"]["steps"]
+    assert not any(step.get("uses", "").startswith("actions/checkout") for step in steps)  # runs no PR code
+    assert "workflow_run" in comment[True]
+
+
+def test_the_gpu_gate_starts_when_labelled_and_the_publish_legs_fan_in_once():
+    regress = _load("regress.yml")
+    assert "labeled" in regress[True]["pull_request"]["types"]
+    publish = _load("publish.yml")
+    assert publish["jobs"]["bench"]["strategy"]["fail-fast"] is False
+    fan_in = publish["jobs"]["publish"]
+    assert set(fan_in["needs"]) == {"bench", "bench-gpu"} and "always()" in fan_in["if"]
+    assert fan_in["concurrency"]["cancel-in-progress"] is False  # two pushes queue, never race on the branch
+    for leg in ("bench", "bench-gpu"):
+        bench = _step(publish, leg, "Benchmark")
+        assert bench["continue-on-error"] is True  # a failed cell still uploads what was measured
+        upload = next(s for s in publish["jobs"][leg]["steps"] if s.get("uses", "").startswith("actions/upload"))
+        assert upload["if"] == "always()"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _bash(script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-e", "-c", script], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True
+    )
+
+
+def test_rehearsal_the_gate_compares_the_pull_request_with_its_merge_base(tmp_path):
+    """The revisions step, run on a repository where main moved on after the branch point: BASE is the branch
+    point, not main's tip (what landed on main since is not the pull request's change)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start")
+    branch_point = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "-b", "feature")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "change")
+    head = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "landed later")
+    _git(repo, "update-ref", "refs/remotes/origin/main", "main")
+    step = _step(_load("regress.yml"), "cpu", "Revisions")
+    output = tmp_path / "github_output"
+    env = {**step["env"], "EVENT": "pull_request", "BASE_REF": "main", "PR_HEAD": head, "GITHUB_OUTPUT": str(output)}
+    ran = _bash(step["run"], repo, env)
+    assert ran.returncode == 0, ran.stderr
+    assert dict(line.split("=", 1) for line in output.read_text().split()) == {"base": branch_point, "head": head}
+
+
+def _verdict(tmp_path: Path, status: int) -> Path:
+    from reports.gate_report import publish
+
+    record = {
+        "status": status,
+        "verdict": "REGRESSION" if status == 1 else "no regression",
+        "base": "a" * 40,
+        "head": "b" * 40,
+        "cells": [
+            {"cell": "forward ('gather', 'allcnnc-conv2')", "verdict": "regression" if status else "unchanged"}
+            | {"ratio": 1.12, "low": 1.08, "high": 1.16, "resolution": 1.07, "error": ""},
+        ],
+    }
+    summary = tmp_path / "step_summary"
+    path = tmp_path / "gate" / "verdict.json"
+    publish(record, path, {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_ACTIONS": "true"})
+    return path
+
+
+def test_rehearsal_the_verdict_reaches_the_summary_the_annotations_and_the_comment(tmp_path, capsys):
+    verdict = _verdict(tmp_path, status=1)
+    annotations = capsys.readouterr().out
+    assert "::error title=benchmark regression::forward ('gather', 'allcnnc-conv2')" in annotations
+    summary = (tmp_path / "step_summary").read_text()
+    assert "| **regression** | forward ('gather', 'allcnnc-conv2') | 1.120x | 1.080-1.160 | 1.070x |" in summary
+    shown = subprocess.run(
+        [sys.executable, "-m", "reports.gate_report", str(verdict)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and shown.stdout == summary  # the comment's body is the summary's table
+
+
+def _fake_gh(tmp_path: Path, existing: str) -> tuple[Path, Path]:
+    """A ``gh`` on PATH that records its calls and answers the comment search with ``existing`` (an id or "")."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "gh-calls"
+    bin_dir.mkdir()
+    script = f'#!/bin/sh\necho "$@" >> {calls}\ncase "$*" in *--jq*) echo "{existing}";; esac\n'
+    (bin_dir / "gh").write_text(script)
+    (bin_dir / "gh").chmod(0o755)
+    return bin_dir, calls
+
+
+@pytest.mark.parametrize("existing", ["", "4242"])
+def test_rehearsal_the_comment_job_creates_one_comment_and_then_edits_it(tmp_path, existing):
+    _verdict(tmp_path, status=1)
+    (tmp_path / "gate" / "pr-number").write_text("17\n")
+    (tmp_path / "gate" / "comment.md").write_text("### Benchmark regression gate: REGRESSION\n")
+    (tmp_path / "artifact").mkdir()
+    (tmp_path / "gate").rename(tmp_path / "artifact" / "gate")  # where the download step puts the artifact
+    bin_dir, calls = _fake_gh(tmp_path, existing)
+    step = _step(_load("gate-comment.yml"), "comment", "Post or update")
+    env = {"GH_TOKEN": "t", "REPO": "o/r", "RUN_URL": "https://example/run", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    ran = _bash(step["run"], tmp_path, env)
+    assert ran.returncode == 0, ran.stderr
+    made = calls.read_text().splitlines()
+    assert made[0].startswith("api repos/o/r/issues/17/comments --paginate")
+    expected = "api -X PATCH repos/o/r/issues/comments/4242" if existing else "api repos/o/r/issues/17/comments -F"
+    assert made[1].startswith(expected)
+    body = (tmp_path / "body.md").read_text()
+    assert body.startswith("<!-- unfold-bench regression gate -->") and "REGRESSION" in body
+
+
+def test_rehearsal_the_comment_job_refuses_a_pull_request_number_that_is_not_a_number(tmp_path):
+    (tmp_path / "artifact" / "gate").mkdir(parents=True)
+    (tmp_path / "artifact" / "gate" / "pr-number").write_text("17; rm -rf /\n")
+    bin_dir, calls = _fake_gh(tmp_path, "")
+    step = _step(_load("gate-comment.yml"), "comment", "Post or update")
+    ran = _bash(step["run"], tmp_path, {"REPO": "o/r", "RUN_URL": "u", "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert ran.returncode != 0 and "not a pull request number" in ran.stdout and not calls.exists()
