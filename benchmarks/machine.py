@@ -95,6 +95,7 @@ def machine_info(
         "num_cpu": str(os.cpu_count()),
         "ram": ram,
         "device_names": f"CPU: {cpu_model()}; GPU: {gpu or 'none'}",
+        "python_version": platform.python_version(),
         "torch_version": torch.__version__,
         "torch_threads": str(torch.get_num_threads()),
         "allocator": f"{allocator_setting(environ)}; net peaks: mmap threshold pinned at {PINNED_MMAP_THRESHOLD} bytes",

@@ -12,6 +12,9 @@ one call (asv's ``number`` = 1, never asv's default of enough calls to fill 10 m
 each sample, which drops the previous output, so no call allocates while its predecessor's output is alive.
 asv reports the median over all rounds' samples and the interquartile range; ``asv compare`` and
 ``asv continuous`` judge differences with a Mann-Whitney U test on those samples.
+
+The paired ratios (``benchmarks.ratios``) sample otherwise: ``ratio_processes`` processes per cell, each over
+``placements`` placements of the inputs of at most ``blocks`` blocks A B B A or ``placement_seconds`` of them.
 """
 
 from __future__ import annotations
@@ -75,15 +78,15 @@ FULL = Profile(
     "full",
     batch_cap=None,
     rounds=2,
-    repeat=(2, 20, 1.0),
+    repeat=(2, 10, 0.5),
     number=1,
     warmup_time=0.1,
     timeout=300,
     gate_timeout=1200,
-    ratio_processes=4,
-    placements=2,
-    blocks=16,
-    placement_seconds=0.2,
+    ratio_processes=3,
+    placements=1,
+    blocks=8,
+    placement_seconds=0.25,
 )
 
 

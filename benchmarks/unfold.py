@@ -102,7 +102,7 @@ class _UnfoldSuite(CellSuite):
 
 
 class Quick(_UnfoldSuite):
-    """The quick profile: batch size capped at 8, one process per cell."""
+    """The quick profile: batch size capped at 8."""
 
     profile = QUICK
     params = suite_params(QUICK)

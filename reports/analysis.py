@@ -3,7 +3,7 @@
 Pure pandas, no plotting, so the tests can check every claim the site makes:
 
 - ``runs``: one row per run (machine, environment, profile, commit) in commit order; ``latest_runs`` picks
-  each machine's and profile's newest commit.
+  each machine's and profile's newest complete run (a run of a selection never decides the picks).
 - ``cell_table``: for one run and device, one row per config x strategy with the four figures (forward and
   forward-backward time and net peak memory), their status, and their ratios to ``native`` and to the bound
   (time: the ``copy_`` roofline; memory: the analytic minimum) measured in the same run.
@@ -64,13 +64,31 @@ def runs(table: pd.DataFrame) -> pd.DataFrame:
     return table[[*RUN_KEYS, "date"]].drop_duplicates(RUN_KEYS).sort_values(["date", "commit"], ignore_index=True)
 
 
+COMPLETE_SHARE = 0.9  # a run that ran fewer cells than this share of its machine's and profile's most is partial
+
+
 def latest_runs(table: pd.DataFrame) -> pd.DataFrame:
-    """Each machine's and profile's run at its newest commit (if several environments ran that commit, the
-    one with the most ``ok`` figures)."""
-    ok_counts = table[table.status == "ok"].groupby(RUN_KEYS).size().rename("ok_figures")
-    all_runs = runs(table).join(ok_counts, on=RUN_KEYS).fillna({"ok_figures": 0})
-    all_runs = all_runs.sort_values(["date", "ok_figures"], kind="stable")
-    return all_runs.groupby(["machine", "profile"], sort=True).tail(1).reset_index(drop=True)
+    """Each machine's and profile's newest **complete** run (if several environments ran that commit, the one with
+    the most ``ok`` figures), so that a run of a selection (``make bench BENCH=conv2``) never decides the picks.
+
+    A run is complete when it ran (``ok`` or ``failed``) at least ``COMPLETE_SHARE`` of the strategy x config x
+    device cells of the machine's and profile's largest run; where none is, the newest run stands. Column
+    ``newer_partial``: the commits of newer partial runs left out (the site names them)."""
+    cells = table[(table.suite == "unfold") & table.status.isin(["ok", "failed"])]
+    ran = cells.drop_duplicates([*RUN_KEYS, "strategy", "config", "device"]).groupby(RUN_KEYS).size()
+    ok_counts = table[table.status == "ok"].groupby(RUN_KEYS).size()
+    all_runs = runs(table).join(ran.rename("cells_run"), on=RUN_KEYS).join(ok_counts.rename("ok_figures"), on=RUN_KEYS)
+    all_runs = all_runs.fillna({"cells_run": 0, "ok_figures": 0}).sort_values(["date", "ok_figures"], kind="stable")
+    largest = all_runs.groupby(["machine", "profile"]).cells_run.transform("max")
+    all_runs["complete"] = all_runs.cells_run >= COMPLETE_SHARE * largest
+    chosen = []
+    for _, group in all_runs.groupby(["machine", "profile"], sort=True):
+        complete = group[group.complete]
+        run = (complete if not complete.empty else group).iloc[-1]
+        newer = group[(group.date > run.date) & ~group.complete]
+        chosen.append({**run.to_dict(), "newer_partial": list(dict.fromkeys(newer.commit))})
+    columns = [*all_runs.columns, "newer_partial"]
+    return pd.DataFrame(chosen, columns=columns).reset_index(drop=True)
 
 
 def rows_where(frame: pd.DataFrame, **values: str) -> pd.DataFrame:

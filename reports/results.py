@@ -1,6 +1,7 @@
 """Every asv result in a results directory as one tidy pandas table.
 
-One row per result file x benchmark x parameter combination: commit, date, machine, env, profile, suite,
+One row per result file x benchmark x parameter combination: commit, date, machine, env (``environment_label``:
+named by the Python version and the pinned packages, not by the interpreter's path), profile, suite,
 metric, strategy, config, device, value, unit, spread (asv's interquartile range, ``q_25``/``q_75``), the
 99% confidence interval asv computed, and status. ``status`` is ``ok``, ``skipped`` (asv's n/a: setup raised
 ``NotImplementedError``) or ``failed`` (an exception, a wrong result, a timeout or a killed process); only
@@ -31,6 +32,7 @@ import pandas as pd
 from asv.results import Results, iter_results
 
 MACHINE_FIELDS = (
+    "python_version",
     "cpu",
     "num_cpu",
     "ram",
@@ -141,6 +143,21 @@ def process_interval(samples: Iterable[float], level: float = INTERVAL_LEVEL) ->
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+def environment_label(env_name: str, machine_params: dict, requirements: dict) -> str:
+    """The environment a result was measured in, named by what decides its figures, not by where it lives: asv
+    names an existing interpreter's environment after its path (``existing-py_work_main_.venv_bin_python``), so
+    the same machine measured from two checkouts (a laptop and CI) would be two series. Such a name becomes
+    ``existing-py<major.minor>-<package><pin>...`` (the Python version where the machine entry records it);
+    asv's own environments (``--commits``) keep their names, which already are of that form."""
+    if not env_name.startswith("existing-"):
+        return env_name
+    parts = ["existing"]
+    if machine_params.get("python_version"):
+        parts.append("py" + ".".join(machine_params["python_version"].split(".")[:2]))
+    parts += [f"{package}{pin}" for package, pin in sorted(requirements.items())]
+    return "-".join(parts)
+
+
 def load_results(results_dir: str | Path) -> pd.DataFrame:
     """The tidy table of every result under ``results_dir`` (empty, with the columns, if there are none)."""
     results_dir = Path(results_dir)
@@ -165,7 +182,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                     "commit": result.commit_hash,
                     "date": pd.to_datetime(result.date, unit="ms", utc=True) if result.date else pd.NaT,
                     "machine": machine_params.get("machine"),
-                    "env": result.env_name,
+                    "env": environment_label(result.env_name, machine_params, getattr(result, "_requirements", None) or {}),
                     "profile": profile.lower(),
                     "suite": suite,
                     "metric": metric,

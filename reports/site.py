@@ -274,9 +274,11 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: lis
     page.paragraph(
         "Each strategy computes exactly <code>torch.nn.functional.unfold</code> (values and gradients are "
         "checked against a reference before any figure counts). For every machine and profile, the newest "
-        "commit's results: runtime of the forward pass and of forward plus backward, and the net peak memory "
-        "each allocates. Ratios: <b>x native</b> compares with PyTorch's own <code>F.unfold</code> on the same "
-        "config; <b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
+        "complete run's results (a run of a selection, <code>make bench BENCH=...</code>, is not used): runtime of the forward pass and of forward plus backward, and the net peak memory "
+        "each allocates. Ratios: <b>x native</b> is the time over PyTorch's own <code>F.unfold</code> on the "
+        "same config, measured against it inside each of several processes, with its 95% interval across the "
+        "processes in brackets (<i>(medians)</i>: a run without paired ratios, the quotient of two medians); "
+        "<b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
         "system allows); <b>x min</b> with the analytic minimum (the output; for forward-backward also "
         "<code>grad_output</code> and <code>grad_input</code>). ★ marks the best figure of a config. Lower is "
         "better everywhere. <b>quick</b> runs use a batch of at most 8, <b>full</b> runs the real batch (256). "
@@ -299,9 +301,15 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: lis
         run_table = analysis.select_run(table, run)
         for device in sorted(set(run_table.device.dropna())):
             page.heading(_run_title(run, device), anchor=f"{run['machine']}-{run['profile']}-{device}")
+            partial = run.get("newer_partial") or []
+            left_out = (
+                f"; newer runs of a selection, not used here: {', '.join(f'<code>{c[:8]}</code>' for c in partial)}"
+                if partial
+                else ""
+            )
             page.paragraph(
                 f"commit <code>{run['commit'][:8]}</code> ({run['date']:%Y-%m-%d}), environment "
-                f"<code>{html.escape(run['env'])}</code>",
+                f"<code>{html.escape(run['env'])}</code>: the newest complete run{left_out}",
                 "note",
             )
             cells = analysis.cell_table(run_table, device)
