@@ -22,7 +22,7 @@ from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved, profile_conf
 from benchmarks.configs import configs
 from benchmarks.profiles import get_profile
 from reports import analysis, figures, units
-from reports.results import COLUMNS, load_results
+from reports.results import COLUMNS, environment_label, load_results
 from reports.site import PAGES, PLOTLY_JS, build_site
 from reports.summary import print_summary, summary_tables
 
@@ -76,6 +76,29 @@ def test_latest_runs_pick_each_machines_and_profiles_newest_commit_by_date_not_h
         (CPU, "quick", LAST),
         (GPU, "quick", LAST),
     ]
+
+
+def test_a_newer_run_of_a_selection_never_decides_the_picks(table):
+    """``make bench BENCH=conv2`` on a newer commit: the picks stay with the newest complete run, which names it."""
+    newest = table[(table.machine == CPU) & (table.profile == "quick") & (table.commit == LAST)]
+    filtered = newest[(newest.config == "allcnnc-conv2") | (newest.suite != "unfold")].copy()
+    partial = filtered.assign(commit="f" * 40, date=newest.date.max() + pd.Timedelta(days=1))
+    partial.loc[partial.config != "allcnnc-conv2", "status"] = "skipped"  # what asv records for unselected cells
+    latest = analysis.latest_runs(pd.concat([table, partial], ignore_index=True)).set_index(["machine", "profile"])
+    assert latest.loc[(CPU, "quick"), "commit"] == LAST
+    assert latest.loc[(CPU, "quick"), "newer_partial"] == ["f" * 40]
+    assert latest.loc[(CPU, "full"), "newer_partial"] == []
+
+
+def test_one_machines_results_from_two_checkouts_are_one_series():
+    """asv names an existing interpreter's environment after its path; the tidy table names it by what decides
+    the figures, so a laptop's and CI's checkouts of one machine are one series."""
+    params, pins = {"python_version": "3.11.7"}, {"torch": "2.13.0"}
+    laptop = environment_label("existing-py_home_me_unfold-bench_.venv_bin_python", params, pins)
+    ci = environment_label("existing-py_home_runner_work_.venv_bin_python", params, pins)
+    assert laptop == ci == "existing-py3.11-torch2.13.0"
+    assert environment_label("existing-py_x", {"python_version": "3.12.1"}, pins) != ci  # another Python: apart
+    assert environment_label("virtualenv-py3.11-torch2.13.0", params, pins) == "virtualenv-py3.11-torch2.13.0"
 
 
 def test_cell_table_ratios_statuses_and_winners(table):
