@@ -167,6 +167,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
     for result in iter_results(str(results_dir)):
         machine_params = result.params
         names = [name for name in result.get_all_result_keys() if len(name.split(".")) == 3 and name in benchmarks]
+        requirements = getattr(result, "_requirements", None) or {}  # asv keeps the pinned packages privately
         for cell in unroll_result(result, names):
             suite, profile, metric = cell.benchmark.split(".")
             info = benchmarks[cell.benchmark]
@@ -182,7 +183,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                     "commit": result.commit_hash,
                     "date": pd.to_datetime(result.date, unit="ms", utc=True) if result.date else pd.NaT,
                     "machine": machine_params.get("machine"),
-                    "env": environment_label(result.env_name, machine_params, getattr(result, "_requirements", None) or {}),
+                    "env": environment_label(result.env_name, machine_params, requirements),
                     "profile": profile.lower(),
                     "suite": suite,
                     "metric": metric,

@@ -274,7 +274,8 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: lis
     page.paragraph(
         "Each strategy computes exactly <code>torch.nn.functional.unfold</code> (values and gradients are "
         "checked against a reference before any figure counts). For every machine and profile, the newest "
-        "complete run's results (a run of a selection, <code>make bench BENCH=...</code>, is not used): runtime of the forward pass and of forward plus backward, and the net peak memory "
+        "complete run's results (a run of a selection, <code>make bench BENCH=...</code>, is not used): runtime "
+        "of the forward pass and of forward plus backward, and the net peak memory "
         "each allocates. Ratios: <b>x native</b> is the time over PyTorch's own <code>F.unfold</code> on the "
         "same config, measured against it inside each of several processes, with its 95% interval across the "
         "processes in brackets (<i>(medians)</i>: a run without paired ratios, the quotient of two medians); "
