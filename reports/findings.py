@@ -7,7 +7,8 @@ that has figures:
 - the source documents' claims: "``Tensor.unfold`` copies" and "``F.unfold`` returns new memory" (checked by
   running torch when the report is built, not read from results), and "unfoldNd (``onehot``) is faster than
   ``nn.Unfold`` (``native``) in all but one case, with higher peak memory" (per config, from the results);
-- the targets of issue 6 and issue 21 on the All-CNN-C layers of full-profile runs, per config met or missed
+- the roofline targets and the new-tensor targets on the All-CNN-C layers of full-profile runs, per config met or
+  missed
   and by how much;
 - the physics checks (``reports.summary.physics_problems``): no forward below the ``fill_`` floor, no net
   peak below the analytic minimum.
@@ -50,22 +51,22 @@ if TYPE_CHECKING:
     from impls import Geometry
 
 SOURCES = "Claims of the source documents"
-ISSUE_6 = "Targets of issue 6: All-CNN-C layers, full profile"
-ISSUE_21 = "Targets of issue 21: All-CNN-C layers, full profile"
+ROOFLINE = "The fastest against the roofline and the analytic minimum: All-CNN-C layers, full profile"
+NEW_TENSOR = "The fastest that returns a new tensor, against its floors: All-CNN-C layers, full profile"
 PHYSICS = "Physics checks"
-TOPICS = (SOURCES, ISSUE_6, ISSUE_21, PHYSICS)
+TOPICS = (SOURCES, ROOFLINE, NEW_TENSOR, PHYSICS)
 ONEHOT = "onehot"  # unfoldNd's strategy
 ALLCNNC_PREFIX = "allcnnc-"
 FULL_PROFILE = "full"
-# issue 6: the fastest strategy over copy_ of the same run, and its net peak over the analytic minimum
-ISSUE_6_FORWARD_X_COPY = 0.8
-ISSUE_6_FORWARD_BACKWARD_X_COPY = 1.6
-ISSUE_6_PEAK_X_MINIMUM = 1.05
-# issue 21: the fastest strategy that returns a new tensor
-ISSUE_21_FORWARD_X_FRESH_OUTPUT = 1.15
-ISSUE_21_FORWARD_X_COPY = 1.3
-ISSUE_21_FORWARD_BACKWARD_X_NATIVE = 0.5
-ISSUE_21_HALF_X_FLOAT32 = 1.2
+# the roofline targets: the fastest strategy over copy_ of the same run, and its net peak over the analytic minimum
+ROOFLINE_FORWARD_X_COPY = 0.8
+ROOFLINE_FORWARD_BACKWARD_X_COPY = 1.6
+ROOFLINE_PEAK_X_MINIMUM = 1.05
+# the new-tensor targets: the fastest strategy that returns a new tensor
+NEW_TENSOR_FORWARD_X_FRESH_OUTPUT = 1.15
+NEW_TENSOR_FORWARD_X_COPY = 1.3
+NEW_TENSOR_FORWARD_BACKWARD_X_NATIVE = 0.5
+NEW_TENSOR_HALF_X_FLOAT32 = 1.2
 HALF_PRECISION = {"conv4-bfloat16": "allcnnc-conv4", "conv4-float16": "allcnnc-conv4"}  # config -> its float32 twin
 PASSES = {  # time metric -> (pass name, the net peak of that pass, its analytic minimum)
     "time_forward": ("forward", "track_net_peak_forward", "track_min_peak_forward"),
@@ -358,29 +359,29 @@ def _get(frame: pd.DataFrame, key: tuple, column: str) -> float | str | None:
     return frame.loc[key, column] if key in frame.index else None
 
 
-ISSUE_6_CLAIMS = {
-    "time_forward": f"The fastest forward takes at most {ISSUE_6_FORWARD_X_COPY:g}x copy_ of the same run",
+ROOFLINE_CLAIMS = {
+    "time_forward": f"The fastest forward takes at most {ROOFLINE_FORWARD_X_COPY:g}x copy_ of the same run",
     "time_forward_backward": (
-        f"The fastest forward-backward takes at most {ISSUE_6_FORWARD_BACKWARD_X_COPY:g}x copy_ of the same run"
+        f"The fastest forward-backward takes at most {ROOFLINE_FORWARD_BACKWARD_X_COPY:g}x copy_ of the same run"
     ),
     "peak": (
-        f"The fastest strategy's net peak is within {ISSUE_6_PEAK_X_MINIMUM - 1:.0%} of the analytic minimum "
+        f"The fastest strategy's net peak is within {ROOFLINE_PEAK_X_MINIMUM - 1:.0%} of the analytic minimum "
         "(forward and forward-backward)"
     ),
 }
 
 
-def issue_6_findings(runs: list[_Run]) -> list[Finding]:
-    """Issue 6's targets per full-profile run: time over ``copy_`` and the fastest's net peak over the minimum,
+def roofline_findings(runs: list[_Run]) -> list[Finding]:
+    """The roofline targets per full-profile run: time over ``copy_`` and the fastest's net peak over the minimum,
     for the fastest that returns a new tensor and, separately, the fastest when output reuse is allowed."""
     full = _full_allcnnc_runs(runs)
     if not full:
-        return _no_full_run(ISSUE_6, ISSUE_6_CLAIMS.values())
+        return _no_full_run(ROOFLINE, ROOFLINE_CLAIMS.values())
     out = []
     for run in full:
         cells = _allcnnc(run.cells)
         new, reuse = _fastest(cells, SET_ASIDE), _fastest(cells, {})
-        limits = {"time_forward": ISSUE_6_FORWARD_X_COPY, "time_forward_backward": ISSUE_6_FORWARD_BACKWARD_X_COPY}
+        limits = {"time_forward": ROOFLINE_FORWARD_X_COPY, "time_forward_backward": ROOFLINE_FORWARD_BACKWARD_X_COPY}
         for metric, limit in limits.items():
             lines = []
             for config in dict.fromkeys(cells.config):
@@ -392,7 +393,7 @@ def issue_6_findings(runs: list[_Run]) -> list[Finding]:
                     line[f"x copy_{label}"] = math.nan if ratio is None else ratio
                     line[f"verdict{label}"] = _judged(ratio, limit)
                 lines.append(line)
-            out.append(_target_finding(ISSUE_6, ISSUE_6_CLAIMS[metric], run, pd.DataFrame(lines)))
+            out.append(_target_finding(ROOFLINE, ROOFLINE_CLAIMS[metric], run, pd.DataFrame(lines)))
         lines = []
         for config in dict.fromkeys(cells.config):
             for metric, (pass_name, _, _) in PASSES.items():
@@ -403,9 +404,9 @@ def issue_6_findings(runs: list[_Run]) -> list[Finding]:
                     line[f"fastest{label}"] = _get(best, key, "strategy")
                     line[f"net peak MiB{label}"] = math.nan if ratio is None else _get(best, key, "peak") / MIB
                     line[f"x minimum{label}"] = math.nan if ratio is None else ratio
-                    line[f"verdict{label}"] = _judged(ratio, ISSUE_6_PEAK_X_MINIMUM)
+                    line[f"verdict{label}"] = _judged(ratio, ROOFLINE_PEAK_X_MINIMUM)
                 lines.append(line)
-        out.append(_target_finding(ISSUE_6, ISSUE_6_CLAIMS["peak"], run, pd.DataFrame(lines)))
+        out.append(_target_finding(ROOFLINE, ROOFLINE_CLAIMS["peak"], run, pd.DataFrame(lines)))
     return out
 
 
@@ -431,20 +432,20 @@ def _target_finding(topic: str, claim: str, run: _Run, evidence: pd.DataFrame, w
     return Finding(topic, claim, verdict, evidence, run.source, note, run.run)
 
 
-ISSUE_21_CLAIMS = {
+NEW_TENSOR_CLAIMS = {
     "fresh": (
-        f"The fastest forward that returns a new tensor takes at most {ISSUE_21_FORWARD_X_FRESH_OUTPUT:g}x the "
+        f"The fastest forward that returns a new tensor takes at most {NEW_TENSOR_FORWARD_X_FRESH_OUTPUT:g}x the "
         "floor of its allocation (allocate and write the output: in 4 KiB pages, or in huge pages for a strategy "
         "that advises its results so; the target is set for the fresh-pages regime, and judged here in the run's "
         "own regime)"
     ),
     "copy": (
-        f"The fastest forward that returns a new tensor takes at most {ISSUE_21_FORWARD_X_COPY:g}x copy_ (the "
+        f"The fastest forward that returns a new tensor takes at most {NEW_TENSOR_FORWARD_X_COPY:g}x copy_ (the "
         "target is set for the warm regime, and judged here in the run's own regime)"
     ),
     "native": (
-        f"The fastest forward-backward that returns a new tensor takes at most {ISSUE_21_FORWARD_BACKWARD_X_NATIVE:g}x "
-        "native's"
+        "The fastest forward-backward that returns a new tensor takes at most "
+        f"{NEW_TENSOR_FORWARD_BACKWARD_X_NATIVE:g}x native's"
     ),
     "peak": (
         "The fastest strategy that returns a new tensor has its net peak at the analytic minimum (forward and "
@@ -452,7 +453,7 @@ ISSUE_21_CLAIMS = {
     ),
     "half": (
         f"In half precision (conv4-bfloat16, conv4-float16) the fastest takes, as a multiple of copy_, at most "
-        f"{ISSUE_21_HALF_X_FLOAT32:g}x what it takes in float32 (allcnnc-conv4)"
+        f"{NEW_TENSOR_HALF_X_FLOAT32:g}x what it takes in float32 (allcnnc-conv4)"
     ),
 }
 
@@ -461,7 +462,7 @@ def _mib(value: float) -> str:
     return f"{value / MIB:.2f} MiB"
 
 
-# What explains a missed issue-21 target, in terms of the evidence's own columns (no figure: those are the data's)
+# What explains a missed new-tensor target, in terms of the evidence's own columns (no figure: those are the data's)
 WHY_FLOOR = (
     "the floor ('its floor': the fresh-output one, or the huge-page one for a strategy that advises its results "
     "into huge pages) only allocates and writes the output, while an unfold also reads its input: "
@@ -527,12 +528,12 @@ def _fresh_output_floor(run: _Run, config: str, strategy: str | None) -> str:
     return HUGE_PAGE_FLOOR if advises and run.bound(config, HUGE_PAGE_FLOOR) > 0 else "time_fresh_output"
 
 
-def issue_21_findings(runs: list[_Run]) -> list[Finding]:
-    """Issue 21's targets per full-profile run, for the fastest strategy that returns a new tensor; the floor
+def new_tensor_findings(runs: list[_Run]) -> list[Finding]:
+    """The new-tensor targets per full-profile run, for the fastest strategy that returns a new tensor; the floor
     target again without huge-page advice and the ``copy_`` target again with output reuse allowed."""
     full = _full_allcnnc_runs(runs)
     if not full:
-        return _no_full_run(ISSUE_21, ISSUE_21_CLAIMS.values())
+        return _no_full_run(NEW_TENSOR, NEW_TENSOR_CLAIMS.values())
     out = []
     for run in full:
         cells = _allcnnc(run.cells)
@@ -559,13 +560,13 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                     "its floor": FLOOR_LABELS[floor_metric],
                     "x its floor": ratio,
                     "input / output": _input_per_output(config),
-                    "verdict": _judged(ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT),
+                    "verdict": _judged(ratio, NEW_TENSOR_FORWARD_X_FRESH_OUTPUT),
                     "fastest (4 KiB pages)": _get(in_small_pages, key, "strategy"),
                     "x fresh-output floor (4 KiB pages)": small_ratio,
-                    "verdict (4 KiB pages)": _judged(small_ratio, ISSUE_21_FORWARD_X_FRESH_OUTPUT),
+                    "verdict (4 KiB pages)": _judged(small_ratio, NEW_TENSOR_FORWARD_X_FRESH_OUTPUT),
                 }
             )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["fresh"], run, pd.DataFrame(lines), WHY_FLOOR))
+        out.append(_target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["fresh"], run, pd.DataFrame(lines), WHY_FLOOR))
         lines = []
         for config in configs:
             key = (config, "time_forward")
@@ -579,13 +580,13 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                     "fresh-output floor x copy_": floor / copy if copy > 0 else math.nan,
                     "huge-page floor x copy_": run.bound(config, HUGE_PAGE_FLOOR) / copy if copy > 0 else math.nan,
                     "row elements": _row_elements(config),
-                    "verdict": _judged(ratio, ISSUE_21_FORWARD_X_COPY),
+                    "verdict": _judged(ratio, NEW_TENSOR_FORWARD_X_COPY),
                     "fastest (reuse allowed)": _get(reuse, key, "strategy"),
                     "x copy_ (reuse allowed)": math.nan if reused is None else reused,
-                    "verdict (reuse allowed)": _judged(reused, ISSUE_21_FORWARD_X_COPY),
+                    "verdict (reuse allowed)": _judged(reused, NEW_TENSOR_FORWARD_X_COPY),
                 }
             )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["copy"], run, pd.DataFrame(lines), WHY_COPY))
+        out.append(_target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["copy"], run, pd.DataFrame(lines), WHY_COPY))
         by_cell = cells.set_index(["config", "strategy"])
         lines = []
         for config in configs:
@@ -598,10 +599,10 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                     "x native": ratio,
                     "backward ms": _backward_ms(by_cell, config, strategy),
                     "native's backward ms": _backward_ms(by_cell, config, REFERENCE_STRATEGY),
-                    "verdict": _judged(ratio, ISSUE_21_FORWARD_BACKWARD_X_NATIVE),
+                    "verdict": _judged(ratio, NEW_TENSOR_FORWARD_BACKWARD_X_NATIVE),
                 }
             )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["native"], run, pd.DataFrame(lines), WHY_NATIVE))
+        out.append(_target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["native"], run, pd.DataFrame(lines), WHY_NATIVE))
         lines = []
         for config in configs:
             for metric, (pass_name, _, minimum_metric) in PASSES.items():
@@ -619,13 +620,13 @@ def issue_21_findings(runs: list[_Run]) -> list[Finding]:
                         "verdict": _judged(above, NET_PEAK_RESOLUTION, _mib),
                     }
                 )
-        out.append(_target_finding(ISSUE_21, ISSUE_21_CLAIMS["peak"], run, pd.DataFrame(lines), WHY_PEAK))
+        out.append(_target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["peak"], run, pd.DataFrame(lines), WHY_PEAK))
         out.append(_half_precision_finding(run))
     return out
 
 
 def _half_precision_finding(run: _Run) -> Finding:
-    claim = ISSUE_21_CLAIMS["half"]
+    claim = NEW_TENSOR_CLAIMS["half"]
     best = _fastest(run.cells, SET_ASIDE)
     lines = []
     for config, twin in HALF_PRECISION.items():
@@ -643,15 +644,15 @@ def _half_precision_finding(run: _Run) -> Finding:
                     f"fastest on {twin}": _get(best, (twin, metric), "strategy"),
                     f"x copy_ on {twin}": math.nan if single is None else single,
                     "x float32's": ratio,
-                    "verdict": _judged(ratio, ISSUE_21_HALF_X_FLOAT32),
+                    "verdict": _judged(ratio, NEW_TENSOR_HALF_X_FLOAT32),
                     f"x its own on {twin}": math.nan if half is None or not same > 0 else half / same,
                 }
             )
     evidence = pd.DataFrame(lines)
     if (evidence.verdict == "not measured").all():
         reason = f"the run lacks {' or '.join(HALF_PRECISION)} or allcnnc-conv4, or their copy_ bound"
-        return _not_measured(ISSUE_21, claim, reason, run=run)
-    return _target_finding(ISSUE_21, claim, run, evidence, WHY_HALF)
+        return _not_measured(NEW_TENSOR, claim, reason, run=run)
+    return _target_finding(NEW_TENSOR, claim, run, evidence, WHY_HALF)
 
 
 def _x_copy_of(cells: pd.DataFrame, config: str, metric: str, strategy: str | None) -> float:
@@ -719,8 +720,8 @@ def findings(table: pd.DataFrame) -> list[Finding]:
     return [
         *tensor_unfold_findings(),
         *onehot_findings(runs),
-        *issue_6_findings(runs),
-        *issue_21_findings(runs),
+        *roofline_findings(runs),
+        *new_tensor_findings(runs),
         *physics_findings(runs),
     ]
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from reports import findings as module
-from reports.findings import ISSUE_6, ISSUE_21, PHYSICS, SOURCES, Finding, findings, format_text, render_html
+from reports.findings import NEW_TENSOR, PHYSICS, ROOFLINE, SOURCES, Finding, findings, format_text, render_html
 from reports.results import COLUMNS, load_results
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "report_results"
@@ -130,32 +130,32 @@ def test_a_peak_within_the_resolution_of_natives_is_not_higher():
     assert finding.verdict.endswith("its net peak higher on 0 of 1")
 
 
-def test_a_forward_at_0_9x_copy_misses_issue_6s_target_by_0_1x():
+def test_a_forward_at_0_9x_copy_misses_the_roofline_target_by_0_1x():
     cells = {
         ("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0),
         ("allcnnc-conv1", "tiling"): (12.0, 20.0, 100.0, 200.0),
     }
     found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds(copy_ms=10.0)}))
-    forward = _one(found, ISSUE_6, "The fastest forward takes")
+    forward = _one(found, ROOFLINE, "The fastest forward takes")
     assert forward.verdict == "met on 0 of 1"
     line = forward.evidence.iloc[0]
     assert line["fastest"] == "native" and line["x copy_"] == pytest.approx(0.9)
     assert line["verdict"] == "missed by 0.10x"
     assert "allcnnc-conv1 (missed by 0.10x)" in forward.note
-    backward = _one(found, ISSUE_6, "The fastest forward-backward")
+    backward = _one(found, ROOFLINE, "The fastest forward-backward")
     assert backward.verdict == "met on 1 of 1" and backward.evidence.iloc[0]["x copy_"] == pytest.approx(1.5)
-    peak = _one(found, ISSUE_6, "The fastest strategy's net peak")
+    peak = _one(found, ROOFLINE, "The fastest strategy's net peak")
     assert peak.verdict == "met on 2 of 2"  # native's peaks are the minimum, forward and forward-backward
 
 
-def test_issue_6_counts_the_output_reusing_strategies_apart():
+def test_the_roofline_targets_count_the_output_reusing_strategies_apart():
     cells = {
         ("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0),
         ("allcnnc-conv1", "gather_reuse"): (4.0, 30.0, 100.0, 200.0),  # set aside: reuses its output
         ("allcnnc-conv2", "native"): (5.0, 30.0, 100.0, 200.0),
     }
     bounds = {config: allcnnc_bounds(copy_ms=10.0) for config in ("allcnnc-conv1", "allcnnc-conv2")}
-    forward = _one(findings(tidy(cells, bounds)), ISSUE_6, "The fastest forward takes")
+    forward = _one(findings(tidy(cells, bounds)), ROOFLINE, "The fastest forward takes")
     assert forward.verdict == "met on 1 of 2"  # native: 0.9x on conv1 (missed), 0.5x on conv2 (met)
     assert forward.evidence["fastest"].tolist() == ["native", "native"]
     assert forward.evidence["fastest (reuse allowed)"].tolist() == ["gather_reuse", "native"]
@@ -163,14 +163,14 @@ def test_issue_6_counts_the_output_reusing_strategies_apart():
     assert "With output reuse allowed: met on 2 of 2." in forward.note
 
 
-def test_issue_21_judges_the_copy_target_again_with_output_reuse_allowed():
+def test_the_new_tensor_targets_judge_the_copy_target_again_with_output_reuse_allowed():
     cells = {
         ("allcnnc-conv3", "cpp"): (30.0, 60.0, 100.0, 200.0),  # fresh output: 3x copy_
         ("allcnnc-conv3", "cpp_reuse"): (11.0, 40.0, 200.0, 300.0),  # the same kernel into a kept buffer: 1.1x
     }
     copy = _one(
         findings(tidy(cells, {"allcnnc-conv3": allcnnc_bounds(copy_ms=10.0, fresh_ms=25.0)})),
-        ISSUE_21,
+        NEW_TENSOR,
         "The fastest forward that returns a new tensor takes at most 1.3x",
     )
     line = copy.evidence.iloc[0]
@@ -195,7 +195,7 @@ def test_a_strategy_that_advises_huge_pages_is_judged_against_the_floor_of_its_o
         for values in bounds.values():
             values["time_fresh_output_huge_pages"] = 4.0 * MS
     fresh = _one(
-        findings(tidy(cells, bounds)), ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.15x"
+        findings(tidy(cells, bounds)), NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.15x"
     )
     lines = fresh.evidence.set_index("config")
     if huge_page_floor_measured:  # cpp_huge_pages advises its results: 6 / 4 ms; gather does not: 6 / 10 ms
@@ -214,7 +214,7 @@ def test_a_strategy_that_advises_huge_pages_is_judged_against_the_floor_of_its_o
     assert "Without huge-page advice (4 KiB pages, against the fresh-output floor): met on 2 of 2." in fresh.note
 
 
-def test_issue_21_targets_worked_by_hand():
+def test_the_new_tensor_targets_worked_by_hand():
     cells = {
         ("allcnnc-conv1", "native"): (20.0, 40.0, 100.0, 200.0),
         ("allcnnc-conv1", "gather"): (12.0, 16.0, 100.0625, 230.0),  # fastest in both passes
@@ -229,7 +229,7 @@ def test_issue_21_targets_worked_by_hand():
         "conv4-bfloat16": allcnnc_bounds(copy_ms=5.0, fresh_ms=5.0, minimum_mib=50.0),
     }
     found = findings(tidy(cells, bounds, machine="hand-freshpages", regime="fresh-pages"))
-    fresh = _one(found, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.15x")
+    fresh = _one(found, NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.15x")
     assert fresh.evidence["x its floor"].tolist() == pytest.approx([1.2, 1.0])  # 12 / 10 and 10 / 10
     assert fresh.evidence["its floor"].tolist() == ["fresh-output", "fresh-output"]  # gather advises no huge pages
     assert fresh.evidence["verdict"].tolist() == ["missed by 0.05x", "met"]
@@ -237,26 +237,26 @@ def test_issue_21_targets_worked_by_hand():
     # why: conv1 reads 3 x 32 x 32 input elements for 27 x 32 x 32 output ones (stride 1, 'same' padding): 1/9
     assert fresh.evidence["input / output"].tolist() == pytest.approx([1 / 9, 1 / 9])
     assert "Missed on allcnnc-conv1" in fresh.note and "Why: the floor (" in fresh.note
-    copy = _one(found, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.3x")
+    copy = _one(found, NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.3x")
     assert copy.evidence["verdict"].tolist() == ["met", "met"]  # 1.2x and 1.0x copy_
     assert copy.evidence["verdict (reuse allowed)"].tolist() == ["met", "met"]  # no reusing strategy: the same
     assert copy.evidence["fastest (reuse allowed)"].tolist() == ["gather", "gather"]
     assert copy.evidence["fresh-output floor x copy_"].tolist() == pytest.approx([1.0, 1.0])  # 10 ms / 10 ms
     assert copy.evidence["row elements"].tolist() == [32, 16]  # windows along W: conv1 stride 1, conv4 stride 1 on 16
     assert "Why" not in copy.note  # met everywhere: nothing to explain
-    native = _one(found, ISSUE_21, "The fastest forward-backward")
+    native = _one(found, NEW_TENSOR, "The fastest forward-backward")
     assert native.evidence["x native"].iloc[0] == pytest.approx(0.4)  # 16 / 40
     # backward = forward-backward - forward: gather 16 - 12 ms, native 40 - 20 ms
     assert native.evidence[["backward ms", "native's backward ms"]].iloc[0].tolist() == pytest.approx([4.0, 20.0])
     assert native.verdict == "met on 1 of 1"  # conv4 has no native: not measured, not counted
     assert "Not measured on allcnnc-conv4" in native.note
-    peak = _one(found, ISSUE_21, "The fastest strategy that returns a new tensor has its net peak")
+    peak = _one(found, NEW_TENSOR, "The fastest strategy that returns a new tensor has its net peak")
     lines = peak.evidence.set_index(["config", "pass"])
     assert lines.loc[("allcnnc-conv1", "forward"), "verdict"] == "met"  # 64 KiB above: within the 128 KiB resolution
     assert lines.loc[("allcnnc-conv1", "forward-backward"), "above minimum MiB"] == pytest.approx(30.0)
     assert lines.loc[("allcnnc-conv1", "forward-backward"), "verdict"] == "missed by 29.88 MiB"  # 30 MiB - 128 KiB
     assert peak.verdict == "met on 3 of 4"
-    half = _one(found, ISSUE_21, "In half precision")
+    half = _one(found, NEW_TENSOR, "In half precision")
     lines = half.evidence.set_index(["config", "pass"])
     # bfloat16: forward tiling 5.2 / 5 = 1.04x copy_, float32's fastest (gather) 1.0x: 1.04x float32's, while
     # tiling's own float32 forward is 1.3x copy_: 0.8x its own; forward-backward gather 2.6x against 2.0x
@@ -274,23 +274,23 @@ def test_an_empty_table_gives_not_measured_and_no_error():
     found = findings(empty)
     from_results = [f for f in found if f.topic != SOURCES or f.claim.startswith("unfoldNd")]
     assert from_results and all(f.verdict.startswith("not measured: ") for f in from_results)
-    assert {f.topic for f in from_results} == {SOURCES, ISSUE_6, ISSUE_21, PHYSICS}
-    assert all("make bench-full" in f.verdict for f in from_results if f.topic in (ISSUE_6, ISSUE_21))
+    assert {f.topic for f in from_results} == {SOURCES, ROOFLINE, NEW_TENSOR, PHYSICS}
+    assert all("make bench-full" in f.verdict for f in from_results if f.topic in (ROOFLINE, NEW_TENSOR))
     assert render_html(found) and format_text(found)
 
 
 def test_a_run_without_bounds_is_not_measured_against_them():
     cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0)}
     found = findings(tidy(cells, {}))
-    assert _one(found, ISSUE_6, "The fastest forward takes").outcome == "not measured"
-    assert _one(found, ISSUE_21, "In half precision").verdict.startswith("not measured: the run lacks")
+    assert _one(found, ROOFLINE, "The fastest forward takes").outcome == "not measured"
+    assert _one(found, NEW_TENSOR, "In half precision").verdict.startswith("not measured: the run lacks")
     assert _one(found, PHYSICS, "Every figure").verdict == "not measured: the run has no bounds"
 
 
 def test_quick_runs_do_not_judge_the_full_profile_targets():
     cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0)}
     found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()}, profile="quick"))
-    targets = [f for f in found if f.topic in (ISSUE_6, ISSUE_21)]
+    targets = [f for f in found if f.topic in (ROOFLINE, NEW_TENSOR)]
     assert targets and all(f.outcome == "not measured" for f in targets)
     assert _one(found, PHYSICS, "Every figure").verdict == "holds"
 
@@ -328,35 +328,37 @@ def test_tensor_unfold_is_a_view_and_f_unfold_new_memory():
 # --- the committed fixture ---------------------------------------------------------------------------------------
 
 
-def test_fixture_issue_6_targets_worked_by_hand(fixture_findings):
+def test_fixture_roofline_targets_worked_by_hand(fixture_findings):
     # fixture-cpu's full run: allcnnc-conv2 only; as_strided is fastest in both passes (2 and 6 ms x32 against
     # copy_ 1 ms x32); its net peaks 52 and 170 MiB against the minima 48 and 96 MiB (all x32 in full)
     run = {"machine": "fixture-cpu", "profile": "full", "device": "cpu"}
-    forward = _one(fixture_findings, ISSUE_6, "The fastest forward takes", **run)
+    forward = _one(fixture_findings, ROOFLINE, "The fastest forward takes", **run)
     assert forward.verdict == "met on 0 of 1" and forward.evidence.verdict.tolist() == ["missed by 1.20x"]
     assert forward.evidence["fastest"].tolist() == ["as_strided"]
-    backward = _one(fixture_findings, ISSUE_6, "The fastest forward-backward", **run)
+    backward = _one(fixture_findings, ROOFLINE, "The fastest forward-backward", **run)
     assert backward.evidence.verdict.tolist() == ["missed by 4.40x"]
-    peak = _one(fixture_findings, ISSUE_6, "The fastest strategy's net peak", **run)
+    peak = _one(fixture_findings, ROOFLINE, "The fastest strategy's net peak", **run)
     assert peak.evidence["x minimum"].tolist() == pytest.approx([52 / 48, 170 / 96])
     assert peak.evidence.verdict.tolist() == ["missed by 0.03x", "missed by 0.72x"]
     assert forward.run["commit"] == "b" * 40 and "fixture-cpu, commit bbbbbbbb, full profile" in forward.source
     # only fixture-cpu has a full run
-    assert {f.run.get("machine") for f in fixture_findings if f.topic == ISSUE_6} == {"fixture-cpu"}
+    assert {f.run.get("machine") for f in fixture_findings if f.topic == ROOFLINE} == {"fixture-cpu"}
 
 
-def test_fixture_issue_21_targets_worked_by_hand(fixture_findings):
+def test_fixture_new_tensor_targets_worked_by_hand(fixture_findings):
     run = {"machine": "fixture-cpu", "profile": "full"}
-    fresh = _one(fixture_findings, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.15x", **run)
+    fresh = _one(
+        fixture_findings, NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.15x", **run
+    )
     assert fresh.verdict == "met on 1 of 1"  # as_strided's 2 ms against the fresh-output floor's 2 ms
-    copy = _one(fixture_findings, ISSUE_21, "The fastest forward that returns a new tensor takes at most 1.3x", **run)
+    copy = _one(fixture_findings, NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.3x", **run)
     assert copy.evidence.verdict.tolist() == ["missed by 0.70x"]
-    native = _one(fixture_findings, ISSUE_21, "The fastest forward-backward", **run)
+    native = _one(fixture_findings, NEW_TENSOR, "The fastest forward-backward", **run)
     assert native.evidence.verdict.tolist() == ["missed by 0.10x"]  # 6 / 10 ms
-    peak = _one(fixture_findings, ISSUE_21, "The fastest strategy that returns a new tensor has", **run)
+    peak = _one(fixture_findings, NEW_TENSOR, "The fastest strategy that returns a new tensor has", **run)
     assert peak.evidence["above minimum MiB"].tolist() == pytest.approx([4 * 32, 74 * 32])
     assert peak.verdict == "met on 0 of 2"
-    half = _one(fixture_findings, ISSUE_21, "In half precision", **run)
+    half = _one(fixture_findings, NEW_TENSOR, "In half precision", **run)
     assert half.outcome == "not measured"
 
 
@@ -399,7 +401,7 @@ def test_html_and_text_carry_every_verdict_and_source(fixture_findings):
     for finding in fixture_findings:
         assert html.escape(finding.verdict) in page and finding.verdict in text
         assert html.escape(finding.source) in page and finding.source in text
-    assert "<h2>" + html.escape(ISSUE_6) + "</h2>" in page
+    assert "<h2>" + html.escape(ROOFLINE) + "</h2>" in page
     assert "missed by 1.20x" in page  # the evidence tables are on the page
     assert "allcnnc-conv2 (missed by 1.20x)" in text  # where a target is missed is said without the tables
     assert "x copy_ (reuse allowed)" not in text and "x copy_ (reuse allowed)" in format_text(fixture_findings, True)
