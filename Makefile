@@ -45,7 +45,7 @@ venv: $(STAMP)  ## set up .venv (torch first, then the project with its extras)
 # The cpp strategy's kernel, built once per source, flags, torch and CPU and cached (impls/cpp.py), so that no test
 # or benchmark pays the build; without a C++ compiler the strategy refuses every input and this says why.
 cpp: venv  ## build the cpp strategy's kernel (cached; a second call only loads it)
-	$(PY) scripts/build_cpp.py
+	$(PY) -m unfold_bench.cli build-cpp
 
 lint: venv  ## ruff, and the GitHub workflows against their schema (check-jsonschema, offline)
 	$(PY) -m ruff check .
@@ -91,20 +91,20 @@ browser:
 # capability matrix (reports/capabilities/), then the website (reports/site/index.html); exits non-zero when a
 # benchmark failed or a capability fails undeclared.
 bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), the capability matrix, the site
-	$(PY) scripts/bench.py $(BENCH_FLAGS); status=$$?; $(PY) scripts/capabilities.py || status=1; \
-		$(PY) scripts/report.py; exit $$status
+	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS); status=$$?; $(PY) -m unfold_bench.cli capabilities || status=1; \
+		$(PY) -m unfold_bench.cli report; exit $$status
 
 # CI regression gate: both revisions' calls alternated in one process per cell (docs/regression-gate.md); exit 1
 # on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]
 regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] [BENCH=regex]
 	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
-	$(PY) scripts/regress.py '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
+	$(PY) -m unfold_bench.cli regress '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
 		$(REGRESS_ARGS)
 
 # Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md);
 # VALIDATE_ARGS="--aa 3 --injected 3" for fewer. Writes docs/gate-validation.txt and each run's table beside it.
 regress-validate: venv  ## measure the gate's false alarms and catches on this machine (long)
-	$(PY) scripts/validate_gate.py --out docs/gate-validation.txt $(VALIDATE_ARGS)
+	$(PY) -m unfold_bench.cli validate-gate --out docs/gate-validation.txt $(VALIDATE_ARGS)
 
 # Which strategy to ship for your own layers: make advise ARGS="--input-shape 64,128,56,56 --kernel-size 3 --stride 2"
 # or ARGS="--model torchvision.models.resnet18 --input-shape 32,3,224,224" (unfold-bench advise --help).
@@ -113,7 +113,7 @@ advise: cpp  ## which strategy for your own layers: make advise ARGS="--input-sh
 
 # The static website from every result in results/ (all machines, commits, profiles): reports/site/.
 report: venv  ## rebuild the site (reports/site/) from every result in results/
-	$(PY) scripts/report.py
+	$(PY) -m unfold_bench.cli report
 
 # The configs' real batch size (256 for All-CNN-C).
 bench-full:  ## make bench at the configs' real batch sizes
@@ -125,7 +125,7 @@ bench-fresh-pages:  ## make bench with every output on first-touched memory
 
 # A few cells timed by the harness and by torch.utils.benchmark in one run, same threads and regime: the ratios.
 agreement: venv  ## the harness against torch.utils.benchmark on a few cells
-	$(PY) scripts/agreement.py $(AGREEMENT_ARGS)
+	$(PY) -m unfold_bench.cli agreement $(AGREEMENT_ARGS)
 
 # The same suite with PyTorch's CPU allocations on transparent huge pages, recorded as a separate machine.
 bench-thp:  ## make bench with PyTorch CPU allocations on transparent huge pages
@@ -134,7 +134,7 @@ bench-thp:  ## make bench with PyTorch CPU allocations on transparent huge pages
 # asv builds a virtualenv per commit and benchmarks each commit of RANGE (e.g. RANGE=main~5..main).
 bench-commits: venv  ## asv's own mode: a virtualenv per commit of RANGE, each benchmarked
 	@test -n "$(RANGE)" || (echo "usage: make bench-commits RANGE=<git range> [PROFILE=quick|full]" && exit 2)
-	$(PY) scripts/bench.py $(BENCH_FLAGS) --commits '$(RANGE)'
+	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS) --commits '$(RANGE)'
 
 # The same matrix with pytest-benchmark (quick profile unless UNFOLD_BENCH_PROFILE=full); pass
 # PYTEST_ARGS='--benchmark-autosave' or '--benchmark-compare' to save or compare runs.
@@ -143,19 +143,19 @@ bench-pytest: venv  ## the same matrix with pytest-benchmark
 
 # Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
 memprofile: venv  ## where one strategy's memory goes: STRATEGY=... CONFIG=...
-	$(PY) scripts/memory_profile.py $(STRATEGY) $(CONFIG) --profile $(PROFILE) $(MEMPROFILE_ARGS)
+	$(PY) -m unfold_bench.cli memprofile $(STRATEGY) $(CONFIG) --profile $(PROFILE) $(MEMPROFILE_ARGS)
 
 # The prepared GPU check (docs/gpu-check.md): what a task lent a GPU machine runs. prepare puts the wheels the device
 # lacks and the commit manifest in .gpu-check/ and prints the device call; gpu-check is its dry run here.
 gpu-check-prepare: venv  ## the GPU check's carried files (.gpu-check/) and the device call to make
-	$(PY) scripts/gpu_check.py prepare
+	$(PY) -m unfold_bench.cli gpu-check prepare
 
 gpu-check: venv  ## the GPU check's dry run here: what it would run on a lent GPU, and whether it is ready
-	$(PY) scripts/gpu_check.py run --dry-run
+	$(PY) -m unfold_bench.cli gpu-check run --dry-run
 
 # Every mutation of scripts/mutation_check.py, each test selection first run unmutated (make test runs a quick few).
 mutation-check: cpp  ## break each figure on purpose and expect the tests that name it to fail (minutes)
-	$(PY) scripts/mutation_check.py --baseline
+	$(PY) -m unfold_bench.cli mutation-check --baseline
 
 # The variance components of a few cells' paired ratios and the replication that resolves the gate's target.
 variance: cpp  ## block, placement, process and run variance of chosen cells: make variance ARGS="--cells ..."

@@ -24,11 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment
+from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.cells import Cell
 from benchmarks.children import run_json_child
 from benchmarks.profiles import PROFILES
 from benchmarks.runner import scratch_config
+from unfold_bench.common_args import add_profile, add_regime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,8 +81,8 @@ def _parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="STRATEGY:CONFIG:CALL,... (CPU)")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME)
+    add_profile(parser)
+    add_regime(parser)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both timers (default 5)")
     parser.add_argument("--out", help="also write the table to this file (e.g. docs/agreement-warm.txt)")
     args = parser.parse_args()

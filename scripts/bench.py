@@ -22,12 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.allocator import DEFAULT_REGIME, REGIMES, get_regime, regime_environment
+from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.cells import GATE_CACHE_VARIABLE, Cell
 from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
 from benchmarks.runner import Ledger, plan, run_chunks
+from unfold_bench.common_args import add_bench, add_config, add_profile, add_regime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,14 +39,14 @@ def _git(*args: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="problem size (default quick)")
-    parser.add_argument("--regime", choices=list(REGIMES), default=DEFAULT_REGIME, help="timing regime (default warm)")
+    add_profile(parser)
+    add_regime(parser)
     parser.add_argument("--thp", action="store_true", help=f"run with {THP_VARIABLE}=1 (a separately named machine)")
     parser.add_argument("--machine", help="machine name to record (default: derived from host, CPU, GPU, variant)")
-    parser.add_argument("--bench", default="", help="a regex restricting the cells (asv -b), e.g. conv2 or native")
+    add_bench(parser)
     parser.add_argument("--resume", action="store_true", help="skip the configs a killed run of this commit finished")
     parser.add_argument("--commits", help="a git range (e.g. main~3..main) to build and benchmark commit by commit")
-    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration file")
+    add_config(parser)
     parser.add_argument(
         "--commit", help="the commit to record under (default: git's HEAD; for a tree without .git, as on a GPU loan)"
     )

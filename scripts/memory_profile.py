@@ -17,13 +17,14 @@ from benchmarks.configs import CONFIGS_BY_NAME  # noqa: E402 (after the pin)
 from benchmarks.memory_timeline import profile_cell  # noqa: E402 (after the pin)
 from benchmarks.profiles import PROFILES  # noqa: E402 (after the pin)
 from impls import STRATEGIES  # noqa: E402 (after the pin)
+from unfold_bench.common_args import add_profile  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("strategy", choices=list(STRATEGIES))
     parser.add_argument("config", choices=list(CONFIGS_BY_NAME))
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick", help="problem size (default quick)")
+    add_profile(parser)
     parser.add_argument("--device", choices=["cpu"], default="cpu", help="memory_profiler measures host memory")
     parser.add_argument("--interval", type=float, default=0.005, help="timeline sampling interval in seconds")
     args = parser.parse_args()

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.allocator import FRESH_PAGES, REGIMES, get_regime, regime_environment
+from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
 from benchmarks.profiles import PROFILES, benchmark_regex
 from reports.compare import (
     P_THRESHOLD,
@@ -61,6 +61,7 @@ from reports.compare import (
     resolution,
     smallest_p,
 )
+from unfold_bench.common_args import add_bench, add_profile, add_regime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -243,8 +244,8 @@ def main() -> int:
     parser.add_argument("base", help="the revision to compare against (e.g. origin/main)")
     parser.add_argument("head", nargs="?", default="HEAD", help="the revision under test (default HEAD)")
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired", help="how time is measured (paired)")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--bench", default="", help="extra regex restricting the cells, e.g. 'conv2' or 'tiling'")
+    add_profile(parser)
+    add_bench(parser)
     parser.add_argument(
         "--memory-threshold", type=float, default=defaults.memory, help="relative growth that fails (%(default)g)"
     )
@@ -289,7 +290,7 @@ def main() -> int:
         default=defaults.resolution_limit,
         help="a time cell that resolves no better is reported unresolved (%(default)g)",
     )
-    paired.add_argument("--regime", choices=sorted(REGIMES), default="warm", help="timing regime (warm)")
+    add_regime(paired)
     processes = parser.add_argument_group("asv mode")
     processes.add_argument(
         "--time-threshold", type=float, default=defaults.time, help="relative slowdown that fails (%(default)g)"

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from reports.site import build_site
+from unfold_bench.common_args import add_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +24,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default=str(ROOT / "results"), help="asv results directory")
     parser.add_argument("--out", default=str(ROOT / "reports" / "site"), help="where to write the site")
-    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration (for publish)")
+    add_config(parser)
     parser.add_argument("--no-asv-publish", action="store_true", help="skip asv's own site")
     args = parser.parse_args()
 

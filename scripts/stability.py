@@ -28,12 +28,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.profiles import PROFILES  # noqa: E402
 from benchmarks.runner import scratch_config  # noqa: E402
 from reports import analysis  # noqa: E402
 from reports.results import load_results  # noqa: E402
 from reports.set_aside import COMPLEXITY, SET_ASIDE  # noqa: E402
 from reports.units import METRICS  # noqa: E402
+from unfold_bench.common_args import add_bench, add_profile  # noqa: E402
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 
@@ -158,8 +158,8 @@ def report(frames: list[pd.DataFrame], run_picks: list[dict], seconds: list[floa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="bench runs of the current commit (3)")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--bench", default="", help="a regex restricting the cells, as make bench's BENCH")
+    add_profile(parser)
+    add_bench(parser)
     parser.add_argument("--keep", type=Path, default=ROOT / ".asv" / "stability", help="where the runs' results go")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     parser.add_argument("--from-runs", action="store_true", help="report the runs already in --keep, measure nothing")

@@ -36,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.paired_stats import ALPHA
+from unfold_bench.common_args import add_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,7 +161,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
     parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
-    parser.add_argument("--bench", default="allcnnc-conv2|allcnnc-conv3", help="cells to judge (the CI subset)")
+    add_bench(parser, default="allcnnc-conv2|allcnnc-conv3", help="the cells to judge: the CI subset")
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired")
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
     parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")

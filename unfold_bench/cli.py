@@ -226,6 +226,7 @@ SCRIPTS = {
     "build-cpp": "build_cpp.py",
     "gpu-check": "gpu_check.py",
     "mutation-check": "mutation_check.py",
+    "stability": "stability.py",
 }
 
 

@@ -1,0 +1,41 @@
+"""The options the ``unfold-bench`` commands share, defined once (as asv's ``commands/common_args.py``).
+
+Each ``add_*`` adds one option to a parser with the same name, choices, default and help in every command that
+takes it: ``--profile``, ``--regime``, ``--bench`` (the cell regex ``make bench``'s ``BENCH`` passes) and
+``--config`` (asv's configuration file).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from benchmarks.allocator import DEFAULT_REGIME, REGIMES
+from benchmarks.profiles import PROFILES
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_HELP = (
+    "a regex over the cells' asv names, e.g. \"unfold.Quick.time_forward('gather', 'allcnnc-conv2', 'cpu')\": "
+    "conv2, 'gather', \"'gather', 'allcnnc-conv2'\""
+)
+
+
+def add_profile(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="quick",
+        help="problem size: quick (batch at most 8) or full (the configs' own) (default quick)",
+    )
+
+
+def add_regime(parser: argparse.ArgumentParser, default: str = DEFAULT_REGIME) -> None:
+    parser.add_argument("--regime", choices=list(REGIMES), default=default, help=f"timing regime (default {default})")
+
+
+def add_bench(parser: argparse.ArgumentParser, default: str = "", help: str = BENCH_HELP) -> None:
+    parser.add_argument("--bench", default=default, help=help + (f" (default {default!r})" if default else ""))
+
+
+def add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration file")
