@@ -2,8 +2,9 @@
 
 A few cells are timed twice in one run, in the same timing regime and with the same number of threads: by the
 asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``), and by
-``torch.utils.benchmark.Timer.blocked_autorange`` in a process per cell that calls the strategy directly
-(inputs made with the same seeds; for a strategy that compiles, one untimed call first). It prints both
+``torch.utils.benchmark.Timer.blocked_autorange`` in as many processes per round as the harness gives each cell,
+each calling every strategy directly in an order of its own (inputs made with the same seeds; for a strategy
+that compiles, one untimed call first). It prints both
 medians per cell and round, then per cell the ratio of the two timers' medians over the rounds, and each
 timer's spread over its processes (slowest process over fastest). Processes differ from each other (on a
 shared VM one process's median can differ from another's for the same code by more than the timers differ),
@@ -57,12 +58,26 @@ for strategy, config, call in json.loads(sys.argv[1]):
     scope = {"f": f, "x": w.input, "leaf": w.leaf, "kw": w.kwargs, "g": w.grad_output}
     exec(stmt, scope)  # a strategy that compiles compiles here, untimed
     timer = Timer(stmt, globals=scope, num_threads=torch.get_num_threads())
-    out[f"{strategy}:{config}:{call}"] = timer.blocked_autorange(min_run_time=1.0).median
+    out[f"{strategy}:{config}:{call}"] = timer.blocked_autorange(min_run_time=0.3).median
 print(json.dumps(out))
 """
 
 
+EVERY_STRATEGY_CONFIGS = ("allcnnc-conv2", "allcnnc-conv3")  # --cells every: each strategy on these, both calls
+
+
 def _parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
+    if text == "every":
+        from impls import STRATEGIES
+
+        profile = PROFILES[profile_name]
+        return [
+            (name, config, call)
+            for config in EVERY_STRATEGY_CONFIGS
+            for name in STRATEGIES
+            for call in CALLS
+            if Cell.from_names(name, config, "cpu", profile).skip_reason() is None
+        ]
     cells = []
     for item in text.split(","):
         parts = item.strip().split(":")
@@ -80,7 +95,11 @@ def _parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cells", default=",".join(DEFAULT_CELLS), help="STRATEGY:CONFIG:CALL,... (CPU)")
+    parser.add_argument(
+        "--cells",
+        default=",".join(DEFAULT_CELLS),
+        help=f"STRATEGY:CONFIG:CALL,... (CPU), or 'every': each strategy on {', '.join(EVERY_STRATEGY_CONFIGS)}",
+    )
     add_profile(parser)
     add_regime(parser)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both timers (default 5)")
@@ -103,7 +122,7 @@ def main() -> int:
     print(f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of harness then Timer", flush=True)
     for round_ in range(1, args.rounds + 1):
         harness = _time_by_harness(cells, profile.class_name, machine, commit, env)
-        independent = _time_by_timer(cells, profile.name, env)
+        independent = _time_by_timer(cells, profile.name, env, profile.rounds)
         for key in keys:
             for found, kept in ((harness, by_harness), (independent, by_timer)):
                 if key in found:
@@ -118,8 +137,10 @@ def main() -> int:
     lines = [
         f"make agreement: machine {machine_name(regime.name)}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}",
         f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
-        "ratio: the harness's median over the rounds / torch.utils.benchmark's median over the rounds (each round",
-        "one process per cell for each timer); spread: a timer's slowest round over its fastest",
+        f"ratio: the harness's median over the rounds / torch.utils.benchmark's median over the rounds (each round, "
+        f"{profile.rounds} processes",
+        "per cell for each timer: asv's rounds, and as many Timer processes); spread: a timer's slowest round over its",
+        "fastest",
         "",
         f"{'cell':<42} {'harness ms':>10} {'Timer ms':>9} {'ratio':>6} {'harness spread':>15} {'Timer spread':>13}",
     ]
@@ -170,15 +191,20 @@ def _time_by_harness(
     return {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in table.itertuples() if r.status == "ok"}
 
 
-def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: dict) -> dict[str, float]:
-    """``torch.utils.benchmark``'s medians of ``cells``, each in a process of its own as in the harness."""
-    independent = {}
-    for cell in cells:
-        rows, why = run_json_child([sys.executable, "-c", _TIMER, json.dumps([cell]), profile_name], None, env, 900)
+def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: dict, processes: int) -> dict[str, float]:
+    """``torch.utils.benchmark``'s figure of each of ``cells``: the median over ``processes`` processes (as many as
+    the harness gives each cell: the profile's ``rounds``), each timing every cell in an order of its own."""
+    import random
+
+    found: dict[str, list[float]] = {}
+    for _ in range(processes):
+        order = random.sample(cells, len(cells))
+        rows, why = run_json_child([sys.executable, "-c", _TIMER, json.dumps(order), profile_name], None, env, 1800)
         if why or not rows:
-            raise RuntimeError(f"torch.utils.benchmark's process for {cell}: {why or 'printed no figure'}")
-        independent.update(rows[-1])
-    return independent
+            raise RuntimeError(f"torch.utils.benchmark's process: {why or 'printed no figure'}")
+        for key, value in rows[-1].items():
+            found.setdefault(key, []).append(value)
+    return {key: statistics.median(values) for key, values in found.items()}
 
 
 if __name__ == "__main__":
