@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -48,9 +49,52 @@ def _is_impls(module_name: str) -> bool:
     return module_name == "impls" or module_name.startswith("impls.")
 
 
+OUTSIDE_VARIABLE = "UNFOLD_BENCH_GATE_STRATEGY"  # module:attribute: gate that strategy of another repository
+
+
+def load_outside(tree: Path, spec: str) -> dict[str, Strategy]:
+    """The strategy ``spec`` (``module:attribute``) of another repository's checkout ``tree`` (its ``src/`` layout
+    or its root), as ``impls.plugins`` takes it; the modules of its top-level package already imported are back
+    in place afterwards, so the other revision's can be loaded beside it."""
+    from impls.plugins import as_strategy
+
+    tree = Path(tree).resolve()
+    module_name, _, attribute = spec.partition(":")
+    top = module_name.split(".")[0]
+
+    def mine(name: str) -> bool:
+        return name == top or name.startswith(f"{top}.")
+
+    saved = {name: module for name, module in sys.modules.items() if mine(name)}
+    for name in saved:
+        del sys.modules[name]
+    roots = [str(path) for path in (tree / "src", tree) if path.is_dir()]
+    sys.path[:0] = roots
+    try:
+        module = importlib.import_module(module_name)
+        found = Path(module.__file__ or "").resolve()
+        if tree not in found.parents:  # timing other code than the revision's would make the verdict a lie
+            raise ImportError(f"imported {module_name} from {found}, not from {tree}")
+        target: object = module
+        for part in attribute.split("."):
+            target = getattr(target, part)
+        strategy = as_strategy(attribute.rsplit(".", 1)[-1], target, f"{module_name} at {tree.name}")
+        return {strategy.name: strategy}
+    finally:
+        for root in roots:
+            sys.path.remove(root)
+        for name in [name for name in sys.modules if mine(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
 def load_strategies(tree: Path) -> dict[str, Strategy]:
-    """The registry of the ``impls`` package in the checkout ``tree``; the modules already imported under the
-    name ``impls`` are back in place afterwards, so a second checkout can be loaded beside the first."""
+    """The registry of the ``impls`` package in the checkout ``tree``, or, when ``$UNFOLD_BENCH_GATE_STRATEGY``
+    names one, that strategy of another repository's checkout (``load_outside``); the modules already imported under
+    the name ``impls`` are back in place afterwards, so a second checkout can be loaded beside the first."""
+    spec = os.environ.get(OUTSIDE_VARIABLE)
+    if spec:
+        return load_outside(tree, spec)
     tree = Path(tree).resolve()
     saved = {name: module for name, module in sys.modules.items() if _is_impls(name)}
     for name in saved:

@@ -5,10 +5,18 @@ Every strategy is called as ``unfold(input, kernel_size, dilation=1, padding=0, 
 """
 
 from impls.geometry import SPATIAL_DIMS, SUPPORTED_DTYPES, Geometry, parse
-from impls.registry import STRATEGIES, TESTED_STRATEGIES, UNVERIFIED, get_strategy, strategy_names
+from impls.registry import (
+    PLUGIN_PROBLEMS,
+    STRATEGIES,
+    TESTED_STRATEGIES,
+    UNVERIFIED,
+    get_strategy,
+    strategy_names,
+)
 from impls.strategy import Strategy
 
 __all__ = [
+    "PLUGIN_PROBLEMS",
     "SPATIAL_DIMS",
     "STRATEGIES",
     "SUPPORTED_DTYPES",

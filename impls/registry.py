@@ -1,6 +1,8 @@
 """The one registry of strategies. Tests, benchmarks and reports take their list from here.
 
-Adding a strategy is one module exposing ``unfold = Strategy(...)`` plus one line in ``_REGISTERED``.
+Adding a strategy is one module exposing ``unfold = Strategy(...)`` plus one line in ``_REGISTERED``; a strategy
+from another package comes in without an edit here (``impls.plugins``: an entry point or
+``UNFOLD_BENCH_STRATEGIES``).
 
 A strategy written for a device that no session has had yet waits in ``_UNVERIFIED``: the tests run it
 (``TESTED_STRATEGIES``) wherever it can run, benchmarks and reports never see it. Once the test suite passes
@@ -20,6 +22,7 @@ from impls import (
     gather_reuse,
     native,
     onehot,
+    plugins,
     tiling,
     triton_gather,
 )
@@ -42,11 +45,18 @@ _REGISTERED: tuple[Strategy, ...] = (
 # Checked only under Triton's CPU interpreter so far; the issue asks for the GPU parity tests to pass first.
 _UNVERIFIED: tuple[Strategy, ...] = (triton_gather.unfold,)
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in _REGISTERED}
+_BUILT_IN: dict[str, Strategy] = {s.name: s for s in _REGISTERED}
 UNVERIFIED: dict[str, Strategy] = {s.name: s for s in _UNVERIFIED}
-TESTED_STRATEGIES: dict[str, Strategy] = {**STRATEGIES, **UNVERIFIED}
-if len(TESTED_STRATEGIES) != len(_REGISTERED) + len(_UNVERIFIED):
+if len({**_BUILT_IN, **UNVERIFIED}) != len(_REGISTERED) + len(_UNVERIFIED):
     raise RuntimeError("two strategies share a name")
+
+# Strategies from outside the repository (impls.plugins): added after the built-in ones; one that cannot be loaded,
+# or whose name is taken, is left out and listed in PLUGIN_PROBLEMS (name -> why).
+_OUTSIDE, PLUGIN_PROBLEMS = plugins.load()
+for _name in [n for n in _OUTSIDE if n in _BUILT_IN or n in UNVERIFIED]:
+    PLUGIN_PROBLEMS[_name] = f"{_OUTSIDE.pop(_name).origin}: the name {_name!r} is taken by a built-in strategy"
+STRATEGIES: dict[str, Strategy] = {**_BUILT_IN, **_OUTSIDE}
+TESTED_STRATEGIES: dict[str, Strategy] = {**STRATEGIES, **UNVERIFIED}
 
 
 def get_strategy(name: str) -> Strategy:

@@ -119,6 +119,8 @@ class Strategy:
         compile_defect: why the strategy fails inside ``torch.compile(fullgraph=True)``, or None; checked both
             ways by the tests (``impls.capabilities``).
         builds_extension: True when the strategy's kernel is a C++ extension built (once, cached) on first use.
+        origin: where an outside strategy comes from (its package and version, or the module it was named by;
+            ``impls.plugins``), or None for this repository's own.
         advises_huge_pages: True when the strategy advises its fresh results (from a size its module states) into
             transparent huge pages before writing them (Linux ``madvise``), so they page-fault once per 2 MiB
             instead of once per 4 KiB; its floor is then ``time_fresh_output_huge_pages`` (``benchmarks.bounds``),
@@ -137,6 +139,7 @@ class Strategy:
     reuses_output: bool = False
     compiles: bool = False
     builds_extension: bool = False
+    origin: str | None = None
     missing_requirement: str | None = None
     empty_batch_defect: str | None = None
     compile_defect: str | None = None

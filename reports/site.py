@@ -475,7 +475,8 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
     history = analysis.series(table)
     names = sorted(set(registry) | set(history.strategy.dropna()))
     page.paragraph(
-        "Each strategy from the registry (<code>impls/</code>) and its figures across commits; what "
+        "Each strategy from the registry (<code>impls/</code>, and strategies from other packages: "
+        "<code>docs/your-own-unfold.md</code>) and its figures across commits; what "
         'each can do is in the <a href="index.html#capabilities">capability matrix</a>.'
     )
     page.add("<p>" + " · ".join(f'<a href="#{html.escape(n)}">{html.escape(n)}</a>' for n in names) + "</p>")
@@ -487,9 +488,10 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
         else:
             page.add(
                 _table(
-                    ["description", "spatial dims", "devices"],
+                    ["from", "description", "spatial dims", "devices"],
                     [
                         [
+                            (entry.get("origin", ""), ""),
                             (entry["description"], ""),
                             (", ".join(map(str, entry["spatial_dims"])), ""),
                             (", ".join(entry["devices"]), ""),
@@ -557,7 +559,12 @@ def machines_page(table: pd.DataFrame) -> Page:
 def _registry() -> dict[str, dict]:
 
     return {
-        s.name: {"description": s.description, "spatial_dims": s.spatial_dims, "devices": s.devices}
+        s.name: {
+            "description": s.description,
+            "spatial_dims": s.spatial_dims,
+            "devices": s.devices,
+            "origin": s.origin or "unfold-bench (impls/)",
+        }
         for s in STRATEGIES.values()
     }
 

@@ -65,6 +65,13 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = ROOT / ".asv" / "logs" / f"bench-{info['machine']}-{profile.name}-{stamp}.log"
     print(f"machine {info['machine']}: {info['device_names']}; torch {info['torch_version']}")
+    from impls import PLUGIN_PROBLEMS, STRATEGIES
+
+    outside = [s for s in STRATEGIES.values() if s.origin]
+    if outside:
+        print("strategies from outside: " + ", ".join(f"{s.name} ({s.origin})" for s in outside))
+    for name, why in PLUGIN_PROBLEMS.items():
+        print(f"set aside: strategy {name!r}: {why}")
     print(f"timing regime: {regime.label}: {regime.description}")
     print(f"asv's output: {log_path}")
 
@@ -106,6 +113,9 @@ def main() -> int:
 
     results_dir = Path(args.config).resolve().parent / Config.load(args.config).results_dir  # as asv resolves it
     print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries))
+    if PLUGIN_PROBLEMS:  # a plugin that could not be loaded counts as a failed cell: the others' results stand
+        print(f"{len(PLUGIN_PROBLEMS)} outside strateg{'y' if len(PLUGIN_PROBLEMS) == 1 else 'ies'} set aside (above)")
+        status = max(status, 2)
     return status
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -44,6 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
+from benchmarks.paired import OUTSIDE_VARIABLE
 from benchmarks.profiles import PROFILES, benchmark_regex
 from reports.compare import (
     P_THRESHOLD,
@@ -68,8 +70,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".asv" / "regress"
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+def _git(*args: str, repo: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def gate_config(source: Path = ROOT / "asv.conf.json") -> Path:
@@ -102,15 +104,16 @@ def _callgrind_cell(spec: str) -> str:
 
 
 @contextmanager
-def checkout(revision: str, name: str) -> Iterator[Path]:
-    """``revision`` checked out in a temporary git worktree ``.asv/regress/worktree-NAME``, removed afterwards."""
+def checkout(revision: str, name: str, repo: Path = ROOT) -> Iterator[Path]:
+    """``revision`` of the git repository ``repo`` (this one by default) checked out in a temporary git worktree
+    ``.asv/regress/worktree-NAME``, removed afterwards."""
     tree = WORK / f"worktree-{name}"
-    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
-    _git("worktree", "add", "--detach", str(tree), revision)
+    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo, capture_output=True)
+    _git("worktree", "add", "--detach", str(tree), revision, repo=repo)
     try:
         yield tree
     finally:
-        _git("worktree", "remove", "--force", str(tree))
+        _git("worktree", "remove", "--force", str(tree), repo=repo)
 
 
 def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, list[int | None]]:
@@ -143,7 +146,7 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
 
     regime = get_regime(args.regime)
     measurements: list[dict] = []
-    with checkout(base, "base") as base_tree, checkout(head, "head") as head_tree:
+    with checkout(base, "base", args.repo) as base_tree, checkout(head, "head", args.repo) as head_tree:
         names: list[str] = []
         for tree in (base_tree, head_tree):
             try:
@@ -247,6 +250,18 @@ def main() -> int:
     add_profile(parser)
     add_bench(parser)
     parser.add_argument(
+        "--repo",
+        type=Path,
+        default=ROOT,
+        help="the git repository whose revisions are compared (default: this one); with --strategy, your own",
+    )
+    parser.add_argument(
+        "--strategy",
+        dest="outside",
+        help="MODULE:ATTRIBUTE: gate that unfold of --repo (a callable with F.unfold's signature, or a Strategy), "
+        "loaded from each revision's tree (its src/ or its root), instead of this repository's impls",
+    )
+    parser.add_argument(
         "--memory-threshold", type=float, default=defaults.memory, help="relative growth that fails (%(default)g)"
     )
     parser.add_argument(
@@ -342,7 +357,19 @@ def main() -> int:
     except re.error as error:
         parser.error(f"--bench {args.bench!r}: not a regular expression ({error})")
 
-    base, head = _git("rev-parse", args.base), _git("rev-parse", args.head)
+    args.repo = args.repo.resolve()
+    if args.outside is not None:
+        if ":" not in args.outside:
+            parser.error(f"--strategy {args.outside!r}: expected MODULE:ATTRIBUTE")
+        if args.mode != "paired":
+            parser.error("--strategy: another repository's unfold is gated in the paired mode only")
+        os.environ[OUTSIDE_VARIABLE] = args.outside  # this process and every one it starts load it from the trees
+    elif args.repo != ROOT.resolve():
+        parser.error(f"--repo {str(args.repo)!r}: give the unfold to gate there with --strategy MODULE:ATTRIBUTE")
+    try:
+        base, head = _git("rev-parse", args.base, repo=args.repo), _git("rev-parse", args.head, repo=args.repo)
+    except subprocess.CalledProcessError as error:
+        parser.error(f"revisions {args.base!r}, {args.head!r} in {args.repo}: {error.stderr.strip()}")
     from benchmarks.machine import register_machine
 
     info = register_machine(args.machine)

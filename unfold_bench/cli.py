@@ -19,19 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.advise import (
-    BUDGET,
-    MIN_ROUNDS,
-    AdviceError,
-    Layer,
-    check_device,
-    layer_config,
-    measure_layer,
-    model_layers,
-)
-from benchmarks.allocator import REGIMES
-
 ROOT = Path(__file__).resolve().parent.parent
+VARIABLE = "UNFOLD_BENCH_STRATEGIES"  # impls.plugins.VARIABLE, not imported: importing impls loads the registry
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -75,6 +64,18 @@ def _set_aside(needs: list[str], device: str) -> dict[str, str]:
 
 def advise(argv: list[str]) -> int:
     """Which strategy to ship for your own layers or model (ranked, measured here)."""
+    from benchmarks.advise import (
+        BUDGET,
+        MIN_ROUNDS,
+        AdviceError,
+        Layer,
+        check_device,
+        layer_config,
+        measure_layer,
+        model_layers,
+    )
+    from benchmarks.allocator import REGIMES
+
     parser = argparse.ArgumentParser(
         prog="unfold-bench advise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -239,14 +240,42 @@ def _summary(script: str) -> str:
 
 
 def _usage() -> str:
-    lines = ["usage: unfold-bench COMMAND [--help | options]", "", "commands:"]
+    lines = ["usage: unfold-bench [--strategy MODULE:ATTRIBUTE ...] COMMAND [--help | options]", "", "commands:"]
     lines += [f"  {name:<15}{(COMMANDS[name].__doc__ or '').splitlines()[0]}" for name in COMMANDS]
     lines += [f"  {name:<15}{_summary(script)}" for name, script in SCRIPTS.items()]
+    lines += [
+        "",
+        "--strategy MODULE:ATTRIBUTE  add your own unfold (a callable with F.unfold's signature, or a Strategy) to",
+        "                             every command and every process it starts; repeatable (docs/your-own-unfold.md)",
+    ]
     return "\n".join(lines)
 
 
+def outside_strategies(argv: list[str]) -> list[str]:
+    """``argv`` without its leading ``--strategy MODULE:ATTRIBUTE`` options, which are added to
+    ``$UNFOLD_BENCH_STRATEGIES`` (``impls.plugins``) before anything imports the registry."""
+    import os
+
+    specs = []
+    while argv and (argv[0] == "--strategy" or argv[0].startswith("--strategy=")):
+        if argv[0] == "--strategy":
+            if len(argv) < 2:
+                raise SystemExit("unfold-bench: error: --strategy needs MODULE:ATTRIBUTE")
+            specs.append(argv[1])
+            argv = argv[2:]
+        else:
+            specs.append(argv[0].split("=", 1)[1])
+            argv = argv[1:]
+    for spec in specs:
+        if ":" not in spec:
+            raise SystemExit(f"unfold-bench: error: --strategy {spec!r}: expected MODULE:ATTRIBUTE")
+    if specs:
+        os.environ[VARIABLE] = ",".join([*filter(None, os.environ.get(VARIABLE, "").split(",")), *specs])
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = outside_strategies(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     if argv and argv[0] in SCRIPTS:

@@ -1,0 +1,108 @@
+"""Strategies from outside this repository: installed packages' entry points and modules a user names.
+
+A package declares one in its ``pyproject.toml``::
+
+    [project.entry-points."unfold_bench.strategies"]
+    mine = "my_package.unfold:unfold"
+
+and a module on the path is named with ``UNFOLD_BENCH_STRATEGIES="module:attribute,..."`` (``unfold-bench
+--strategy module:attribute ...`` sets it, so that every process the suite starts loads the same). The
+attribute is a ``Strategy`` (to declare devices, dtypes and defects) or a plain callable with
+``torch.nn.functional.unfold``'s signature, which is wrapped: it gets the suite's argument validation and is
+declared for every spatial dim and device, and the correctness gate, the parity tests and the capability matrix
+find what it does not do. A plugin that cannot be loaded is left out, its name and reason kept in ``PROBLEMS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from collections.abc import Callable
+from importlib import metadata
+
+import torch
+
+from impls.geometry import Geometry
+from impls.strategy import Strategy
+
+GROUP = "unfold_bench.strategies"
+VARIABLE = "UNFOLD_BENCH_STRATEGIES"
+
+
+def wrap(name: str, function: Callable[..., torch.Tensor], origin: str) -> Strategy:
+    """A plain callable ``function(input, kernel_size, dilation, padding, stride)`` as a strategy named ``name``."""
+
+    def implementation(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        g = geometry
+        return function(input, g.kernel_size, dilation=g.dilation, padding=g.padding, stride=g.stride)
+
+    summary = (inspect.getdoc(function) or "").strip().splitlines()
+    return Strategy(
+        name=name,
+        description=f"from {origin}" + (f": {summary[0]}" if summary else ""),
+        spatial_dims=(1, 2, 3),
+        devices=("cpu", "cuda"),
+        implementation=implementation,
+        origin=origin,
+    )
+
+
+def as_strategy(name: str, found: object, origin: str) -> Strategy:
+    """``found`` (a ``Strategy`` or a callable) as a strategy, its ``origin`` recorded; a ``TypeError`` otherwise."""
+    if isinstance(found, Strategy):
+        from dataclasses import replace
+
+        return replace(found, origin=found.origin or origin)
+    if callable(found):
+        return wrap(name, found, origin)
+    raise TypeError(f"{type(found).__name__} is neither a Strategy nor a callable")
+
+
+def _distribution(module_name: str) -> str | None:
+    """The installed package (name and version) that provides ``module_name``'s top-level package, if any."""
+    top = module_name.split(".")[0]
+    for name in metadata.packages_distributions().get(top, []):
+        return f"{name} {metadata.version(name)}"
+    return None
+
+
+def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str]) -> None:
+    for entry in metadata.entry_points(group=GROUP):
+        origin = f"{entry.dist.name} {entry.dist.version}" if entry.dist else entry.value
+        try:
+            found[entry.name] = as_strategy(entry.name, entry.load(), origin)
+        except Exception as error:  # any failure of someone else's package: reported, never fatal
+            problems[entry.name] = f"entry point {entry.value!r} ({origin}) could not be loaded: {_why(error)}"
+
+
+def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: str) -> None:
+    for spec in (s.strip() for s in value.split(",") if s.strip()):
+        module_name, _, attribute = spec.partition(":")
+        name = attribute.rsplit(".", 1)[-1] or spec
+        if not module_name or not attribute:
+            problems[spec] = f"{VARIABLE}: {spec!r} is not module:attribute"
+            continue
+        try:
+            target: object = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+            origin = _distribution(module_name) or f"{module_name} (module)"
+            strategy = as_strategy(name, target, origin)
+            found[strategy.name] = strategy
+        except Exception as error:  # any failure of someone else's module: reported, never fatal
+            problems[name] = f"{VARIABLE}: {spec!r} could not be loaded: {_why(error)}"
+
+
+def _why(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def load(value: str | None = None) -> tuple[dict[str, Strategy], dict[str, str]]:
+    """The outside strategies (entry points of group ``GROUP``, then ``value``, by default ``$UNFOLD_BENCH_STRATEGIES``)
+    by name, and the plugins that could not be loaded, by name, with why."""
+    found: dict[str, Strategy] = {}
+    problems: dict[str, str] = {}
+    _from_entry_points(found, problems)
+    _from_variable(found, problems, os.environ.get(VARIABLE, "") if value is None else value)
+    return found, problems

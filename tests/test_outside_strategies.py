@@ -1,0 +1,225 @@
+"""Strategies from outside the repository (``impls.plugins``): loaded from a module a user names or from an
+installed package's entry point, checked like a built-in one, and set aside with a reason when they cannot be
+loaded or are wrong, while the other strategies' results stand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.cells import Cell, check_cell, gate
+from benchmarks.profiles import QUICK
+from impls import STRATEGIES
+from impls.capabilities import CAPABILITIES, WORKS, check
+from impls.plugins import GROUP, VARIABLE, load
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTSIDE = ROOT / "tests" / "fixtures" / "outside"
+
+
+@pytest.fixture
+def outside_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(OUTSIDE))
+    for name in [n for n in sys.modules if n.startswith("outside_")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_plain_callable_becomes_a_strategy_that_passes_the_correctness_gate_on_every_quick_config(outside_path):
+    found, problems = load("outside_unfold:outside_unfold")
+    assert problems == {}
+    strategy = found["outside_unfold"]
+    assert strategy.origin == "outside_unfold (module)" and strategy.spatial_dims == (1, 2, 3)
+    for config in QUICK.configs():
+        verdict = check_cell(Cell(strategy, config, "cpu"))
+        assert verdict.problem(backward=True) is None, (config.name, verdict)
+
+
+def test_the_wrapped_strategy_gets_the_suites_argument_validation(outside_path):
+    strategy = load("outside_unfold:outside_unfold")[0]["outside_unfold"]
+    with pytest.raises(ValueError, match="kernel_size"):
+        strategy(torch.ones(1, 1, 4, 4), kernel_size=0)
+
+
+def test_a_plugin_that_cannot_be_loaded_is_set_aside_with_its_name_and_why(outside_path):
+    found, problems = load("outside_broken:anything,outside_bad:not_callable,outside_bad:missing,no_colon")
+    assert found == {}
+    assert "ModuleNotFoundError" in problems["anything"] and "a_package_that_is_not_installed" in problems["anything"]
+    assert "neither a Strategy nor a callable" in problems["not_callable"]
+    assert "AttributeError" in problems["missing"]
+    assert "not module:attribute" in problems["no_colon"]
+
+
+@pytest.mark.parametrize(
+    ("name", "finding"),
+    [
+        ("wrong_shape", "shape"),
+        ("wrong_values", "wrong output"),
+        ("wrong_dtype", "dtype"),
+        ("raises", "this unfold always fails"),
+    ],
+)
+def test_a_wrong_plugin_fails_its_cells_with_the_reason_and_the_others_stand(outside_path, name, finding):
+    found, problems = load(f"outside_bad:{name},outside_unfold:outside_unfold")
+    assert problems == {}
+    config = next(c for c in QUICK.configs() if c.name == "allcnnc-conv2")
+    cells = [
+        Cell(found[name], config, "cpu"),
+        Cell(found["outside_unfold"], config, "cpu"),
+        Cell(STRATEGIES["native"], config, "cpu"),
+    ]
+    verdicts = gate(cells, cache=None)
+    assert finding in verdicts[(name, config.name, "cpu")].problem(backward=False)
+    assert verdicts[("outside_unfold", config.name, "cpu")].problem(backward=True) is None
+    assert verdicts[("native", config.name, "cpu")].problem(backward=True) is None
+
+
+def _registry_in_a_process(env: dict) -> dict:
+    """What the registry holds in a fresh process started with ``env`` (as asv's and the gate's children are)."""
+    code = (
+        "import json; from impls import STRATEGIES, PLUGIN_PROBLEMS; "
+        "print(json.dumps({'strategies': {n: s.origin for n, s in STRATEGIES.items()}, 'problems': PLUGIN_PROBLEMS}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_registry_of_every_process_takes_the_named_strategies_and_refuses_a_taken_name():
+    env = {VARIABLE: "outside_unfold:outside_unfold,outside_broken:x,outside_bad:raises", "PYTHONPATH": str(OUTSIDE)}
+    found = _registry_in_a_process({**env, VARIABLE: env[VARIABLE] + ",outside_unfold:outside_unfold"})
+    assert found["strategies"]["outside_unfold"] == "outside_unfold (module)"
+    assert found["strategies"]["raises"] == "outside_bad (module)"  # loads; the gate finds it wrong
+    assert found["strategies"]["native"] is None  # the built-in ones, untouched
+    assert "ModuleNotFoundError" in found["problems"]["x"]
+    taken = _registry_in_a_process({VARIABLE: "torch.nn.functional:unfold"})  # named "unfold": free
+    assert "unfold" in taken["strategies"]
+
+
+@pytest.mark.slow
+def test_an_installed_packages_entry_point_is_found_with_its_package_and_version(tmp_path):
+    """An installed distribution, as pip leaves it on the path: a ``.dist-info`` with its entry points."""
+    site = tmp_path / "site"
+    (site / "their_unfold").mkdir(parents=True)
+    (site / "their_unfold" / "__init__.py").write_text((OUTSIDE / "outside_unfold.py").read_text())
+    info = site / "their_unfold-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: their-unfold\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\ntheirs = their_unfold:outside_unfold\n")
+    (info / "top_level.txt").write_text("their_unfold\n")
+    found = _registry_in_a_process({"PYTHONPATH": str(site)})
+    assert found["strategies"]["theirs"] == "their-unfold 1.2.3" and found["problems"] == {}
+
+
+def test_unfoldnd_through_the_outside_path_computes_what_onehot_computes():
+    """The installed unfoldNd package named as an outside strategy gives onehot's output, and works wherever
+    onehot works (where onehot declares a defect, the plain callable declares nothing and is left to the checks)."""
+    found, problems = load("unfoldNd:unfoldNd")
+    assert problems == {}
+    outside, onehot = found["unfoldNd"], STRATEGIES["onehot"]
+    assert outside.origin.startswith("unfoldNd ")
+    for config in QUICK.configs():
+        if config.torch_dtype != torch.float32 or onehot.unsupported_reason(
+            config.spatial_dims, "cpu", config.torch_dtype
+        ):
+            continue
+        x = config.make_input("cpu", seed=0)
+        assert torch.equal(outside(x, **config.unfold_kwargs()), onehot(x, **config.unfold_kwargs())), config.name
+    for capability in CAPABILITIES:
+        if check(onehot, capability) == WORKS and not capability.startswith("dtype b"):
+            assert check(outside, capability) == WORKS, capability
+
+
+@pytest.mark.slow
+def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no_edit_to_impls(tmp_path):
+    from benchmarks.runner import scratch_config
+    from reports.results import load_results
+
+    config = scratch_config(tmp_path, ROOT)
+    env = {**os.environ, "PYTHONPATH": str(OUTSIDE)}
+    command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "outside_unfold:outside_unfold", "bench"]
+    command += ["--config", str(config), "--bench", "'outside_unfold', 'example', 'cpu'", "--summaries", str(tmp_path)]
+    ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "strategies from outside: outside_unfold (outside_unfold (module))" in ran.stdout
+    table = load_results(tmp_path / "results")
+    mine = table[(table.strategy == "outside_unfold") & (table.config == "example") & (table.device == "cpu")]
+    assert set(mine[mine.suite == "unfold"].status) == {"ok"}
+    matrix_dir = tmp_path / "capabilities"
+    command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "outside_unfold:outside_unfold"]
+    command += ["capabilities", "--devices", "cpu", "--out", str(matrix_dir)]
+    ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (record,) = [json.loads(p.read_text()) for p in matrix_dir.glob("*.json")]
+    assert record["cells"]["cpu"]["outside_unfold"]["gradient"] == WORKS
+
+
+def _commit(repo: Path, message: str) -> str:
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message], cwd=repo, check=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+SLOWER = textwrap.dedent(
+    '''
+
+    import time as _time
+
+    _fast = outside_unfold
+
+
+    def outside_unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+        """The same unfold, then a spin of half its own time (an injected slowdown)."""
+        start = _time.perf_counter()
+        out = _fast(input, kernel_size, dilation, padding, stride)
+        spent = _time.perf_counter() - start
+        while _time.perf_counter() - start < 1.5 * spent:
+            pass
+        return out
+    '''
+)
+
+
+def _gate(repo: Path, base: str, head: str, tmp_path: Path) -> tuple[int, dict]:
+    verdict = tmp_path / f"verdict-{head[:8]}.json"
+    command = [sys.executable, "-m", "unfold_bench.cli", "regress", base, head, "--repo", str(repo)]
+    command += ["--strategy", "outside_unfold:outside_unfold", "--bench", "allcnnc-conv2, cpu", "--processes", "4"]
+    command += ["--rounds-per-process", "1", "--blocks", "12", "--round-seconds", "0.2"]  # a 50% slowdown: few
+    command += ["--verdict-file", str(verdict)]
+    ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert verdict.exists(), ran.stdout + ran.stderr
+    return ran.returncode, json.loads(verdict.read_text())
+
+
+@pytest.mark.slow
+def test_the_gate_judges_a_strategy_of_another_repository_from_each_revisions_tree(tmp_path):
+    """A throwaway repository holding only the user's module: a comment-only commit passes, a slowdown fails."""
+    repo = tmp_path / "theirs"
+    (repo / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    module = repo / "src" / "outside_unfold.py"
+    module.write_text((OUTSIDE / "outside_unfold.py").read_text())
+    start = _commit(repo, "their unfold")
+    module.write_text(module.read_text() + "\n# a comment only\n")
+    comment = _commit(repo, "a comment")
+    module.write_text(module.read_text() + SLOWER)
+    slower = _commit(repo, "slower")
+
+    status, verdict = _gate(repo, start, comment, tmp_path)
+    assert status == 0 and verdict["status"] == 0, verdict
+    assert {c["cell"].split(" ", 1)[1] for c in verdict["cells"]} >= {"('outside_unfold', 'allcnnc-conv2', 'cpu')"}
+    status, verdict = _gate(repo, comment, slower, tmp_path)
+    assert status == 1, verdict
+    flagged = [c for c in verdict["cells"] if c["verdict"] == "regression"]
+    assert any(c["cell"].startswith("forward ") for c in flagged), verdict
