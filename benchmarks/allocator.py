@@ -1,28 +1,16 @@
 """glibc's allocator in benchmark processes: the two timing regimes, and the pinned threshold net peaks need.
 
-glibc ``malloc`` serves a block of at least ``M_MMAP_THRESHOLD`` bytes (128 KiB at start) with a fresh
-``mmap``, whose pages fault on first touch, and a smaller one from its heap, whose pages may already be
-resident. The threshold is *dynamic*: each time an mmapped block is freed it rises to that block's size, up
-to 32 MiB. So in a user's process an unfold output below 32 MiB comes back from the heap, already resident,
-from the second call on (on a GPU, PyTorch's caching allocator does the same for every size), while an output
-above 32 MiB is fresh memory on every call.
+glibc ``malloc`` serves a block of at least ``M_MMAP_THRESHOLD`` bytes with a fresh ``mmap`` (its pages fault on
+first touch) and a smaller one from its heap (its pages may be resident). The threshold is dynamic, rising to the
+size of each freed mmapped block up to 32 MiB, so what a call pays depends on what the process freed before.
 
-Timing regimes (``REGIMES``), chosen per run and recorded with every result (the machine name carries it):
-
-- ``warm`` (the default): the allocator as a user's process has it, nothing pinned; every sample's output is
-  freed before the next call (the harness drops it in the setup before each sample), as
-  ``torch.utils.benchmark`` and pytest-benchmark measure.
-- ``fresh-pages``: the threshold pinned at 128 KiB (glibc's starting value, which also switches the dynamic
-  adjustment off): every block over 128 KiB is fresh memory from the kernel, so every timed call pays the
-  first-touch page faults of its output, as a first call does.
-
-Net peak memory is measured with the threshold pinned in either regime: with the dynamic threshold a net peak
-depends on what the process freed before (repeated calls of one strategy in one process give different net
-peaks; pinned, they repeat). The memory benchmarks call ``pin_mmap_threshold_now`` before their warm-up
-call; a process of the fresh-pages regime starts pinned (``MALLOC_MMAP_THRESHOLD_`` in its environment, read
-by glibc at start).
+Timing regimes (``REGIMES``): ``warm`` (the default), the allocator as a user's process has it; ``fresh-pages``,
+the threshold pinned at 128 KiB, so every timed call pays its output's first-touch page faults. Net peaks are
+measured with the threshold pinned in either regime (``pin_mmap_threshold_now``), so that they repeat.
 
 No torch import here: this must run before torch allocates anything.
+
+Details: docs/internals.md#benchmarksallocatorpy.
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
 """Paired ratios measured with the process and the placement as levels of their own.
 
-On a small VM the error that dominates a timing is not the call but where its buffers landed and how the
-process's code is laid out (Mytkowicz et al., ASPLOS 2009; Curtsinger and Berger, ASPLOS 2013). So a ratio of
-two callables' times is measured at three nested levels (Kalibera and Jones, ISMM 2013):
-
-- **blocks**: four adjacent calls A B B A on the same inputs, each after both sides' outputs are dropped; a
-  block gives one log-ratio, the mean of its two pairs', so drift and the order within a pair cancel;
-- **rounds** (placements): every round allocates the inputs afresh behind a spacer of random size and at an offset
-  of its own (a multiple of 64 bytes) into their allocation, so their addresses and pages differ from round to
-  round as a user's tensors would;
-- **processes**: each a fresh interpreter, half of them setting up side B first (its code and buffers then
-  land first), since which side was set up first shifts the ratio systematically.
-
-A process measures every unit it is given (one pair of strategies on one config, forward or
-forward-backward) round by round, after each side's correctness check, and prints one JSON row per unit and
-round: the block log-ratios (or one row naming each side's problem: absent, skipped, or a wrong result).
-``process_estimate`` reduces a process's rows to its log-ratio per unit, and
-``across_processes`` turns the per-process estimates into the verdict's ratio, interval and resolution, with
-Student's t over the processes (the process is the unit of replication) and the set-up order as a fixed
-effect. ``benchmarks/variance.py`` estimates how much each level contributes.
+Where a process's buffers land and how its code is laid out move a timing more than the call does, so a ratio of
+two callables' times is measured at three nested levels: **blocks** (A B B A on the same inputs, one log-ratio
+each), **rounds** (the inputs placed afresh at addresses of their own) and **processes** (fresh interpreters, half
+setting up side B first). ``process_estimate`` reduces a process's rows to a log-ratio per unit;
+``across_processes`` gives the ratio, interval and resolution, with Student's t over the processes and the set-up
+order as a fixed effect.
 
 Run as a module (one process)::
 
     python -m benchmarks.replicates SPEC.json   # SPEC: {"sides": [...], "units": [...], "rounds": R, ...}
+
+Details: docs/internals.md#benchmarksreplicatespy.
 """
 
 from __future__ import annotations

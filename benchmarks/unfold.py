@@ -1,33 +1,17 @@
 """asv suite: forward and forward-backward runtime and net peak memory of every strategy on every config.
 
-Benchmarks (per profile class ``Quick`` / ``Full``, params strategy x config x device, identical on every
-machine):
+Benchmarks (per profile class ``Quick`` / ``Full``, params strategy x config x device): ``time_forward``,
+``time_forward_backward`` (backward with a fixed random ``grad_output``, not ``out.sum().backward()``, whose
+stride-0 gradient flatters every backward) and ``track_net_peak_forward`` / ``track_net_peak_forward_backward``
+(net peak bytes after one warm-up call, with the mmap threshold pinned: ``benchmarks.memory``,
+``benchmarks.allocator``).
 
-- ``time_forward``: one call, output kept (freeing it is not timed; allocating it is).
-- ``time_forward_backward``: forward plus ``out.backward(grad_output)`` with a fixed random ``grad_output``
-  made in setup (not ``out.sum().backward()``, whose stride-0 gradient flatters every backward).
-- ``track_net_peak_forward`` / ``track_net_peak_forward_backward``: net peak bytes of one call after one
-  untimed warm-up call (``benchmarks.memory``), with glibc's mmap threshold pinned first in every timing
-  regime (``benchmarks.allocator``); forward-backward materialises ``grad_output`` inside the call
-  so the figure is comparable with the analytic minimum in ``benchmarks.bounds``. A strategy that keeps its
-  output buffer between calls (``Strategy.reuses_output``) is charged that buffer on top.
+Every timed sample is one call, and asv re-runs ``setup`` before each, dropping the previous output, so the
+allocator sees what a user's loop gives it. ``setup`` raises ``NotImplementedError`` (asv: "n/a") for a cell that
+cannot run; a cell whose strategy failed the correctness gate (run once per asv run, in ``setup_cache``) raises
+``WrongResultError``, so asv reports it as failed and records no figure.
 
-Every timed sample is one call; asv re-runs ``setup`` before each, which drops the previous sample's output,
-so the allocator sees what a user's loop gives it (``benchmarks.allocator`` names the two regimes a run can
-time in). A strategy that compiles makes its compiling calls once per process, in the first setup.
-
-``setup`` raises ``NotImplementedError`` (asv: "n/a", skipped) for a CUDA cell on a machine without a GPU
-and for a strategy that does not support the config. The correctness gate runs once per asv run in
-``setup_cache`` (asv runs it before the cells and hands its verdicts to every setup), on the cells the run's
-``-b`` expression selects when the runner names it (``benchmarks.runner.SELECTION_VARIABLE``), else on all;
-a cell whose strategy failed it raises ``WrongResultError`` in setup (forward) or in the body
-(forward-backward, when only the gradient is wrong), so asv reports it as failed and records no figure. Each
-cell runs in its own process, and the gate checks the CPU cells in a separate process (a new one after a
-crash), so an exception or an out-of-memory kill fails that cell only.
-
-``strategies`` and ``params`` are class attributes so that a test suite can build the same classes over
-other strategies (``tests/fixtures/asv_suite``); the real classes take them from the registry and the config
-table.
+Details: docs/internals.md#benchmarksunfoldpy.
 """
 
 from __future__ import annotations

@@ -1,42 +1,18 @@
-"""``cpp``: a hand-written CPU kernel (a C++ extension, ``impls/csrc/unfold_cpu.cpp``) for the unfold and its
-adjoint, built with ``torch.utils.cpp_extension.load`` the first time the strategy is called.
+"""``cpp``: a hand-written CPU kernel (a C++ extension, ``impls/csrc/unfold_cpu.cpp``) for the unfold and its adjoint.
 
-Forward: OpenMP (``at::parallel_for``) over the ``N C`` planes; each plane of the output, ``K L`` contiguous
-elements, is written row by row, one window row of one kernel offset at a time. The copy moves the elements'
-bits, so every dtype is exact. With AVX-512, a 2-d plane whose window rows fit one register (stride 1 or 2) is
-first copied into a zero-padded buffer in L1, and each row is then one or two plain loads, a deinterleaving
-permute at stride 2 (what Inductor's C++ backend does not emit, see ``impls.compiled``) and one store. Otherwise
-each row is zeros where it reads padding, else one strided copy of the unpadded input with zero borders: along
-a contiguous innermost dim a vectorised copy at stride 1 and a deinterleaving one at stride 2. A pointwise
-problem (kernel 1, stride 1, no padding: a 1x1 convolution's unfold) whose input planes are contiguous is a copy
-of the planes, ``Tensor.copy_``, in both directions.
+Built with ``torch.utils.cpp_extension.load`` the first time the strategy is called, never on import; without a
+C++ compiler or ninja the strategy refuses every input (``Strategy.missing_requirement``).
 
-Backward: the adjoint (fold, col2im) as a gather, OpenMP over the planes: for each input row, a row of
-accumulators spanning the padded row (float for float16 and bfloat16, rounded once at the end) adds the whole
-``grad_output`` row of each kernel offset whose windows read the row, one innermost phase ``y mod s`` at a time
-(contiguous adds of the same length for every offset: no borders), then the phases are interleaved into the
-gradient and the padding's sums dropped. No atomics, no index tensor, nothing output-sized.
-Accumulating a half-precision gradient in float is within ``impls.parity``'s bound, which allows any summation
-order in the dtype's own precision: the float sum's error is ``2**13`` (float16) or ``2**16`` (bfloat16) times
-smaller than the bound's summation term, and the one final rounding is the bound's ``eps |exact|`` term.
+Forward: OpenMP over the ``N C`` planes; each plane's ``K L`` outputs are written row by row as bit copies (every
+dtype exact), from the unpadded input with zeros where a window reads padding.
 
-Memory: the results are fresh tensors from PyTorch's allocator. Where a thread's part of a result (1 MiB or more)
-is in pages not yet mapped in (glibc's ``mmap``'d blocks), the thread faults them in with one
-``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14 on; a hint elsewhere) before it writes them: a page fault taken inside
-the kernel's loops interrupts its loads and stores and costs more than the same fault in a plain write.
-``impls.cpp_huge_pages`` runs the same kernels with each fresh result advised into transparent huge pages
-(``impls.huge_pages``) instead.
+Backward: the adjoint (fold, col2im) as a gather over input rows: each input entry sums the ``grad_output``
+entries of the windows that read it, in float accumulators for float16 and bfloat16, rounded once at the end
+(within ``impls.parity``'s bound). No atomics, no index tensor, nothing output-sized.
 
-The kernels are registered as PyTorch operators (``torch.ops.<namespace>.unfold``, ``unfold_out``, ``fold``) with
-fake (meta) implementations, so the adjoint pair (``impls.adjoint_pair``) traces inside ``torch.compile`` and
-composes with ``jvp``, ``vmap`` and double backward as ``gather`` does. The namespace carries a hash of the source
-and flags, so two versions of this file can be loaded in one process (``benchmarks.paired`` loads two trees).
+The kernels are PyTorch operators with fake implementations, so the adjoint pair traces inside ``torch.compile``.
 
-Build: once per source, flags, torch version and CPU (``-march=native``: a build is only reused on a CPU with
-the same instruction-set flags), cached under ``$UNFOLD_BENCH_EXTENSIONS_DIR`` or
-``~/.cache/unfold-bench/extensions``; later processes only load it. Without a C++ compiler or ninja the strategy
-refuses every input, saying which is missing (``Strategy.missing_requirement``); importing this module never
-builds anything.
+Details: docs/internals.md#implscpppy.
 """
 
 from __future__ import annotations

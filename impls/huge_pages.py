@@ -1,30 +1,16 @@
 """Transparent huge pages for a fresh result: one page fault per 2 MiB of it instead of one per 4 KiB.
 
-The first touch of a fresh page costs a page fault (the kernel zeroes and maps the page). For a result of many
-MiB those faults take most of the time of allocating and writing it: ``benchmarks.bounds`` measures both,
-``time_fresh_output`` against the resident ``time_fill``. Advised with ``madvise(MADV_HUGEPAGE)`` before its
-first touch, each aligned 2 MiB of a range is backed by one huge page where the kernel's THP mode
-(``/sys/kernel/mm/transparent_hugepage/enabled``) is ``madvise`` or ``always``: 512 times fewer faults for the
-same zeroing.
+The first touch of a fresh page costs a page fault (the kernel zeroes and maps the page); for a result of many
+MiB those faults take most of the time of allocating and writing it. Advised with ``madvise(MADV_HUGEPAGE)``
+before its first touch, each aligned 2 MiB of a range is backed by one huge page where the kernel's THP mode is
+``madvise`` or ``always``: 512 times fewer faults for the same zeroing.
 
-Only a block of ``RESULT_BYTES`` or more is advised. That is glibc's largest mmap threshold on 64-bit (4 MiB
-times ``sizeof(long)``), so with glibc's malloc such a block is always a mapping of its own, unmapped when it is
-freed: the advice never reaches heap memory the process goes on reusing. Of the block only its 2 MiB-aligned
-interior is advised. The advice is a hint: a kernel without THP, or the mode ``never``, leaves the pages small.
+Only a block of ``RESULT_BYTES`` or more (glibc's largest mmap threshold on 64-bit) is advised, so it is always a
+mapping of its own and the advice never reaches heap memory the process reuses; only its 2 MiB-aligned interior is
+advised. The advice is a hint, and it can cost (compaction stalls, a VM's free page reporting), so it is a
+strategy of its own, ``cpp_huge_pages``, measured beside ``cpp``. ``advise`` is the call for a Python tensor.
 
-What it can cost: a huge page needs a free, physically contiguous 2 MiB block. Where the kernel's THP ``defrag``
-setting makes a fault wait for one (``madvise``, the default, does for advised ranges), a fragmented machine
-stalls in reclaim and compaction. On a virtual machine whose balloon device reports free memory to the host
-(virtio-balloon free page reporting, which reports free blocks of 2 MiB and more), a freed huge page is soon
-handed back to the host, and the next one faults in the host as well: there a call right after the previous
-one's memory was freed is fast, and one after a pause of seconds can be slower than with 4 KiB pages, which
-reporting leaves alone. So the advice is a strategy of its own (``cpp_huge_pages``), measured beside ``cpp``.
-
-PyTorch's ``THP_MEM_ALLOC_ENABLE=1`` does the same for every CPU allocation of 2 MiB or more in a process
-(``make bench-thp`` measures that variant); a strategy that advises its own results gets huge pages without it.
-``cpp_huge_pages``'s kernels advise in C++ (``impls/csrc/unfold_cpu.cpp``, built with this module's
-``RESULT_BYTES``); this module's ``advise`` is the same call for a tensor made in Python (``benchmarks.bounds``'
-huge-page floor).
+Details: docs/internals.md#implshuge_pagespy.
 """
 
 from __future__ import annotations

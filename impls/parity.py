@@ -4,42 +4,16 @@ Forward: bit-exact. Every strategy only moves values, so any difference is a bug
 see ``Strategy.exact_with_nonfinite`` / ``exact_under_tf32``).
 
 Backward: the input gradient at entry ``i`` is the sum ``s_i`` of the ``k_i`` entries of ``grad_output`` at the
-windows that read ``i`` (``k_i`` counts windows, not padding reads: an entry at a border is read by fewer than
-``K = prod(kernel_size)``), and strategies legitimately sum in different orders and precisions. The bound is
-the worst case of every such order, derived as follows. Let ``u`` be the unit roundoff of the gradient's dtype
-(half its ``finfo.eps``: round to nearest), ``S_i`` the sum of the terms' absolute values and
-``gamma_n(u) = n u / (1 - n u)``.
+windows that read ``i``, and strategies sum in different orders and precisions. With ``u`` the dtype's unit
+roundoff (``finfo.eps / 2``), ``v = 2**-53`` the float64 reference's, ``S_i`` the sum of the terms' absolute values
+and ``gamma_n(u) = n u / (1 - n u)``, the bound, the worst case of any order in storage or wider precision, is
 
-1. The terms are exact: ``grad_output`` is given in the dtype, and multiplying by a one-hot weight (a
-   convolution's backward) gives the term itself or zero.
-2. Any order, storage precision (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., section 4.2
-   and Lemma 3.1): a summation is a tree of additions, each rounded as ``fl(a + b) = (a + b)(1 + delta)``,
-   ``|delta| <= u``. An addition with an exactly zero operand is exact, and every other one joins two subtrees
-   that each hold a nonzero term, so along the path from a term to the root at most ``k_i - 1`` roundings apply,
-   and the computed sum is ``sum_j g_j (1 + theta_j)`` with ``|theta_j| <= gamma_{k_i - 1}(u)``:
-   ``|computed - s_i| <= gamma_{k_i - 1}(u) S_i``.
-3. Wider accumulation (float32 for a half-precision dtype, then rounding to the dtype), with a wider unit
-   roundoff of at most ``u**2`` (float32's ``2**-24``, against ``u**2 = 2**-16`` for bfloat16 and ``2**-22``
-   for float16; float64's against float32's ``2**-48``): a rounding to the dtype is inexact only after a wide
-   addition since the value was last in the dtype, so each addition on a term's path, together with the
-   rounding it may be paired with, multiplies the term by a factor within ``[(1 - u)(1 - u**2),
-   (1 + u)(1 + u**2)]``, inside ``[1 - u - u**2, 1 / (1 - u)]``; a product of ``n <= k_i - 1`` such factors
-   lies within ``[1 - n (u + u**2), (1 - u)**-n]`` (Bernoulli's inequality), inside ``[1 - gamma_n(u),
-   1 + gamma_n(u)]``. So the bound of 2 also holds for any mix of storage and wider additions: the
-   storage-precision case is the worst case, and one bound serves strategies of either kind.
-4. The reference: ``s_i`` and ``S_i`` are computed in float64 (unit roundoff ``v = 2**-53``), which by 2 adds
-   ``gamma_{k_i - 1}(v) S_i`` to the error and underestimates ``S_i`` by at most the factor
-   ``1 - gamma_{k_i - 1}(v)``. The bound on ``|grad_i - reference_i|`` is therefore
+    |grad_i - reference_i| <= (gamma_{k_i - 1}(u) + gamma_{k_i - 1}(v)) S_i / (1 - gamma_{k_i - 1}(v)),
 
-       (gamma_{k_i - 1}(u) + gamma_{k_i - 1}(v)) S_i / (1 - gamma_{k_i - 1}(v)),
+0 where ``k_i <= 1``. For float16 and bfloat16 the gradient is also checked bit-exact on an integer-valued
+``grad_output`` whose partial sums the dtype represents exactly.
 
-   which is 0 where ``k_i <= 1`` (a single term, or none, is exact); in float64 it is twice the float64 bound.
-   The comparison itself is evaluated in float64; its relative rounding (``2**-53``) is neglected.
-
-A half-precision bound is still wide (``gamma_8`` in bfloat16 is 3 %), so for float16 and bfloat16 the gradient
-is also checked bit-exact for an integer-valued ``grad_output`` small enough that every partial sum is an
-integer the dtype represents exactly (``|s| <= 2**p``, ``p`` the significand's bits): every correct order then
-gives the exact sum, and a dtype-specific defect cannot hide behind the bound.
+Details: docs/internals.md#implsparitypy.
 """
 
 from __future__ import annotations

@@ -2,35 +2,18 @@
 
 For every benchmark cell measured at both revisions on one machine:
 
-- **time** (``time_*``, wall clock): a regression when the median grew by more than the time threshold
-  (default 10%) **and** the slowdown is significant. Samples from one process are correlated (its heap, page
-  cache, frequency and neighbours persist for its whole life), so treating every sample as independent, as
-  ``asv compare`` does, overstates significance: on this project's machines it passed a 1.24x A/A
-  difference as significant. When the run's rounds are known (``rounds``: each round is one process per
-  revision, the same number of samples each), the gate takes **each round's median as one observation** and
-  applies asv's Mann-Whitney U test to those (``asv._stats.mann_whitney_u``, two-sided p < 0.002, asv's own
-  threshold; the smallest two-sided p of 6 rounds a side is 0.0022, so at least 7 are needed and the gate
-  runs 8). Without rounds it falls back to ``asv._stats.
-  is_different`` on the pooled samples, and the row says so.
-- **memory** (``track_net_peak_*``, bytes): a net peak is deterministic up to the allocator's page
-  granularity, so there are no samples to test; a regression is growth by more than the memory threshold
-  (default 5%) **and** by more than ``MEMORY_FLOOR_BYTES``, so that a few pages on a tiny cell do not count.
-- **failed**: a cell that fails at the new revision is a failure, reported as such and never as a pass,
-  whether or not it failed at the old one too (the gate cannot vouch for a cell it could not measure); one
-  that failed only at the old revision is reported as ``fixed``; one skipped at both is left out. asv keeps
-  only the rounds after a failed one (``Results.add_result`` restarts a cell's samples after a failure), so
-  a time cell with fewer than rounds x repeat samples lost a round: ``failed (a round)``. The
-  ``failed_at`` column says which revision failed (``base``, ``head``, ``both``), and ``gate_decision`` also
-  takes asv's own exit status, since a lost round of a memory cell leaves no trace in the results.
+- **time** (``time_*``): a regression when the median grew by more than the time threshold **and** the slowdown
+  is significant by asv's Mann-Whitney U test on per-round medians (one process's samples are correlated, so the
+  round, not the sample, is the observation); without rounds, ``asv._stats.is_different`` on pooled samples.
+- **memory** (``track_net_peak_*``): deterministic, so no test; growth beyond the memory threshold and beyond
+  ``MEMORY_FLOOR_BYTES``.
+- **instructions** (``callgrind``): growth beyond the instruction threshold, no test.
+- **failed**: a cell that fails at the new revision is a failure, never a pass; one failing only at the old
+  revision is ``fixed``.
 
-- **instructions** (``callgrind``, for the cells the gate is told to count): instruction counts repeat to
-  about 0.01%, so a regression is growth by more than the instruction threshold (default 2%), no test needed.
+Every default is a field of ``Thresholds``; every verdict comes from ``ratio_verdict`` or ``FAILED_VERDICTS``.
 
-Rows name the mode that judged them (``wall clock``, ``net peak``, ``callgrind``), so a reader knows how to
-read the significance column. Every mode ends in ``ratio_verdict`` (a ratio, or an interval of it, against a
-threshold); a failure's verdict comes from ``FAILED_VERDICTS``; every default the gate uses is a field of
-``Thresholds``; results are read through ``reports.results.unroll_result`` and written with
-``reports.units``.
+Details: docs/internals.md#reportscomparepy.
 """
 
 from __future__ import annotations

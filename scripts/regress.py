@@ -2,30 +2,16 @@
 
     python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--processes K] [--callgrind CELL]
 
-**paired** (the default): each revision is checked out in a git worktree, and ``--processes`` replicate processes
-(half setting up the base revision first, half the head) each import both revisions' ``impls`` side by side and,
-for every selected strategy and config, after the correctness check of each, place the inputs afresh
-``--rounds`` times and alternate the two revisions' calls on them in blocks of four, A B B A
-(``benchmarks.paired``, ``benchmarks.replicates``). A time cell's ratio, interval and resolution come from its
-per-process ratios, with Student's t across the processes: where the code and buffers of a process landed moves a
-ratio more than its calls do, so the process is the unit of replication (``unfold-bench variance`` measures the
-levels and sizes the design). Net peaks are measured in one more process for all cells, started with
-glibc's threshold pinned, deterministic as in the asv suite. Both revisions run in this environment (a change
-of dependencies is not measured), and the harness (inputs, correctness check) is this working tree's. The table
-and the raw measurements go to ``.asv/regress/paired-*``, never into ``results/``.
+**paired** (the default): ``--processes`` replicate processes each import both revisions' ``impls`` side by side
+and alternate their calls A B B A on freshly placed inputs (``benchmarks.paired``, ``benchmarks.replicates``); a
+ratio's interval is Student's t across the processes, the unit of replication.
+**asv**: each revision in its own virtualenv, rounds interleaved, judged by ``reports.compare`` (resolves less).
+``--callgrind`` adds a cell judged by its instruction count at each revision.
 
-**asv**: asv builds each revision's project into its own virtualenv and runs the strategies' benchmarks of both,
-interleaving rounds of one process per cell and revision (``asv continuous --interleave-rounds``), judged by a
-Mann-Whitney U test on per-round medians (``reports.compare``). Processes differ from each other far more than
-adjacent calls do, so this mode resolves less; it measures in the environment each revision declares.
+Exit status: 0 pass; 1 a regression beyond its threshold; 2 a failure (a benchmark failed at HEAD, no cell was
+compared, or the gate itself failed). Every default is ``reports.compare.Thresholds``'s (``--help`` shows them).
 
-``--callgrind`` adds a cell judged by its instruction count at each revision (``benchmarks.instructions``).
-
-Exit status: 0 pass; 1 a regression beyond its threshold; 2 a benchmark (or an instruction count) failed at
-HEAD or in a process that died, asv reported a failed benchmark, no benchmark cell was compared
-(``reports.compare.gate_decision``), or the gate itself failed (a revision that does not check out, an error).
-
-Every default of a threshold or of how much is measured is ``reports.compare.Thresholds``'s (``--help`` shows them).
+Details: docs/internals.md#scriptsregresspy.
 """
 
 from __future__ import annotations
