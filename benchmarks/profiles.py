@@ -13,7 +13,8 @@ each sample, which drops the previous output, so no call allocates while its pre
 asv reports the median over all rounds' samples and the interquartile range; ``asv compare`` and
 ``asv continuous`` judge differences with a Mann-Whitney U test on those samples.
 
-The paired ratios (``benchmarks.ratios``) sample otherwise: ``ratio_processes`` processes per cell, each over
+The paired ratios (``benchmarks.ratios``) sample otherwise: ``ratio_processes`` replicate asv runs, one process
+per cell in each, each over
 ``placements`` placements of the inputs of at most ``blocks`` blocks A B B A or ``placement_seconds`` of them.
 """
 
@@ -36,7 +37,7 @@ class Profile:
     warmup_time: float  # > 0: seconds of untimed warm-up calls before sampling (asv makes at least one)
     timeout: float  # seconds one cell (one process) may take before asv fails it
     gate_timeout: float  # seconds the correctness gate of the whole profile may take
-    ratio_processes: int = 3  # paired ratios (benchmarks.ratios): processes per cell
+    ratio_processes: int = 3  # paired ratios (benchmarks.ratios): processes per cell, each in an asv run of its own
     placements: int = 2  # paired ratios (benchmarks.ratios): input placements per process
     blocks: int = 24  # paired ratios: at most this many blocks A B B A per placement ...
     placement_seconds: float = 0.1  # ... or this many seconds of them (at least 4 blocks)

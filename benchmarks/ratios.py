@@ -9,11 +9,11 @@ Per profile class (``Quick`` / ``Full``), params strategy x config x device, uni
 
 A ratio taken this way is not the quotient of two medians from different processes: the placement and the
 process's code layout, which move one strategy against another by up to 2x on a small VM, act on both sides
-of every block alike. The process is the unit of replication: the runner runs each cell in
-``Profile.ratio_processes`` processes (asv's ``rounds``, passed as ``asv run -a rounds=N``: asv reads a
-``rounds`` attribute from timing benchmarks only) and asv records the median over the processes and its 99%
-interval, as it does for a timing: a benchmark that returns ``{"samples": [...], "number": 1}`` is stored as
-one (``asv.results.Results.add_result``), its samples appended round after round.
+of every block alike. The process is the unit of replication, and since every process asv forks from one server
+shares that server's layout, each of ``Profile.ratio_processes`` replicates is an asv run of its own
+(``benchmarks.runner.plan``), appending its sample (``--append-samples``). A benchmark that returns
+``{"samples": [...], "number": 1}`` is stored as a timing is: asv keeps the samples and records their median and
+its 99% interval (``asv.results.Results.add_result``); the reports use the samples (``reports.results``).
 
 ``setup`` raises ``NotImplementedError`` (asv: "n/a") for the reference itself, for a cell that does not run
 here, and where the reference does not run (``native`` has no 3-d unfold); a cell whose strategy or reference

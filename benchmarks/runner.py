@@ -41,22 +41,28 @@ def cell_name(module_name: str, class_name: str, method: str, combo: tuple) -> s
 
 @dataclass(frozen=True)
 class Chunk:
-    """Cells of one config measured by one asv run: the figures, or the paired ratios (``benchmarks.ratios``),
-    which are run in ``Profile.ratio_processes`` processes each (``asv run -a rounds=N``)."""
+    """Cells measured by one asv run: one config's figures, or one replicate of every selected paired ratio
+    (``benchmarks.ratios``): each replicate is an asv run of its own, so its processes fork from a server of their
+    own (a new layout of the interpreter's code and data, which every process forked from one server shares), and
+    asv appends its samples to the earlier replicates' (``--append-samples``)."""
 
-    config: str
+    config: str  # the config of a figures chunk; "" for a replicate, which covers every selected config
     cells: tuple[str, ...]  # asv's "name(param, ...)" of each selected cell
-    processes: int | None = None  # asv's rounds for every cell of the run (None: each benchmark's own)
+    replicate: int | None = None  # 1, 2, ...: which replicate of the paired ratios (None: a figures chunk)
+    replicates: int | None = None
 
     @property
     def name(self) -> str:
         """How the ledger and the progress lines name it."""
-        return self.config if self.processes is None else f"{self.config} x{self.processes}"
+        return self.config if self.replicate is None else f"ratios {self.replicate}/{self.replicates}"
 
     def arguments(self) -> list[str]:
-        """The asv run options that select and sample these cells."""
-        rounds = [] if self.processes is None else ["-a", f"rounds={self.processes}", "--record-samples"]
-        return [*rounds, "-b", self.regex()]
+        """The asv run options that select and sample these cells: a replicate records its samples, and every
+        replicate after the first appends them to the earlier ones' (the first discards a previous run's)."""
+        if self.replicate is None:
+            return ["-b", self.regex()]
+        keep = ["--record-samples"] + (["--append-samples"] if self.replicate > 1 else [])
+        return [*keep, "-b", self.regex()]
 
     def regex(self) -> str:
         """An asv ``-b`` expression that selects exactly these cells."""
@@ -81,24 +87,27 @@ PAIRED_REFERENCE = "native"  # the strategy the paired suite measures every othe
 
 
 def plan(profile: Profile, narrow: str = "") -> list[Chunk]:
-    """The run's chunks, in the config table's order, holding the cells ``narrow`` (a regex) selects: per config,
-    the figures, then the paired ratios."""
+    """The run's chunks holding the cells ``narrow`` (a regex) selects: each config's figures, in the config table's
+    order, then ``profile.ratio_processes`` replicates of the paired ratios (the reference's own ratio is not
+    measured: asv's n/a)."""
     pattern = re.compile(narrow)
+    selected = [(name, params) for name, params in suite_cells(profile) if pattern.search(name)]
     chunks = []
     for config in profile.configs():
-        cells = [
-            (name, params)
-            for name, params in suite_cells(profile)
-            if params["config"] == config.name and pattern.search(name)
-        ]
-        figures = tuple(name for name, _ in cells if not name.startswith(f"{PAIRED_SUITE}."))
-        paired = tuple(  # the reference's own ratio is not measured (asv: n/a)
+        figures = tuple(
             name
-            for name, params in cells
-            if name.startswith(f"{PAIRED_SUITE}.") and params["strategy"] != PAIRED_REFERENCE
+            for name, params in selected
+            if params["config"] == config.name and not name.startswith(f"{PAIRED_SUITE}.")
         )
         chunks += [Chunk(config.name, figures)] if figures else []
-        chunks += [Chunk(config.name, paired, profile.ratio_processes)] if paired else []
+    paired = tuple(
+        name
+        for name, params in selected
+        if name.startswith(f"{PAIRED_SUITE}.") and params["strategy"] != PAIRED_REFERENCE
+    )
+    if paired:
+        count = profile.ratio_processes
+        chunks += [Chunk("", paired, replicate, count) for replicate in range(1, count + 1)]
     return chunks
 
 

@@ -138,6 +138,8 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:status"] = entry.status
             line[f"{metric}:q_25"] = entry.q_25 if ok else math.nan
             line[f"{metric}:q_75"] = entry.q_75 if ok else math.nan
+            line[f"{metric}:low"] = entry.low if ok and "low" in entry else math.nan  # asv's 99% interval
+            line[f"{metric}:high"] = entry.high if ok and "high" in entry else math.nan
             line[f"{metric}:x_native"] = _ratio(value, natives.get((config, metric)))
             line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = math.nan
             line[f"{metric}:x_native_paired"] = False
@@ -314,8 +316,8 @@ TIE_TEXT = (
 def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per row of one config's ``rows`` (``ok`` in ``metric``): its time over the fastest row's (``relative``) with
     an interval (``low``, ``high``). Where every row has a paired ratio to the reference (``m:x_native_paired``)
-    these come from the paired ratios and their intervals across processes; otherwise from the medians, with no
-    interval (NaN)."""
+    these come from the paired ratios and their intervals across processes; otherwise (a config the reference
+    does not run, an older run) from the medians, with asv's interval of each median (NaN where it has none)."""
     paired_column = f"{metric}:x_native_paired"
     if paired_column in rows and rows[paired_column].fillna(False).astype(bool).all():
         ratio = rows[f"{metric}:x_native"].astype(float)
@@ -329,7 +331,11 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
             index=rows.index,
         )
     time = rows[metric].astype(float)
-    return pd.DataFrame({"relative": time / time.min(), "low": math.nan, "high": math.nan}, index=rows.index)
+    ends = [rows[f"{metric}:{end}"].astype(float) if f"{metric}:{end}" in rows else math.nan for end in ("low", "high")]
+    fastest = time.min()
+    return pd.DataFrame(
+        {"relative": time / fastest, "low": ends[0] / fastest, "high": ends[1] / fastest}, index=rows.index
+    )
 
 
 def tied_with_leader(relative: pd.Series, low: pd.Series, high: pd.Series) -> list:

@@ -33,15 +33,18 @@ def test_a_process_interval_is_students_t_on_the_logs_around_the_geometric_mean(
     assert all(math.isnan(end) for end in process_interval([0.5])[1:])  # one process: no interval
 
 
-def test_each_config_is_planned_as_its_figures_then_its_ratios_in_several_processes():
-    chunks = plan(QUICK, r"'gather', 'example'")
-    assert [c.config for c in chunks] == ["example", "example"]
-    figures, ratios = chunks
-    assert figures.processes is None and not any(c.startswith(f"{PAIRED_SUITE}.") for c in figures.cells)
-    assert ratios.processes == QUICK.ratio_processes > 1
-    assert all(c.startswith(f"{PAIRED_SUITE}.") for c in ratios.cells) and len(ratios.cells) == 2 * 2  # x devices
-    assert ["-a", f"rounds={QUICK.ratio_processes}"] == ratios.arguments()[:2]
-    assert figures.name != ratios.name  # the ledger of a resumed run tells them apart
+def test_the_ratios_are_planned_as_replicate_asv_runs_each_appending_its_samples():
+    chunks = plan(QUICK, r"'gather', '(example|allcnnc-conv2)'")
+    figures, replicates = chunks[:2], chunks[2:]
+    assert [c.config for c in figures] == ["example", "allcnnc-conv2"] and all(c.replicate is None for c in figures)
+    assert not any(c.startswith(f"{PAIRED_SUITE}.") for chunk in figures for c in chunk.cells)
+    assert len(replicates) == QUICK.ratio_processes > 1
+    for index, chunk in enumerate(replicates, 1):
+        assert chunk.replicate == index and len(chunk.cells) == 2 * 2 * 2  # configs x calls x devices
+        assert all(c.startswith(f"{PAIRED_SUITE}.") for c in chunk.cells)
+        assert ("--append-samples" in chunk.arguments()) == (index > 1)  # the first discards an earlier run's
+        assert "--record-samples" in chunk.arguments()
+    assert len({c.name for c in chunks}) == len(chunks)  # the ledger of a resumed run tells them apart
 
 
 def _cells(**strategies: tuple[float, float, float, float]) -> pd.DataFrame:
