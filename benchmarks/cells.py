@@ -163,7 +163,9 @@ def _import_root(module_name: str) -> str | None:
 def _modules_of(cells: list[Cell]) -> list[str]:
     """The modules a checking process imports to check ``cells``: the strategies' (the project's ``impls``
     first) and this one."""
-    strategy_modules = [m for c in cells for m in (type(c.strategy).__module__, c.strategy.implementation.__module__)]
+    implementations = [c.strategy.implementation for c in cells]
+    called = [getattr(i, "function", i) for i in implementations]  # an outside strategy's own function (impls.plugins)
+    strategy_modules = [m.__module__ for m in [*(c.strategy for c in cells), *implementations, *called]]
     return list(dict.fromkeys(["impls", *strategy_modules, __name__]))
 
 

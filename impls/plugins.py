@@ -30,20 +30,28 @@ GROUP = "unfold_bench.strategies"
 VARIABLE = "UNFOLD_BENCH_STRATEGIES"
 
 
+class Called:
+    """A strategy's implementation that calls ``function`` with ``F.unfold``'s signature on validated arguments.
+    A class, not a closure, so that a strategy pickles (the correctness gate checks it in a child process) with its
+    function pickled by reference."""
+
+    def __init__(self, function: Callable[..., torch.Tensor]) -> None:
+        self.function = function
+
+    def __call__(self, input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        g = geometry
+        return self.function(input, g.kernel_size, dilation=g.dilation, padding=g.padding, stride=g.stride)
+
+
 def wrap(name: str, function: Callable[..., torch.Tensor], origin: str) -> Strategy:
     """A plain callable ``function(input, kernel_size, dilation, padding, stride)`` as a strategy named ``name``."""
-
-    def implementation(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        g = geometry
-        return function(input, g.kernel_size, dilation=g.dilation, padding=g.padding, stride=g.stride)
-
     summary = (inspect.getdoc(function) or "").strip().splitlines()
     return Strategy(
         name=name,
         description=f"from {origin}" + (f": {summary[0]}" if summary else ""),
         spatial_dims=(1, 2, 3),
         devices=("cpu", "cuda"),
-        implementation=implementation,
+        implementation=Called(function),
         origin=origin,
     )
 

@@ -59,9 +59,9 @@ def test_a_plugin_that_cannot_be_loaded_is_set_aside_with_its_name_and_why(outsi
 @pytest.mark.parametrize(
     ("name", "finding"),
     [
-        ("wrong_shape", "shape"),
+        ("wrong_shape", "1023) torch.float32 on cpu, expected (8, 864, 1024)"),
         ("wrong_values", "wrong output"),
-        ("wrong_dtype", "dtype"),
+        ("wrong_dtype", "torch.float64 on cpu, expected (8, 864, 1024) torch.float32"),
         ("raises", "this unfold always fails"),
     ],
 )

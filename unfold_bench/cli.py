@@ -245,8 +245,8 @@ def _usage() -> str:
     lines += [f"  {name:<15}{_summary(script)}" for name, script in SCRIPTS.items()]
     lines += [
         "",
-        "--strategy MODULE:ATTRIBUTE  add your own unfold (a callable with F.unfold's signature, or a Strategy) to",
-        "                             every command and every process it starts; repeatable (docs/your-own-unfold.md)",
+        "--strategy MODULE:ATTRIBUTE (repeatable) adds your own unfold, a callable with F.unfold's signature or a",
+        "Strategy, to every command and every process it starts (docs/your-own-unfold.md).",
     ]
     return "\n".join(lines)
 
