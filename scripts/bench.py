@@ -59,6 +59,8 @@ def main() -> int:
         os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess
     regime = get_regime(args.regime)
     env = {**regime_environment(regime), "PYTHONUNBUFFERED": "1"}
+    if env.get("PYTHONPATH"):  # asv drops PYTHONPATH in its processes and takes ASV_PYTHONPATH instead: a module a
+        env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])  # user names (impls.plugins) must import there too
     env.setdefault(GATE_CACHE_VARIABLE, str(ROOT / ".asv" / "gate"))
     info = register_machine(args.machine, regime.name, env)
     profile = PROFILES[args.profile]
