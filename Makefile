@@ -98,8 +98,10 @@ bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), t
 # on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]
 regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] [BENCH=regex]
 	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
-	$(PY) -m unfold_bench.cli regress '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
-		$(REGRESS_ARGS)
+	@$(PY) -m unfold_bench.cli regress '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
+		$(REGRESS_ARGS); status=$$?; if [ $$status -ne 0 ]; then echo "make regress: the gate exited $$status \
+		(1: a regression, 2: it could not judge; make reports any failure as its own 2: read the gate's status in \
+		its verdict file)"; fi; exit $$status
 
 # Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md);
 # VALIDATE_ARGS="--aa 3 --injected 3" for fewer. Writes docs/gate-validation.txt and each run's table beside it.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -227,3 +228,29 @@ def test_rehearsal_the_comment_job_refuses_a_pull_request_number_that_is_not_a_n
     step = _step(_load("gate-comment.yml"), "comment", "Post or update")
     ran = _bash(step["run"], tmp_path, {"REPO": "o/r", "RUN_URL": "u", "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert ran.returncode != 0 and "not a pull request number" in ran.stdout and not calls.exists()
+
+
+def test_rehearsal_the_fan_in_merges_two_machines_folders_into_one_site(tmp_path):
+    """The publish fan-in: each leg uploads its results/ (one machine folder each); download-artifact with
+    merge-multiple lays them into one results/; the site built from it shows both machines."""
+    from reports.site import build_site
+
+    fixture = ROOT / "tests" / "fixtures" / "report_results"
+    machines = [p.name for p in fixture.iterdir() if p.is_dir()]
+    assert len(machines) == 2
+    merged = tmp_path / "results"
+    for machine in machines:  # one leg's artifact each, then merged as download-artifact does
+        leg = tmp_path / f"results-{machine}"
+        shutil.copytree(fixture / machine, leg / machine)
+        shutil.copy(fixture / "benchmarks.json", leg / "benchmarks.json")
+        shutil.copytree(leg, merged, dirs_exist_ok=True)
+    build_site(merged, tmp_path / "site")
+    page = (tmp_path / "site" / "machines.html").read_text()
+    assert all(machine in page for machine in machines)
+
+
+def test_make_says_which_status_the_gate_gave_before_its_own_2():
+    """GNU make reports every failing recipe as its own status 2; the gate's 1 or 2 is printed and kept in the
+    verdict file, which the workflow exits with (``regress.yml``)."""
+    recipe = (ROOT / "Makefile").read_text().split("\nregress:", 1)[1].split("\n\n", 1)[0]
+    assert "status=$$?" in recipe and "the gate exited $$status" in recipe and "exit $$status" in recipe
