@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import shutil
 import subprocess
 import sys
 import time
@@ -40,6 +41,7 @@ TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 
 def run_bench(directory: Path, profile: str, bench: str) -> float:
     """One ``bench.py`` run into ``directory``'s own results; its wall seconds."""
+    shutil.rmtree(directory / "results", ignore_errors=True)  # a run of its own, never mixed with an earlier one
     config = scratch_config(directory, ROOT)
     command = [sys.executable, "scripts/bench.py", "--config", str(config), "--profile", profile]
     command += ["--summaries", str(directory / "summaries"), *(["--bench", bench] if bench else [])]
@@ -48,15 +50,23 @@ def run_bench(directory: Path, profile: str, bench: str) -> float:
         status = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
     if status not in (0, 2):
         raise SystemExit(f"bench.py exited with {status}: see {directory / 'bench.log'}")
-    return time.monotonic() - start
+    seconds = time.monotonic() - start
+    (directory / "seconds").write_text(f"{seconds:.1f}\n")  # for --from-runs
+    return seconds
+
+
+def run_table(directory: Path, profile: str) -> pd.DataFrame:
+    """The results of the run in ``directory``: its newest commit's, in ``profile``."""
+    table = load_results(directory / "results")
+    table = table[table.profile == profile]
+    newest = analysis.runs(table).iloc[-1]
+    return analysis.select_run(table, newest)
 
 
 def ratios(directory: Path, profile: str) -> pd.DataFrame:
     """The run's CPU cells: per (config, strategy, metric) the paired ratio with its interval and the quotient of
     medians."""
-    table = load_results(directory / "results")
-    table = table[table.profile == profile]
-    cells = analysis.cell_table(table, "cpu")
+    cells = analysis.cell_table(run_table(directory, profile), "cpu")
     natives = cells[cells.strategy == analysis.REFERENCE_STRATEGY].set_index("config")
     rows = []
     for cell in cells.to_dict("records"):
@@ -82,8 +92,7 @@ def ratios(directory: Path, profile: str) -> pd.DataFrame:
 
 def picks(directory: Path, profile: str) -> dict[str, tuple[str | None, tuple[str, ...]]]:
     """Per rule: the run's pick on the CPU and the strategies it declared tied (empty: no tie)."""
-    table = load_results(directory / "results")
-    cells = analysis.cell_table(table[table.profile == profile], "cpu")
+    cells = analysis.cell_table(run_table(directory, profile), "cpu")
     out = {}
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule, SET_ASIDE, COMPLEXITY)
@@ -170,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = []
     for index, directory in enumerate(directories, 1):
         if args.from_runs:
-            seconds.append(float("nan"))
+            recorded = directory / "seconds"
+            seconds.append(float(recorded.read_text()) if recorded.exists() else float("nan"))
             continue
         directory.mkdir(parents=True, exist_ok=True)
         seconds.append(run_bench(directory, args.profile, args.bench))
