@@ -180,11 +180,11 @@ SLOWER = textwrap.dedent(
 
 
     def outside_unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-        """The same unfold, then a spin of half its own time (an injected slowdown)."""
+        """The same unfold, then a spin of its own time again (an injected slowdown: twice the time)."""
         start = _time.perf_counter()
         out = _fast(input, kernel_size, dilation, padding, stride)
         spent = _time.perf_counter() - start
-        while _time.perf_counter() - start < 1.5 * spent:
+        while _time.perf_counter() - start < 2.0 * spent:
             pass
         return out
     '''
@@ -194,8 +194,10 @@ SLOWER = textwrap.dedent(
 def _gate(repo: Path, base: str, head: str, tmp_path: Path) -> tuple[int, dict]:
     verdict = tmp_path / f"verdict-{head[:8]}.json"
     command = [sys.executable, "-m", "unfold_bench.cli", "regress", base, head, "--repo", str(repo)]
-    command += ["--strategy", "outside_unfold:outside_unfold", "--bench", "allcnnc-conv2, cpu", "--processes", "4"]
-    command += ["--rounds-per-process", "1", "--blocks", "12", "--round-seconds", "0.2"]  # a 50% slowdown: few
+    command += ["--strategy", "outside_unfold:outside_unfold", "--bench", "allcnnc-conv2, cpu"]
+    # the gate's 8 processes (its one-sided interval at alpha 0.001 needs the degrees of freedom), short ones: a
+    # doubled time is caught by few blocks, even beside the other test worker
+    command += ["--rounds-per-process", "1", "--blocks", "8", "--round-seconds", "0.1"]
     command += ["--verdict-file", str(verdict)]
     ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert verdict.exists(), ran.stdout + ran.stderr
