@@ -86,10 +86,12 @@ PAIRED_SUITE = "ratios"  # its cells run in several processes each
 PAIRED_REFERENCE = "native"  # the strategy the paired suite measures every other against
 
 
-def plan(profile: Profile, narrow: str = "") -> list[Chunk]:
+def plan(profile: Profile, narrow: str = "", ratio_processes: int | None = None) -> list[Chunk]:
     """The run's chunks holding the cells ``narrow`` (a regex) selects: each config's figures, in the config table's
-    order, then ``profile.ratio_processes`` replicates of the paired ratios (the reference's own ratio is not
-    measured: asv's n/a)."""
+    order, then ``ratio_processes`` (default ``profile.ratio_processes``) replicates of the paired ratios (the
+    reference's own ratio is not measured: asv's n/a)."""
+    if ratio_processes is not None and ratio_processes < 1:
+        raise ValueError(f"ratio_processes={ratio_processes!r}: at least one process")
     pattern = re.compile(narrow)
     selected = [(name, params) for name, params in suite_cells(profile) if pattern.search(name)]
     chunks = []
@@ -106,7 +108,7 @@ def plan(profile: Profile, narrow: str = "") -> list[Chunk]:
         if name.startswith(f"{PAIRED_SUITE}.") and params["strategy"] != PAIRED_REFERENCE
     )
     if paired:
-        count = profile.ratio_processes
+        count = profile.ratio_processes if ratio_processes is None else ratio_processes
         chunks += [Chunk("", paired, replicate, count) for replicate in range(1, count + 1)]
     return chunks
 

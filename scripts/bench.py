@@ -37,6 +37,17 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type of ``--ratio-processes``: a whole number of at least one, refused before any work."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} processes: at least one is needed")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_profile(parser)
@@ -44,6 +55,12 @@ def main() -> int:
     parser.add_argument("--thp", action="store_true", help=f"run with {THP_VARIABLE}=1 (a separately named machine)")
     parser.add_argument("--machine", help="machine name to record (default: derived from host, CPU, GPU, variant)")
     add_bench(parser)
+    parser.add_argument(
+        "--ratio-processes",
+        type=_at_least_one,
+        help="replicate processes of the paired ratios, each an asv run of its own (default: the profile's; "
+        "fewer is quicker and gives a wider interval; one gives none)",
+    )
     parser.add_argument("--resume", action="store_true", help="skip the configs a killed run of this commit finished")
     parser.add_argument("--commits", help="a git range (e.g. main~3..main) to build and benchmark commit by commit")
     add_config(parser)
@@ -87,7 +104,7 @@ def main() -> int:
         commit = args.commit or _git("rev-parse", "HEAD")
         if args.commit is None and _git("status", "--porcelain", "--untracked-files=no"):
             print(f"warning: uncommitted changes; results are recorded under HEAD {commit[:8]} all the same")
-        chunks = plan(profile, args.bench)
+        chunks = plan(profile, args.bench, args.ratio_processes)
         if not chunks:
             print(f"no {profile.name}-profile cell matches --bench {args.bench!r}")
             return 2
@@ -97,6 +114,7 @@ def main() -> int:
             "python": sys.executable,
             "profile": profile.name,
             "bench": args.bench,
+            "ratio_processes": str(args.ratio_processes or profile.ratio_processes),
         }
         ledger = Ledger(ROOT / ".asv" / "progress", key)
         command = [*asv, "--python=same", "--set-commit-hash", commit]

@@ -32,7 +32,7 @@ import pandas as pd
 
 from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
 from benchmarks.paired import OUTSIDE_VARIABLE
-from benchmarks.profiles import PROFILES, benchmark_regex
+from benchmarks.profiles import PROFILES, Profile, benchmark_regex
 from reports.compare import (
     P_THRESHOLD,
     Thresholds,
@@ -122,6 +122,14 @@ def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, li
     return counts
 
 
+def _unit_names(profile: Profile, strategy: str, config: str, device: str) -> list[str]:
+    """The names ``--bench`` is matched against in paired mode: the unit's asv time cells, as the asv mode and
+    ``make bench`` match them, and its short form ``strategy, config, device``."""
+    params = f"({strategy!r}, {config!r}, {device!r})"
+    cells = [f"unfold.{profile.class_name}.{metric}{params}" for metric in ("time_forward", "time_forward_backward")]
+    return [*cells, f"{strategy}, {config}, {device}"]
+
+
 def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thresholds) -> pd.DataFrame:
     """The paired mode: both revisions checked out, every selected (strategy, config, device) measured in a
     process of its own (``benchmarks.paired``), progress printed as cells finish; the table and the raw
@@ -142,12 +150,13 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
         if not names:
             raise RuntimeError("neither revision's impls imports")
         devices = [d for d in ("cpu", "cuda") if device_unavailable(d) is None]
+        profile = PROFILES[args.profile]
         units = [
             (s, c.name, d)
-            for c in PROFILES[args.profile].configs()
+            for c in profile.configs()
             for s in names
             for d in devices
-            if re.search(args.bench, f"{s}, {c.name}, {d}")
+            if any(re.search(args.bench, name) for name in _unit_names(profile, s, c.name, d))
         ]
         design = Design(thresholds.processes, thresholds.process_rounds, thresholds.blocks, thresholds.round_seconds)
         print(

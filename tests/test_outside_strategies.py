@@ -148,12 +148,15 @@ def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no
     env = {**os.environ, "PYTHONPATH": str(OUTSIDE)}
     command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "outside_unfold:outside_unfold", "bench"]
     command += ["--config", str(config), "--bench", "'outside_unfold', 'example', 'cpu'", "--summaries", str(tmp_path)]
+    command += ["--ratio-processes", "1"]  # one replicate: a ratio without an interval, reported as such
     ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "strategies from outside: outside_unfold (outside_unfold (module))" in ran.stdout
     table = load_results(tmp_path / "results")
     mine = table[(table.strategy == "outside_unfold") & (table.config == "example") & (table.device == "cpu")]
     assert set(mine[mine.suite == "unfold"].status) == {"ok"}
+    ratios = mine[mine.suite == "ratios"]
+    assert set(ratios.status) == {"ok"} and set(ratios.processes) == {1} and ratios.low.isna().all()
     matrix_dir = tmp_path / "capabilities"
     command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "outside_unfold:outside_unfold"]
     command += ["capabilities", "--devices", "cpu", "--out", str(matrix_dir)]
@@ -194,10 +197,10 @@ SLOWER = textwrap.dedent(
 def _gate(repo: Path, base: str, head: str, tmp_path: Path) -> tuple[int, dict]:
     verdict = tmp_path / f"verdict-{head[:8]}.json"
     command = [sys.executable, "-m", "unfold_bench.cli", "regress", base, head, "--repo", str(repo)]
-    command += ["--strategy", "outside_unfold:outside_unfold", "--bench", "allcnnc-conv2, cpu"]
-    # the gate's 8 processes (its one-sided interval at alpha 0.001 needs the degrees of freedom), short ones: a
-    # doubled time is caught by few blocks, even beside the other test worker
-    command += ["--rounds-per-process", "1", "--blocks", "8", "--round-seconds", "0.1"]
+    command += ["--strategy", "outside_unfold:outside_unfold", "--bench", "'outside_unfold', 'example', 'cpu'"]
+    # six processes (the one-sided interval at alpha 0.001 needs some degrees of freedom), short ones: a doubled
+    # time is caught by few blocks, even beside the other test worker
+    command += ["--processes", "6", "--rounds-per-process", "1", "--blocks", "8", "--round-seconds", "0.1"]
     command += ["--verdict-file", str(verdict)]
     ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert verdict.exists(), ran.stdout + ran.stderr
@@ -220,7 +223,7 @@ def test_the_gate_judges_a_strategy_of_another_repository_from_each_revisions_tr
 
     status, verdict = _gate(repo, start, comment, tmp_path)
     assert status == 0 and verdict["status"] == 0, verdict
-    assert {c["cell"] for c in verdict["cells"]} >= {"forward outside_unfold, allcnnc-conv2, cpu"}
+    assert {c["cell"] for c in verdict["cells"]} >= {"forward outside_unfold, example, cpu"}
     status, verdict = _gate(repo, comment, slower, tmp_path)
     assert status == 1, verdict
     flagged = [c for c in verdict["cells"] if c["verdict"] == "regression"]

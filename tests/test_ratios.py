@@ -45,6 +45,16 @@ def test_the_ratios_are_planned_as_replicate_asv_runs_each_appending_its_samples
         assert ("--append-samples" in chunk.arguments()) == (index > 1)  # the first discards an earlier run's
         assert "--record-samples" in chunk.arguments()
     assert len({c.name for c in chunks}) == len(chunks)  # the ledger of a resumed run tells them apart
+    assert [c.replicate for c in plan(QUICK, r"'gather', 'example'", ratio_processes=1)] == [None, 1]
+    with pytest.raises(ValueError, match="ratio_processes=0"):
+        plan(QUICK, "gather", ratio_processes=0)
+
+
+def test_bench_refuses_a_ratio_process_count_below_one_before_any_work():
+    ran = subprocess.run(
+        [sys.executable, "scripts/bench.py", "--ratio-processes", "0"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert ran.returncode == 2 and "--ratio-processes: 0 processes: at least one is needed" in ran.stderr
 
 
 def _cells(**strategies: tuple[float, float, float, float]) -> pd.DataFrame:
@@ -98,11 +108,15 @@ def test_without_paired_ratios_the_medians_decide_and_no_tie_is_claimed():
     assert math.isnan(advice.ranking.time_low.iloc[0])
 
 
+REPLICATES = 2  # fewer than the profile's: the test needs two samples appended, not their interval's width
+
+
 @pytest.mark.slow
 def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publishes_it(tmp_path):
     config = scratch_config(tmp_path, ROOT)
     selection = r"'(native|cpp)', 'example', 'cpu'"
     command = [sys.executable, "scripts/bench.py", "--config", str(config), "--bench", selection]
+    command += ["--ratio-processes", str(REPLICATES)]
     ran = subprocess.run([*command, "--summaries", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     table = load_results(tmp_path / "results")
@@ -110,7 +124,7 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     paired = table[table.suite == PAIRED_SUITE].set_index(["strategy", "metric"])
     cpp = paired.loc["cpp"]
     assert set(cpp.index) == {"track_ratio_forward", "track_ratio_forward_backward"}
-    assert (cpp.status == "ok").all() and (cpp.processes == QUICK.ratio_processes).all()
+    assert (cpp.status == "ok").all() and (cpp.processes == REPLICATES).all()
     assert ((cpp.low <= cpp.value) & (cpp.value <= cpp.high)).all()
     assert (paired.loc["native"].status == "skipped").all()  # the reference is not its own ratio
 
@@ -126,7 +140,7 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     saved = json.loads(result_file.read_text())
     columns = saved["result_columns"]
     record = dict(zip(columns, saved["results"]["ratios.Quick.track_ratio_forward"]))
-    assert {len(s) for s in record["samples"] if s} == {QUICK.ratio_processes}  # asv kept every process's sample
+    assert {len(s) for s in record["samples"] if s} == {REPLICATES}  # asv kept every process's sample
     published = subprocess.run(
         [sys.executable, "-m", "asv", "--config", str(config), "publish"], cwd=ROOT, capture_output=True, text=True
     )

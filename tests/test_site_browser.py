@@ -2,8 +2,9 @@
 
 Every page of the site built from the fixture results must load from disk with no console error, and each
 of its plots must have drawn (plotly draws each visible trace as an SVG group inside the plot's div). A
-screenshot of the overview is kept in ``artifacts/`` (git-ignored) for a person to look at. ``make test``
-installs chromium when it is missing and the user may (root); elsewhere this test is skipped and says why.
+screenshot of the overview is kept in ``artifacts/`` (git-ignored) for a person to look at. It runs wherever a
+Chrome or Chromium and chromedriver are on the PATH (``make browser`` installs Debian's as root; GitHub's hosted
+runners have Google Chrome); elsewhere it is skipped and says why.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from reports.site import PAGES, build_site
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "report_results"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         CHROMIUM is None or CHROMEDRIVER is None,
-        reason="chromium and chromedriver not found (make test installs Debian's chromium and chromium-driver as root)",
+        reason="no chromium (or google-chrome) and chromedriver on the PATH (make browser installs Debian's, as root)",
     ),
 ]
 

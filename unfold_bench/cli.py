@@ -274,22 +274,30 @@ def outside_strategies(argv: list[str]) -> list[str]:
     return argv
 
 
+def _run_script(command: str, argv: list[str]) -> int:
+    """Run ``command``'s script as ``__main__`` with ``argv``, its usage lines saying ``unfold-bench COMMAND``
+    (``runpy.run_path`` would put the script's path in ``sys.argv[0]``, where argparse takes its name from)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("__main__", ROOT / "scripts" / SCRIPTS[command])
+    module = importlib.util.module_from_spec(spec)
+    saved_argv, saved_main = sys.argv, sys.modules["__main__"]
+    sys.argv, sys.modules["__main__"] = [f"unfold-bench {command}", *argv], module
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    finally:
+        sys.argv, sys.modules["__main__"] = saved_argv, saved_main
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = outside_strategies(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     if argv and argv[0] in SCRIPTS:
-        import runpy
-
-        saved = sys.argv
-        sys.argv = [f"unfold-bench {argv[0]}", *argv[1:]]
-        try:
-            runpy.run_path(str(ROOT / "scripts" / SCRIPTS[argv[0]]), run_name="__main__")
-        except SystemExit as done:
-            return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        finally:
-            sys.argv = saved
-        return 0
+        return _run_script(argv[0], argv[1:])
     print(_usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
     return 0 if argv and argv[0] in ("-h", "--help") else 2
 
