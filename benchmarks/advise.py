@@ -49,8 +49,9 @@ from benchmarks.cells import (
 )
 from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
-from benchmarks.paired import WHICH, measures, share_inputs, timed_call
+from benchmarks.paired import measures, share_inputs, timed_call
 from benchmarks.paired_stats import PairedRatio, paired_ratio
+from benchmarks.vocabulary import DEVICES, PASSES, peak_metric
 from impls import STRATEGIES, Strategy
 from impls.geometry import SUPPORTED_DTYPES
 
@@ -95,7 +96,7 @@ def layer_config(
 
 def check_device(device: str) -> None:
     """An ``AdviceError`` when ``device`` is not there."""
-    if device not in ("cpu", "cuda"):
+    if device not in DEVICES:
         raise AdviceError(f"--device {device!r}: must be cpu or cuda")
     reason = device_unavailable(device)
     if reason is not None:
@@ -293,7 +294,7 @@ def measure(
             continue
         if regime == FRESH_PAGES.name and not pin_mmap_threshold_now():
             raise RuntimeError("cannot pin glibc's mmap threshold here (no mallopt): no fresh-pages regime")
-        for which in WHICH:
+        for which in PASSES:
             started = time.monotonic()
             for workload in workloads.values():  # untimed: lazy set-up, and the allocator's state, as in the suite
                 timed_call((workload,), 0, which)
@@ -321,7 +322,7 @@ def measure(
         yield {
             "strategy": name,
             "regime": "memory",
-            **{f"net_peak_{w}": charged_net_peak(workload, w != "forward", warm_up) for w in WHICH},
+            **{peak_metric(w): charged_net_peak(workload, w != "forward", warm_up) for w in PASSES},
         }
     progress(f"net peaks in {time.monotonic() - started:.1f} s")
 

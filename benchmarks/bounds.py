@@ -24,9 +24,10 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.allocator import pin_mmap_threshold_now
-from benchmarks.cells import DEVICES, analytic_minimum_bytes, device_unavailable, profile_config, synchronize
+from benchmarks.cells import analytic_minimum_bytes, device_unavailable, profile_config, synchronize
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
+from benchmarks.vocabulary import DEVICES
 from impls import huge_pages
 
 

@@ -12,9 +12,10 @@ import os
 import re
 from collections.abc import Mapping
 
-from benchmarks.cells import DEVICES, Cell, gate
+from benchmarks.cells import Cell, gate
 from benchmarks.profiles import Profile, SampledByProfile
 from benchmarks.runner import BENCHMARK_PREFIXES, SELECTION_VARIABLE, cell_name
+from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES, Strategy
 
 

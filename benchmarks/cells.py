@@ -35,10 +35,10 @@ from benchmarks.allocator import pin_mmap_threshold_now
 from benchmarks.configs import LayerConfig, configs
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import Profile
+from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES, Strategy
 from impls.parity import Reference, problems, random_grad_output
 
-DEVICES: tuple[str, ...] = ("cpu", "cuda")
 INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
 GATE_CACHE_VARIABLE = "UNFOLD_BENCH_GATE_CACHE"  # a directory: verdicts kept there are reused (see gate)
 

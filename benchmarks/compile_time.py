@@ -19,8 +19,9 @@ import tempfile
 import time
 from unittest import mock
 
-from benchmarks.cells import DEVICES, Cell, Workload, synchronize, use_exact_float32
+from benchmarks.cells import Cell, Workload, synchronize, use_exact_float32
 from benchmarks.profiles import FULL, QUICK, Profile
+from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 
 COMPILING = [name for name, strategy in STRATEGIES.items() if strategy.compiles]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 
-from benchmarks.cells import DEVICES
 from benchmarks.profiles import get_profile
+from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 
 PROFILE_VARIABLE = "UNFOLD_BENCH_PROFILE"

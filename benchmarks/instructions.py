@@ -23,12 +23,10 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.children import run_json_child
+from benchmarks.vocabulary import PASSES
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = 5  # calls per measurement; the count is per call
-
-
-WHICH = ("forward", "forward_backward")
 
 
 def parse_cell(spec: str) -> tuple[str, str, str]:
@@ -40,12 +38,12 @@ def parse_cell(spec: str) -> tuple[str, str, str]:
 
     parts = spec.split(":")
     if len(parts) != 3:
-        raise ValueError(f"callgrind cell {spec!r}: expected STRATEGY:CONFIG:{'|'.join(WHICH)}")
+        raise ValueError(f"callgrind cell {spec!r}: expected STRATEGY:CONFIG:{'|'.join(PASSES)}")
     strategy, config, which = parts
     for value, known, what in (
         (strategy, STRATEGIES, "strategy"),
         (config, CONFIGS_BY_NAME, "config"),
-        (which, WHICH, "call"),
+        (which, PASSES, "call"),
     ):
         if value not in known:
             raise ValueError(f"callgrind cell {spec!r}: unknown {what} {value!r}; known: {', '.join(known)}")

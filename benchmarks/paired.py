@@ -38,10 +38,10 @@ from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
 from benchmarks.profiles import PROFILES, get_profile
 from benchmarks.replicates import ABSENT, SKIPPED, Unit, across_processes, process_estimate, run_process
+from benchmarks.vocabulary import PASSES, peak_metric, time_metric
 from impls import Strategy
 
 SIDES = ("base", "head")
-WHICH = ("forward", "forward_backward")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -131,7 +131,7 @@ def share_inputs(workload: Workload, like: Workload) -> None:
 
 def measures(kind: str) -> tuple[str, ...]:
     """The measurements a process of ``kind`` ("time" or "memory") reports for one strategy on one config."""
-    return tuple(f"time_{w}" for w in WHICH) if kind == "time" else tuple(f"net_peak_{w}" for w in WHICH)
+    return tuple(map(time_metric, PASSES)) if kind == "time" else tuple(map(peak_metric, PASSES))
 
 
 Problems = dict[str, str | None]  # per call (forward, forward_backward): why it cannot be timed, or None
@@ -148,10 +148,10 @@ def _checked_workloads(
         cell = Cell(registry[strategy], layer, device)
         reason = cell.skip_reason()
         if reason is not None:
-            problems[side] = {which: f"{SKIPPED}{reason}" for which in WHICH}
+            problems[side] = {which: f"{SKIPPED}{reason}" for which in PASSES}
             continue
         verdict = check_cell(cell)
-        problems[side] = {which: verdict.problem(backward=which != "forward") for which in WHICH}
+        problems[side] = {which: verdict.problem(backward=which != "forward") for which in PASSES}
     use_exact_float32(device)
     for side, registry in enumerate(strategies):
         if problems[side]["forward"] is None:
@@ -180,7 +180,7 @@ def measure_cell(
             yield {**base, "measure": measure, "failed_at": "", "absent_at": "both" if len(absent) == 2 else absent[0]}
         return
     workloads, problems = _checked_workloads(strategies, strategy, layer, device)
-    for which, measure in zip(WHICH, measures("memory")):
+    for which, measure in zip(PASSES, measures("memory")):
         at = {side: problems[side][which] for side in (0, 1)}
         skipped = sorted(r for r, problem in at.items() if problem is not None and problem.startswith(SKIPPED))
         failed = sorted(r for r, problem in at.items() if problem is not None and r not in skipped)
@@ -235,7 +235,7 @@ def _time_units(base_tree: Path, head_tree: Path, units: list[tuple[str, str, st
             "device": device,
         }
         for strategy, config, device in units
-        for which in WHICH
+        for which in PASSES
     }
 
 
@@ -310,7 +310,7 @@ def measure_time(
         )
     for key, (a_first, b_first) in estimates.items():
         strategy, config, device, which = key.split(", ")
-        cell = {"strategy": strategy, "config": config, "device": device, "measure": f"time_{which}"}
+        cell = {"strategy": strategy, "config": config, "device": device, "measure": time_metric(which)}
         if key in problems:
             found = problems[key]
             if set(found) == {"A"} and found["A"].startswith("unknown: "):

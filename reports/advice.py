@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from benchmarks.advise import EARLY_ROUNDS, FAR_BEHIND, WHICH, Layer
+from benchmarks.advise import EARLY_ROUNDS, FAR_BEHIND, Layer
+from benchmarks.vocabulary import PASSES, time_metric
 from reports import analysis, units
 from reports.units import BYTES, SECONDS
 
@@ -48,7 +49,7 @@ def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> 
                 value = source.get(metric.removeprefix("track_"))
                 row[metric] = math.nan if problem or value is None else value
                 row[f"{metric}:status"] = "skipped" if problem else "ok"
-            for which in WHICH:
+            for which in PASSES:
                 for part in ("ratio", "low", "high", "rounds"):
                     row[f"{part}_{which}"] = t.get(f"{part}_{which}", math.nan)
                 row[f"far_behind_{which}"] = bool(t.get(f"far_behind_{which}", False))
@@ -190,7 +191,7 @@ def format_text(report: dict) -> str:
             if r.problem:
                 lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
                 continue
-            intervals = "  ".join(_time_text(r._asdict(), which) for which in WHICH)
+            intervals = "  ".join(_time_text(r._asdict(), which) for which in PASSES)
             memory = (
                 f"net peak {_mib(r.track_net_peak_forward)} / {_mib(r.track_net_peak_forward_backward)} {BYTES.shown}"
             )
@@ -207,11 +208,11 @@ def _html_table(mine: pd.DataFrame) -> str:
     rows = []
     for r in mine.to_dict("records"):
         row = {"strategy": r["strategy"]}
-        for which in WHICH:
+        for which in PASSES:
             label = which.replace("_", "-")
             shown = not r["problem"]
             row[f"{label} {SECONDS.shown}"] = (
-                units.format_number(SECONDS.scaled(r[f"time_{which}"]), 3) if shown else ""
+                units.format_number(SECONDS.scaled(r[time_metric(which)]), 3) if shown else ""
             )
             row[f"{label} x native"] = _interval_text(r, which) if shown else ""
         row[f"net peak {BYTES.shown} (fwd / fwd-bwd)"] = (
@@ -228,7 +229,7 @@ def _chart(table: pd.DataFrame, regime: str, which: str) -> go.Figure:
     """Time per layer and strategy, with each time's interval (its ratio's, scaled by the baseline's median)."""
     figure = go.Figure()
     for strategy, mine in table[table.problem == ""].groupby("strategy", sort=False):
-        time, ratio = SECONDS.scaled(mine[f"time_{which}"]), mine[f"ratio_{which}"]
+        time, ratio = SECONDS.scaled(mine[time_metric(which)]), mine[f"ratio_{which}"]
         above, below = time * (mine[f"high_{which}"] / ratio - 1), time * (1 - mine[f"low_{which}"] / ratio)
         figure.add_bar(
             name=strategy, x=mine.config, y=time, error_y={"type": "data", "array": above, "arrayminus": below}
@@ -246,7 +247,7 @@ def write_html(report: dict, path: str) -> None:
     first = True
     for regime, rows in report["tables"].items():
         table = pd.DataFrame(rows)
-        for which in WHICH:
+        for which in PASSES:
             parts.append(_chart(table, regime, which).to_html(full_html=False, include_plotlyjs=first))
             first = False
     parts.append(f"<p>{html.escape(LEGEND)}</p>")

@@ -30,6 +30,7 @@ from benchmarks.cells import Cell
 from benchmarks.children import run_json_child
 from benchmarks.profiles import PROFILES
 from benchmarks.runner import scratch_config
+from benchmarks.vocabulary import PASSES
 from unfold_bench.common_args import add_profile, add_regime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,6 @@ DEFAULT_CELLS = (
     "native:allcnnc-conv3:forward_backward",
     "compiled:allcnnc-conv3:forward_backward",
 )
-CALLS = ("forward", "forward_backward")
 
 _TIMER = """
 import json, sys, torch
@@ -75,14 +75,14 @@ def _parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
             (name, config, call)
             for config in EVERY_STRATEGY_CONFIGS
             for name in STRATEGIES
-            for call in CALLS
+            for call in PASSES
             if Cell.from_names(name, config, "cpu", profile).skip_reason() is None
         ]
     cells = []
     for item in text.split(","):
         parts = item.strip().split(":")
-        if len(parts) != 3 or parts[2] not in CALLS:
-            raise SystemExit(f"--cells: {item!r} is not STRATEGY:CONFIG:CALL with CALL one of {CALLS}")
+        if len(parts) != 3 or parts[2] not in PASSES:
+            raise SystemExit(f"--cells: {item!r} is not STRATEGY:CONFIG:CALL with CALL one of {PASSES}")
         try:
             reason = Cell.from_names(parts[0], parts[1], "cpu", PROFILES[profile_name]).skip_reason()
         except KeyError as error:

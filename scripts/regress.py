@@ -33,6 +33,7 @@ import pandas as pd
 from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
 from benchmarks.paired import OUTSIDE_VARIABLE
 from benchmarks.profiles import PROFILES, Profile, benchmark_regex
+from benchmarks.vocabulary import DEVICES
 from reports.compare import (
     P_THRESHOLD,
     Thresholds,
@@ -149,7 +150,7 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
                 print(f"paired: {tree.name}'s impls does not import: {type(error).__name__}: {error}", flush=True)
         if not names:
             raise RuntimeError("neither revision's impls imports")
-        devices = [d for d in ("cpu", "cuda") if device_unavailable(d) is None]
+        devices = [d for d in DEVICES if device_unavailable(d) is None]
         profile = PROFILES[args.profile]
         units = [
             (s, c.name, d)

@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION
-from benchmarks.cells import DEVICES, Cell
+from benchmarks.cells import Cell
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
 from benchmarks.profiles import QUICK
+from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 from reports.summary import physics_problems, summary_tables
 from reports.units import MIB

@@ -1,0 +1,20 @@
+"""The measurement's words, defined once: the passes a call is timed in and the devices a cell runs on.
+
+Importing this module imports no torch, so the reports (which run where only results are) use the same words as
+the benchmarks that wrote them.
+"""
+
+from __future__ import annotations
+
+PASSES: tuple[str, ...] = ("forward", "forward_backward")  # a call: the forward alone, or forward and backward
+DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a cell may run on
+
+
+def time_metric(which: str) -> str:
+    """The asv metric that times pass ``which``: ``time_forward`` or ``time_forward_backward``."""
+    return f"time_{which}"
+
+
+def peak_metric(which: str) -> str:
+    """The asv metric that holds pass ``which``'s net peak memory: ``net_peak_forward`` or ``..._backward``."""
+    return f"net_peak_{which}"
