@@ -50,7 +50,7 @@ from benchmarks.cells import (
 from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
 from benchmarks.paired import measures, share_inputs, timed_call
-from benchmarks.paired_stats import PairedRatio, paired_ratio
+from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND, PairedRatio, paired_ratio
 from benchmarks.vocabulary import DEVICES, PASSES, peak_metric
 from impls import STRATEGIES, Strategy
 from impls.geometry import SUPPORTED_DTYPES
@@ -184,7 +184,6 @@ def model_layers(path: str, input_shape: tuple[int, ...], dtype: str = "float32"
 CONFIDENCE = 0.95  # of each ratio's interval (two-sided): a ranking, not a gate
 MIN_ROUNDS = 6  # the fewest rounds with a 95% signed-rank interval (the exact tail 2^-6 < 0.025)
 TARGET = 1.05  # a strategy is timed until its interval is within this factor of its ratio, or it is out of the race
-EARLY_ROUNDS, FAR_BEHIND = 3, 2.0  # after 3 rounds, out when its fastest call is over 2x the leader's slowest
 
 
 @dataclass

@@ -24,9 +24,10 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.allocator import pin_mmap_threshold_now
-from benchmarks.cells import analytic_minimum_bytes, device_unavailable, profile_config, synchronize
+from benchmarks.cells import device_unavailable, profile_config, synchronize
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
+from benchmarks.traffic import Sizes, analytic_minimum_bytes
 from benchmarks.vocabulary import DEVICES
 from impls import huge_pages
 
@@ -76,10 +77,10 @@ class _BoundsSuite(SampledByProfile):
         return net_peak_bytes(self._fresh_output, device)
 
     def track_min_peak_forward(self, config: str, device: str) -> int:
-        return analytic_minimum_bytes(self.config, backward=False)
+        return analytic_minimum_bytes(Sizes.of(self.config), backward=False)
 
     def track_min_peak_forward_backward(self, config: str, device: str) -> int:
-        return analytic_minimum_bytes(self.config, backward=True)
+        return analytic_minimum_bytes(Sizes.of(self.config), backward=True)
 
 
 def _params(profile: Profile) -> list[list[str]]:

@@ -415,34 +415,3 @@ def charged_net_peak(workload: Workload, backward: bool, warm_up: bool = True) -
     if strategy.reuses_output:
         peak += config.geometry.output_numel * config.torch_dtype.itemsize
     return peak
-
-
-def minimum_bytes_moved(config: LayerConfig, backward: bool) -> int:
-    """The bytes an ideal unfold moves through memory: it reads the input once and writes the output once;
-    with the backward it also reads ``grad_output`` once and writes ``grad_input`` once. Divided by a time it
-    is the achieved bandwidth, to set beside ``copy_``'s (two output sizes, read and written, over its time).
-    A one-element kernel is no exception: the contract is ``F.unfold``'s new memory, never a view."""
-    geometry = config.geometry
-    once = (geometry.input_numel + geometry.output_numel) * config.torch_dtype.itemsize
-    return 2 * once if backward else once
-
-
-def copy_bytes_moved(config: LayerConfig) -> int:
-    """The bytes the ``copy_`` roofline moves: an output-sized tensor read and another written."""
-    return 2 * config.geometry.output_numel * config.torch_dtype.itemsize
-
-
-def analytic_minimum_bytes(config: LayerConfig, backward: bool) -> int:
-    """The least memory a call can need: its output; with the backward also grad_output and grad_input.
-
-    A one-element kernel with stride 1 and no padding (allcnnc-conv8) is no exception: its unfold is a reshape
-    of the input, but the contract is ``F.unfold``'s, whose output is new memory, so the output is counted.
-    (Older committed results record less for such configs: ``as_strided`` returned a view of the input there
-    then, and this minimum allowed it.)
-    """
-    geometry = config.geometry
-    itemsize = config.torch_dtype.itemsize
-    output, grad_output, grad_input = geometry.output_numel, geometry.output_numel, geometry.input_numel
-    if not backward:
-        return output * itemsize
-    return (output + grad_output + grad_input) * itemsize

@@ -15,17 +15,20 @@ conv4 in bfloat16 and in float16 (conv4: the smallest stride-1 All-CNN-C layer w
 rows stay cheap; ``onehot`` refuses both dtypes on CPUs not recorded free of oneDNN's defects, see its
 ``known_defects``).
 
-``LayerConfig.with_batch_size`` scales a row down (quick profiles, tests) without a second table.
+``LayerConfig.with_batch_size`` scales a row down (quick profiles, tests) without a second table. The table
+imports no torch (the reports read it where only results are); a config's geometry, dtype and input do.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from impls.geometry import Geometry
+    from impls.geometry import Geometry
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,14 @@ class LayerConfig:
 
     @property
     def geometry(self) -> Geometry:
+        from impls.geometry import Geometry
+
         return Geometry.from_shape(self.input_shape, self.kernel_size, self.dilation, self.padding, self.stride)
 
     @property
     def torch_dtype(self) -> torch.dtype:
+        import torch
+
         return getattr(torch, self.dtype)
 
     @property
@@ -73,6 +80,8 @@ class LayerConfig:
 
     def make_input(self, device: str | torch.device = "cpu", seed: int = 0) -> torch.Tensor:
         """A reproducible standard-normal input of this config's shape and dtype."""
+        import torch
+
         generator = torch.Generator().manual_seed(seed)
         x = torch.randn(self.input_shape, generator=generator, dtype=torch.float32)
         return x.to(device=device, dtype=self.torch_dtype)

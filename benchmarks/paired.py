@@ -38,7 +38,7 @@ from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
 from benchmarks.profiles import PROFILES, get_profile
 from benchmarks.replicates import ABSENT, SKIPPED, Unit, across_processes, process_estimate, run_process
-from benchmarks.vocabulary import PASSES, peak_metric, time_metric
+from benchmarks.vocabulary import PASSES, peak_metric, timed_metric
 from impls import Strategy
 
 SIDES = ("base", "head")
@@ -131,7 +131,7 @@ def share_inputs(workload: Workload, like: Workload) -> None:
 
 def measures(kind: str) -> tuple[str, ...]:
     """The measurements a process of ``kind`` ("time" or "memory") reports for one strategy on one config."""
-    return tuple(map(time_metric, PASSES)) if kind == "time" else tuple(map(peak_metric, PASSES))
+    return tuple(map(timed_metric, PASSES)) if kind == "time" else tuple(map(peak_metric, PASSES))
 
 
 Problems = dict[str, str | None]  # per call (forward, forward_backward): why it cannot be timed, or None
@@ -310,7 +310,7 @@ def measure_time(
         )
     for key, (a_first, b_first) in estimates.items():
         strategy, config, device, which = key.split(", ")
-        cell = {"strategy": strategy, "config": config, "device": device, "measure": time_metric(which)}
+        cell = {"strategy": strategy, "config": config, "device": device, "measure": timed_metric(which)}
         if key in problems:
             found = problems[key]
             if set(found) == {"A"} and found["A"].startswith("unknown: "):

@@ -30,6 +30,9 @@ import numpy as np
 
 ALPHA = 0.001  # one-sided false-alarm rate per cell
 POWER = 0.95  # the probability with which a slowdown of the cell's resolution is caught
+# advise's race: after EARLY_ROUNDS rounds a strategy is out when its fastest call is over FAR_BEHIND x the leader's
+# slowest (no contender, whatever the noise)
+EARLY_ROUNDS, FAR_BEHIND = 3, 2.0
 MIN_PAIRS = 16  # below this the normal approximation of the signed-rank distribution is poor
 
 

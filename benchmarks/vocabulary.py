@@ -1,7 +1,8 @@
 """The measurement's words, defined once: the passes a call is timed in and the devices a cell runs on.
 
 Importing this module imports no torch, so the reports (which run where only results are) use the same words as
-the benchmarks that wrote them.
+the benchmarks that wrote them. (No function here starts with ``time_``: asv would take it for a benchmark in
+every suite module that imports it.)
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ PASSES: tuple[str, ...] = ("forward", "forward_backward")  # a call: the forward
 DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a cell may run on
 
 
-def time_metric(which: str) -> str:
+def timed_metric(which: str) -> str:
     """The asv metric that times pass ``which``: ``time_forward`` or ``time_forward_backward``."""
     return f"time_{which}"
 

@@ -18,13 +18,17 @@ import html
 import json
 import math
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from benchmarks.advise import EARLY_ROUNDS, FAR_BEHIND, Layer
-from benchmarks.vocabulary import PASSES, time_metric
+from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND
+from benchmarks.vocabulary import PASSES, timed_metric
 from reports import analysis, units
+
+if TYPE_CHECKING:
+    from benchmarks.advise import Layer
 from reports.units import BYTES, SECONDS
 
 METRICS = tuple(units.METRICS)  # the site's four figures
@@ -212,7 +216,7 @@ def _html_table(mine: pd.DataFrame) -> str:
             label = which.replace("_", "-")
             shown = not r["problem"]
             row[f"{label} {SECONDS.shown}"] = (
-                units.format_number(SECONDS.scaled(r[time_metric(which)]), 3) if shown else ""
+                units.format_number(SECONDS.scaled(r[timed_metric(which)]), 3) if shown else ""
             )
             row[f"{label} x native"] = _interval_text(r, which) if shown else ""
         row[f"net peak {BYTES.shown} (fwd / fwd-bwd)"] = (
@@ -229,7 +233,7 @@ def _chart(table: pd.DataFrame, regime: str, which: str) -> go.Figure:
     """Time per layer and strategy, with each time's interval (its ratio's, scaled by the baseline's median)."""
     figure = go.Figure()
     for strategy, mine in table[table.problem == ""].groupby("strategy", sort=False):
-        time, ratio = SECONDS.scaled(mine[time_metric(which)]), mine[f"ratio_{which}"]
+        time, ratio = SECONDS.scaled(mine[timed_metric(which)]), mine[f"ratio_{which}"]
         above, below = time * (mine[f"high_{which}"] / ratio - 1), time * (1 - mine[f"low_{which}"] / ratio)
         figure.add_bar(
             name=strategy, x=mine.config, y=time, error_y={"type": "data", "array": above, "arrayminus": below}

@@ -32,9 +32,8 @@ import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
-from benchmarks.cells import analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved, profile_config
-from benchmarks.profiles import get_profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE
+from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
 from reports.units import METRICS, RATIO_METRICS
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
@@ -188,20 +187,19 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
     return pd.DataFrame(out, columns=columns)
 
 
-def with_bandwidth(best: pd.DataFrame, profile: str) -> pd.DataFrame:
-    """``fastest_against_bounds``'s rows (of a ``profile`` run) with the achieved bandwidth: ``gb_per_s``, the
-    least bytes the unfold must move (``benchmarks.cells.minimum_bytes_moved``) over its time; ``copy_gb_per_s``,
+def with_bandwidth(best: pd.DataFrame, sizes: Mapping[str, Sizes]) -> pd.DataFrame:
+    """``fastest_against_bounds``'s rows (of one run, ``sizes`` its profile's configs' as the bench recorded them:
+    ``Catalogue.profile_sizes``) with the achieved bandwidth: ``gb_per_s``, the
+    least bytes the unfold must move (``benchmarks.traffic.minimum_bytes_moved``) over its time; ``copy_gb_per_s``,
     the bytes ``copy_`` moves over its time in the same run (the machine's measured copy bandwidth); and
-    ``of_copy``, their ratio. NaN for a config the config table no longer has, and where the fastest's net
+    ``of_copy``, their ratio. NaN for a config the bench did not record, and where the fastest's net
     ``peak`` is below the analytic minimum: it did not write the contract's new output (the results committed
     up to ``f26b0bd`` have ``as_strided`` returning a view of its input on allcnnc-conv8, 4 KiB), so the bytes
     the contract must move say nothing about it."""
-    sizes = get_profile(profile)  # the profile's batch sizes
     gb_per_s, copy_gb_per_s = [], []
     for row in best.itertuples():
-        try:
-            config = profile_config(sizes, row.config)
-        except KeyError:
+        config = sizes.get(row.config)
+        if config is None:
             gb_per_s.append(math.nan)
             copy_gb_per_s.append(math.nan)
             continue
@@ -317,7 +315,9 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per row of one config's ``rows`` (``ok`` in ``metric``): its time over the fastest row's (``relative``) with
     an interval (``low``, ``high``). Where every row has a paired ratio to the reference (``m:x_native_paired``)
     these come from the paired ratios and their intervals across processes; otherwise (a config the reference
-    does not run, an older run) from the medians, with asv's interval of each median (NaN where it has none)."""
+    does not run, an older run) from the medians, with asv's interval of each median (NaN where it has none, and
+    a lower end at or below zero, which asv's normal approximation gives a few wide samples, NaN too: a time has
+    no such bound, and a geometric mean of the ends cannot take it)."""
     paired_column = f"{metric}:x_native_paired"
     if paired_column in rows and rows[paired_column].fillna(False).astype(bool).all():
         ratio = rows[f"{metric}:x_native"].astype(float)
@@ -332,6 +332,8 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
         )
     time = rows[metric].astype(float)
     ends = [rows[f"{metric}:{end}"].astype(float) if f"{metric}:{end}" in rows else math.nan for end in ("low", "high")]
+    if isinstance(ends[0], pd.Series):
+        ends[0] = ends[0].where(ends[0] > 0)
     fastest = time.min()
     return pd.DataFrame(
         {"relative": time / fastest, "low": ends[0] / fastest, "high": ends[1] / fastest}, index=rows.index

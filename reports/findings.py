@@ -26,13 +26,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
-from benchmarks.configs import get_config
-from impls import STRATEGIES
 from reports.analysis import (
     REFERENCE_STRATEGY,
     cell_table,
@@ -41,14 +38,10 @@ from reports.analysis import (
     regime_label,
     select_run,
 )
-from reports.set_aside import SET_ASIDE
+from reports.results import Catalogue
+from reports.set_aside import set_aside
 from reports.summary import physics_problems
 from reports.units import MIB
-
-if TYPE_CHECKING:
-    import torch
-
-    from impls import Geometry
 
 SOURCES = "Claims of the source documents"
 ROOFLINE = "The fastest against the roofline and the analytic minimum: All-CNN-C layers, full profile"
@@ -74,12 +67,11 @@ PASSES = {  # time metric -> (pass name, the net peak of that pass, its analytic
 }
 INTRO = (
     "Every verdict on this page is computed when the site is built, from the newest results of each machine and "
-    "profile (and, for the claims about <code>Tensor.unfold</code> and <code>F.unfold</code>, by running torch): "
-    "no number here is written by hand, so none can be contradicted by the next run. Each says which run it comes "
-    "from: machine, commit, profile, timing regime and device. <b>Fastest</b> means the lowest median among the "
-    "strategies that return a new tensor (those that reuse their output buffer, "
-    + ", ".join(f"<code>{html.escape(name)}</code>" for name in SET_ASIDE)
-    + ", are shown separately where a target allows them). A target missed says by how much; a claim or "
+    "profile (and, for the claims about <code>Tensor.unfold</code> and <code>F.unfold</code>, from what the bench "
+    "recorded by running torch): no number here is written by hand, so none can be contradicted by the next run. "
+    "Each says which run it comes from: machine, commit, profile, timing regime and device. <b>Fastest</b> means "
+    "the lowest median among the strategies that return a new tensor (those that reuse their output buffer, "
+    "{set_aside}, are shown separately where a target allows them). A target missed says by how much; a claim or "
     "target whose figures a run lacks is <b>not measured</b>, with the reason."
 )
 
@@ -198,43 +190,26 @@ def _met_verdict(verdicts: Iterable[str], where: Iterable[str]) -> tuple[str, st
 # --- the source documents' claims ----------------------------------------------------------------------------
 
 
-def _storage(tensor: torch.Tensor) -> int:
-    return tensor.untyped_storage().data_ptr()
-
-
-def tensor_unfold_findings() -> list[Finding]:
-    """The claims that ``Tensor.unfold`` copies and that ``F.unfold`` returns new memory, checked by running torch."""
-    import torch
-    import torch.nn.functional as F
-
-    def check(make: Callable[[torch.Tensor], torch.Tensor]) -> tuple[bool, bool]:
-        x = torch.arange(2 * 3 * 5 * 5, dtype=torch.float32).reshape(2, 3, 5, 5)
-        before = x.clone()
-        out = make(x)
-        shares = _storage(out) == _storage(x)
-        out[(0,) * out.dim()] = -1.0  # one element, written through the result
-        return shares, not torch.equal(x, before)
-
-    def windows(x: torch.Tensor) -> torch.Tensor:
-        return x.unfold(2, 3, 1).unfold(3, 3, 1)
-
-    operations: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-        "x.unfold(2, 3, 1).unfold(3, 3, 1) (Tensor.unfold: the 3x3 windows)": windows,
-        "x.unfold(2, 3, 1) (Tensor.unfold along one dimension)": lambda x: x.unfold(2, 3, 1),
-        "the windows .permute(0, 1, 4, 5, 2, 3).reshape(2, 27, 9) (into F.unfold's layout)": (
-            lambda x: windows(x).permute(0, 1, 4, 5, 2, 3).reshape(2, 27, 9)
-        ),
-        "F.unfold(x, kernel_size=3)": lambda x: F.unfold(x, kernel_size=3),
-    }
-    results = {name: check(make) for name, make in operations.items()}
+def tensor_unfold_findings(catalogue: Catalogue) -> list[Finding]:
+    """The claims that ``Tensor.unfold`` copies and that ``F.unfold`` returns new memory, from the checks the bench
+    ran with its torch (``benchmarks.catalogue.torch_view_records``)."""
+    claims = ("Tensor.unfold copies its input", "F.unfold returns new memory")
+    if len(catalogue.torch_views) < 4:
+        why = "no bench recorded the checks (results older than results/<machine>/catalogue.jsonl)"
+        return [_not_measured(SOURCES, claim, why, "the bench's catalogue") for claim in claims]
     evidence = pd.DataFrame(
         [
-            {"operation": name, "shares x's storage": shares, "a write through it changes x": writes}
-            for name, (shares, writes) in results.items()
+            {
+                "operation": view["operation"],
+                "shares x's storage": view["shares"],
+                "a write through it changes x": view["writes_through"],
+            }
+            for view in catalogue.torch_views
         ]
     )
-    source = f"torch {torch.__version__}, run when this report was built (not from results), on a 2x3x5x5 float32 x"
-    names = list(operations)
+    results = {view["operation"]: (view["shares"], view["writes_through"]) for view in catalogue.torch_views}
+    source = f"{catalogue.torch_source}, on a 2x3x5x5 float32 x"
+    names = list(results)  # in the order the bench ran them
     unfold_view = all(results[name][0] and results[name][1] for name in names[:2])
     unfold_verdict = (
         "does not hold: it is a view (it shares x's storage, and a write through it changes x)"
@@ -255,10 +230,8 @@ def tensor_unfold_findings() -> list[Finding]:
         else "does not hold: its output shares x's storage"
     )
     return [
-        Finding(SOURCES, "Tensor.unfold copies its input", unfold_verdict, evidence, source, note),
-        Finding(
-            SOURCES, "F.unfold returns new memory", f_unfold_verdict, evidence.tail(1).reset_index(drop=True), source
-        ),
+        Finding(SOURCES, claims[0], unfold_verdict, evidence, source, note),
+        Finding(SOURCES, claims[1], f_unfold_verdict, evidence.tail(1).reset_index(drop=True), source),
     ]
 
 
@@ -371,7 +344,7 @@ ROOFLINE_CLAIMS = {
 }
 
 
-def roofline_findings(runs: list[_Run]) -> list[Finding]:
+def roofline_findings(runs: list[_Run], aside: Mapping[str, str]) -> list[Finding]:
     """The roofline targets per full-profile run: time over ``copy_`` and the fastest's net peak over the minimum,
     for the fastest that returns a new tensor and, separately, the fastest when output reuse is allowed."""
     full = _full_allcnnc_runs(runs)
@@ -380,7 +353,7 @@ def roofline_findings(runs: list[_Run]) -> list[Finding]:
     out = []
     for run in full:
         cells = _allcnnc(run.cells)
-        new, reuse = _fastest(cells, SET_ASIDE), _fastest(cells, {})
+        new, reuse = _fastest(cells, aside), _fastest(cells, {})
         limits = {"time_forward": ROOFLINE_FORWARD_X_COPY, "time_forward_backward": ROOFLINE_FORWARD_BACKWARD_X_COPY}
         for metric, limit in limits.items():
             lines = []
@@ -497,38 +470,31 @@ WHY_HALF = (
 WHY_PEAK = "'above minimum MiB' is memory the fastest strategy holds beyond its output (and gradients) at its peak."
 
 
-def _geometry(config: str) -> Geometry | None:
-    """The geometry of a registered config (its ratios do not depend on the batch size), or None."""
-    try:
-        return get_config(config).geometry
-    except KeyError:  # a config that this checkout no longer has
-        return None
+def _input_per_output(catalogue: Catalogue, config: str) -> float:
+    """Input elements per output element (at any batch size), or NaN for a config the bench did not record."""
+    sizes = catalogue.config_sizes(config)
+    return math.nan if sizes is None else sizes.input_numel / sizes.output_numel
 
 
-def _input_per_output(config: str) -> float:
-    geometry = _geometry(config)
-    return math.nan if geometry is None else geometry.input_numel / geometry.output_numel
-
-
-def _row_elements(config: str) -> float:
+def _row_elements(catalogue: Catalogue, config: str) -> float:
     """The windows along the innermost spatial dim: the length of one row of the output's writes."""
-    geometry = _geometry(config)
-    return math.nan if geometry is None else geometry.output_size[-1]
+    sizes = catalogue.config_sizes(config)
+    return math.nan if sizes is None or not sizes.output_size else sizes.output_size[-1]
 
 
 HUGE_PAGE_FLOOR = "time_fresh_output_huge_pages"
 FLOOR_LABELS = {"time_fresh_output": "fresh-output", HUGE_PAGE_FLOOR: "huge-page"}
 
 
-def _fresh_output_floor(run: _Run, config: str, strategy: str | None) -> str:
+def _fresh_output_floor(run: _Run, config: str, strategy: str | None, catalogue: Catalogue) -> str:
     """The floor of the fastest strategy's own allocation: the huge-page one for a strategy that advises its
     results into huge pages (``Strategy.advises_huge_pages``), in a run that measured it (earlier runs predate
     both the bound and the advice), else the fresh-output floor."""
-    advises = strategy in STRATEGIES and STRATEGIES[strategy].advises_huge_pages
+    advises = bool(catalogue.strategies.get(strategy or "", {}).get("advises_huge_pages"))
     return HUGE_PAGE_FLOOR if advises and run.bound(config, HUGE_PAGE_FLOOR) > 0 else "time_fresh_output"
 
 
-def new_tensor_findings(runs: list[_Run]) -> list[Finding]:
+def new_tensor_findings(runs: list[_Run], catalogue: Catalogue) -> list[Finding]:
     """The new-tensor targets per full-profile run, for the fastest strategy that returns a new tensor; the floor
     target again without huge-page advice and the ``copy_`` target again with output reuse allowed."""
     full = _full_allcnnc_runs(runs)
@@ -537,15 +503,16 @@ def new_tensor_findings(runs: list[_Run]) -> list[Finding]:
     out = []
     for run in full:
         cells = _allcnnc(run.cells)
-        best, reuse = _fastest(cells, SET_ASIDE), _fastest(cells, {})
-        advisers = {name: "advises huge pages" for name, one in STRATEGIES.items() if one.advises_huge_pages}
-        in_small_pages = _fastest(cells, {**SET_ASIDE, **advisers})
+        aside = set_aside(catalogue.strategies)
+        best, reuse = _fastest(cells, aside), _fastest(cells, {})
+        advisers = {n: "advises huge pages" for n, r in catalogue.strategies.items() if r.get("advises_huge_pages")}
+        in_small_pages = _fastest(cells, {**aside, **advisers})
         configs = list(dict.fromkeys(cells.config))
         lines = []
         for config in configs:
             key = (config, "time_forward")
             time, strategy = _get(best, key, "time"), _get(best, key, "strategy")
-            floor_metric = _fresh_output_floor(run, config, strategy)
+            floor_metric = _fresh_output_floor(run, config, strategy, catalogue)
             floor, fresh = run.bound(config, floor_metric), run.bound(config, "time_fresh_output")
             ratio = math.nan if time is None or not floor > 0 else time / floor
             small_time = _get(in_small_pages, key, "time")
@@ -559,7 +526,7 @@ def new_tensor_findings(runs: list[_Run]) -> list[Finding]:
                     "huge-page floor ms": run.bound(config, HUGE_PAGE_FLOOR) * 1e3,
                     "its floor": FLOOR_LABELS[floor_metric],
                     "x its floor": ratio,
-                    "input / output": _input_per_output(config),
+                    "input / output": _input_per_output(catalogue, config),
                     "verdict": _judged(ratio, NEW_TENSOR_FORWARD_X_FRESH_OUTPUT),
                     "fastest (4 KiB pages)": _get(in_small_pages, key, "strategy"),
                     "x fresh-output floor (4 KiB pages)": small_ratio,
@@ -579,7 +546,7 @@ def new_tensor_findings(runs: list[_Run]) -> list[Finding]:
                     "x copy_": math.nan if ratio is None else ratio,
                     "fresh-output floor x copy_": floor / copy if copy > 0 else math.nan,
                     "huge-page floor x copy_": run.bound(config, HUGE_PAGE_FLOOR) / copy if copy > 0 else math.nan,
-                    "row elements": _row_elements(config),
+                    "row elements": _row_elements(catalogue, config),
                     "verdict": _judged(ratio, NEW_TENSOR_FORWARD_X_COPY),
                     "fastest (reuse allowed)": _get(reuse, key, "strategy"),
                     "x copy_ (reuse allowed)": math.nan if reused is None else reused,
@@ -621,13 +588,13 @@ def new_tensor_findings(runs: list[_Run]) -> list[Finding]:
                     }
                 )
         out.append(_target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["peak"], run, pd.DataFrame(lines), WHY_PEAK))
-        out.append(_half_precision_finding(run))
+        out.append(_half_precision_finding(run, aside))
     return out
 
 
-def _half_precision_finding(run: _Run) -> Finding:
+def _half_precision_finding(run: _Run, aside: Mapping[str, str]) -> Finding:
     claim = NEW_TENSOR_CLAIMS["half"]
-    best = _fastest(run.cells, SET_ASIDE)
+    best = _fastest(run.cells, aside)
     lines = []
     for config, twin in HALF_PRECISION.items():
         for metric, (pass_name, _, _) in PASSES.items():
@@ -714,14 +681,15 @@ def physics_findings(runs: list[_Run]) -> list[Finding]:
 # --- all of them, and how they are shown -----------------------------------------------------------------------
 
 
-def findings(table: pd.DataFrame) -> list[Finding]:
-    """Every finding, from ``load_results``' tidy table (the newest run of each machine and profile)."""
+def findings(table: pd.DataFrame, catalogue: Catalogue) -> list[Finding]:
+    """Every finding, from ``load_results``' tidy table (the newest run of each machine and profile) and what the
+    bench recorded (``load_catalogue``)."""
     runs = _runs(table)
     return [
-        *tensor_unfold_findings(),
+        *tensor_unfold_findings(catalogue),
         *onehot_findings(runs),
-        *roofline_findings(runs),
-        *new_tensor_findings(runs),
+        *roofline_findings(runs, set_aside(catalogue.strategies)),
+        *new_tensor_findings(runs, catalogue),
         *physics_findings(runs),
     ]
 
@@ -744,10 +712,11 @@ def _formatted(evidence: pd.DataFrame) -> pd.DataFrame:
 CSS_OF_OUTCOME = {"holds": "box", "met": "box"}  # anything else: the warning box
 
 
-def render_html(found: list[Finding]) -> str:
+def render_html(found: list[Finding], aside: Iterable[str] = ()) -> str:
     """The Findings page's body: an index of every verdict, then per topic each claim, its verdict, where it
-    came from and its evidence table."""
-    parts = [f"<p>{INTRO}</p>"]
+    came from and its evidence table; ``aside``: the strategies set aside (``reports.set_aside``)."""
+    names = ", ".join(f"<code>{html.escape(name)}</code>" for name in aside) or "none recorded"
+    parts = [f"<p>{INTRO.format(set_aside=names)}</p>"]
     rows = []
     for number, finding in enumerate(found, 1):
         rows.append(

@@ -24,12 +24,15 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from asv.results import Results, iter_results
+
+from benchmarks.catalogue import CATALOGUE_FILE
+from benchmarks.traffic import Sizes
 
 MACHINE_FIELDS = (
     "python_version",
@@ -211,3 +214,64 @@ def load_capabilities(directory: str | Path) -> list[dict]:
     """The capability matrices in ``directory`` (``scripts/capabilities.py``: one file per machine, the newest
     measurement), sorted by machine; empty when there are none."""
     return [json.loads(path.read_text()) for path in sorted(Path(directory).glob("*.json"))]
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """What the bench recorded of the strategies, configs and torch (``benchmarks.catalogue``), merged over every
+    machine under a results directory, the newest record of each name winning. Empty where none was recorded
+    (results older than the catalogue): the reports then say so rather than guess."""
+
+    strategies: Mapping[str, Mapping] = field(default_factory=dict)  # name -> its record
+    sizes: Mapping[tuple[str, str], Sizes] = field(default_factory=dict)  # (profile, config) -> its sizes
+    torch_views: tuple[Mapping, ...] = ()  # one record per operation, from the newest catalogue that has them
+    torch_source: str = ""  # which torch, machine, commit and date recorded ``torch_views``
+
+    def profile_sizes(self, profile: str) -> dict[str, Sizes]:
+        """Each config's sizes at ``profile``'s batch size."""
+        return {config: sizes for (name, config), sizes in self.sizes.items() if name == profile}
+
+    def config_sizes(self, config: str) -> Sizes | None:
+        """``config``'s sizes at any profile (for ratios that do not depend on the batch size), or None."""
+        return next((s for (_, name), s in self.sizes.items() if name == config), None)
+
+
+def catalogue_from_records(records: Iterable[Mapping], machine: str = "") -> Catalogue:
+    """One machine's catalogue from the records the bench wrote (``benchmarks.catalogue``)."""
+    records = list(records)
+    header = next((r for r in records if r.get("record") == "written"), {})
+    strategies = {r["name"]: r for r in records if r.get("record") == "strategy"}
+    sizes = {
+        (r["profile"], r["config"]): Sizes(r["input_numel"], r["output_numel"], r["itemsize"], tuple(r["output_size"]))
+        for r in records
+        if r.get("record") == "sizes"
+    }
+    views = tuple(r for r in records if r.get("record") == "torch view")
+    source = ""
+    if views:
+        source = f"torch {header.get('torch', '?')} on {machine or '?'}"
+        if header.get("commit"):
+            source += f", recorded by the bench of {header['commit'][:8]}"
+        if header.get("date"):
+            source += f" on {header['date'][:10]}"
+    return Catalogue(strategies, sizes, views, source)
+
+
+def load_catalogue(results_dir: str | Path) -> Catalogue:
+    """The catalogue of every machine under ``results_dir`` (``results/<machine>/catalogue.jsonl``), merged: the
+    newest record of each strategy and config wins, and the torch checks come from the newest catalogue."""
+    found = []
+    for path in Path(results_dir).glob(f"*/{CATALOGUE_FILE}"):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        date = next((r.get("date", "") for r in records if r.get("record") == "written"), "")
+        found.append((date, path.parent.name, catalogue_from_records(records, path.parent.name)))
+    strategies: dict[str, Mapping] = {}
+    sizes: dict[tuple[str, str], Sizes] = {}
+    views: tuple[Mapping, ...] = ()
+    source = ""
+    for _, _, one in sorted(found, key=lambda f: f[:2]):  # oldest first: the newest wins
+        strategies.update(one.strategies)
+        sizes.update(one.sizes)
+        if one.torch_views:
+            views, source = one.torch_views, one.torch_source
+    return Catalogue(strategies, sizes, views, source)

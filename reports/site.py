@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import html
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,11 +26,10 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from benchmarks.allocator import REGIMES, regime_of_machine
-from impls import STRATEGIES
 from reports import analysis, figures
 from reports.findings import findings, render_html
-from reports.results import load_capabilities, load_results
-from reports.set_aside import COMPLEXITY, SET_ASIDE
+from reports.results import Catalogue, load_capabilities, load_catalogue, load_results
+from reports.set_aside import complexity, set_aside
 from reports.units import METRICS, SHOWN_METRICS
 
 PAGES = {
@@ -174,8 +173,10 @@ def _capability_record(records: list[dict], machine: str) -> dict | None:
     return next((r for r in records if r["machine"] == base), None)
 
 
-def _needs_html(cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, device: str, pick: str | None) -> str:
-    picks = analysis.needs_picks(cells, rule, record, device, SET_ASIDE)
+def _needs_html(
+    cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, device: str, pick: str | None, aside: dict[str, str]
+) -> str:
+    picks = analysis.needs_picks(cells, rule, record, device, aside)
     if not picks:
         return ""
     lines = "; ".join(
@@ -188,12 +189,13 @@ def _needs_html(cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, d
 
 
 def _recommendation_html(
-    cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str, record: dict | None = None
+    cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str, catalogue: Catalogue, record: dict | None = None
 ) -> str:
+    aside, simplicity = set_aside(catalogue.strategies), complexity(catalogue.strategies)
     parts = []
     for rule in analysis.RULES:
-        advice = analysis.recommend(cells, rule, SET_ASIDE, COMPLEXITY)
-        others = analysis.other_regime_picks(table, run, device, rule, SET_ASIDE)
+        advice = analysis.recommend(cells, rule, aside, simplicity)
+        others = analysis.other_regime_picks(table, run, device, rule, aside)
         regime = " " + html.escape(analysis.regime_note(run["machine"], advice.strategy, others))
         if advice.strategy is None:
             verdict = "<b>Every strategy failed somewhere on this device</b>: see the picks per config below."
@@ -221,7 +223,7 @@ def _recommendation_html(
             else f"{r.strategy} out ({r.why_not})"
             for r in advice.ranking.itertuples()
         )
-        picks = analysis.recommend_per_config(cells, rule, SET_ASIDE, COMPLEXITY)
+        picks = analysis.recommend_per_config(cells, rule, aside, simplicity)
         time = METRICS[rule.time_metric]
         pick_rows = [
             [
@@ -241,7 +243,7 @@ def _recommendation_html(
             f"Ties: {html.escape(analysis.TIE_TEXT)}. Times relative to each other come from the paired ratios "
             f"to native where the run measured them (T's interval: the per-config intervals' ends, geometric mean). "
             f"Candidates: {html.escape(ranking)}.{regime}</div>"
-            + _needs_html(cells, rule, record, device, advice.strategy)
+            + _needs_html(cells, rule, record, device, advice.strategy, aside)
             + "<details><summary>Picks per config</summary>"
             + _table(["config", "pick", time.label, "statistical tie", "eligible"], pick_rows)
             + "</details></div>"
@@ -262,14 +264,16 @@ def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
     return f"Skipped (not supported, or not run on this machine): {html.escape(listed)}."
 
 
-def findings_page(table: pd.DataFrame) -> Page:
+def findings_page(table: pd.DataFrame, catalogue: Catalogue) -> Page:
     """Every claim and target with its verdict, computed from the newest run of each machine (``reports.findings``)."""
     page = Page("findings.html")
-    page.add(render_html(findings(table)))
+    page.add(render_html(findings(table, catalogue), set_aside(catalogue.strategies)))
     return page
 
 
-def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: list[dict] = ()) -> Page:
+def overview_page(
+    table: pd.DataFrame, colors: dict[str, str], catalogue: Catalogue, capabilities: list[dict] = ()
+) -> Page:
     page = Page("index.html")
     page.paragraph(
         "Each strategy computes exactly <code>torch.nn.functional.unfold</code> (values and gradients are "
@@ -320,7 +324,7 @@ def overview_page(table: pd.DataFrame, colors: dict[str, str], capabilities: lis
                 )
                 continue
             record = _capability_record(list(capabilities), run["machine"])
-            page.add(_recommendation_html(cells, table, run, device, record))
+            page.add(_recommendation_html(cells, table, run, device, catalogue, record))
             page.add(_cell_table_html(cells))
             note = _skipped_note(run_table, device)
             if note:
@@ -470,7 +474,7 @@ def _capabilities_html(records: list[dict]) -> str:
     return "".join(parts) or "<p class=note>No capability matrix yet: run <code>make bench</code>.</p>"
 
 
-def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
+def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Page:
     page = Page("strategies.html")
     history = analysis.series(table)
     names = sorted(set(registry) | set(history.strategy.dropna()))
@@ -484,14 +488,14 @@ def strategies_page(table: pd.DataFrame, registry: dict[str, dict]) -> Page:
         page.heading(name, anchor=name)
         entry = registry.get(name)
         if entry is None:
-            page.paragraph("Not in the current registry (results from older commits only).", "note")
+            page.paragraph("Not recorded by the newest bench (results from older commits only).", "note")
         else:
             page.add(
                 _table(
                     ["from", "description", "spatial dims", "devices"],
                     [
                         [
-                            (entry.get("origin", ""), ""),
+                            (entry.get("origin") or "unfold-bench (impls/)", ""),
                             (entry["description"], ""),
                             (", ".join(map(str, entry["spatial_dims"])), ""),
                             (", ".join(entry["devices"]), ""),
@@ -556,42 +560,28 @@ def machines_page(table: pd.DataFrame) -> Page:
     return page
 
 
-def _registry() -> dict[str, dict]:
-
-    return {
-        s.name: {
-            "description": s.description,
-            "spatial_dims": s.spatial_dims,
-            "devices": s.devices,
-            "origin": s.origin or "unfold-bench (impls/)",
-        }
-        for s in STRATEGIES.values()
-    }
-
-
 CAPABILITIES_DIR = Path(__file__).resolve().parent / "capabilities"
 
 
 def build_site(
     results_dir: str | Path,
     out_dir: str | Path,
-    registry: Callable[[], dict[str, dict]] = _registry,
     capabilities_dir: str | Path = CAPABILITIES_DIR,
 ) -> list[Path]:
     """Write the site for every result under ``results_dir`` (and each machine's capability matrix in
     ``capabilities_dir``) into ``out_dir``; return the pages written."""
     results_dir, out_dir = Path(results_dir), Path(out_dir)
-    table = load_results(results_dir)
+    table, catalogue = load_results(results_dir), load_catalogue(results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / PLOTLY_JS).write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
-    colors = figures.strategy_colors(sorted(set(table.strategy.dropna()) | set(registry())))
+    colors = figures.strategy_colors(sorted(set(table.strategy.dropna()) | set(catalogue.strategies)))
     capabilities = load_capabilities(capabilities_dir)
     pages = [
-        overview_page(table, colors, capabilities),
-        findings_page(table),
+        overview_page(table, colors, catalogue, capabilities),
+        findings_page(table, catalogue),
         trends_page(table, colors),
         tradeoff_page(table, colors),
-        strategies_page(table, registry()),
+        strategies_page(table, catalogue.strategies),
         machines_page(table),
     ]
     asv_link = (out_dir / "asv" / "index.html").exists()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -34,8 +34,8 @@ from reports.analysis import (
     skipped_cells,
     with_bandwidth,
 )
-from reports.results import load_results
-from reports.set_aside import COMPLEXITY, SET_ASIDE
+from reports.results import Catalogue, load_catalogue, load_results
+from reports.set_aside import complexity, set_aside
 from reports.units import BYTES, METRICS, SECONDS, format_number
 
 LEGEND = (
@@ -132,9 +132,9 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
     return problems
 
 
-def _best(rows: pd.DataFrame, metric: str, ratio: str) -> str:
+def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str]) -> str:
     ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
-    ok = ok[~ok.strategy.isin(list(SET_ASIDE))]
+    ok = ok[~ok.strategy.isin(list(aside))]
     if ok.empty:
         return "-"
     best = ok.loc[ok[metric].idxmin()]
@@ -143,17 +143,17 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str) -> str:
     return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({shown})"
 
 
-def compact_table(table: pd.DataFrame, device: str) -> pd.DataFrame:
+def compact_table(table: pd.DataFrame, device: str, aside: Mapping[str, str]) -> pd.DataFrame:
     """One line per config of one run on ``device``: the fastest forward (its ratio to copy_), the fastest
     forward-backward (its ratio to native) and the lowest forward-backward net peak (its ratio to the analytic
-    minimum), among the strategies that can be shipped (``SET_ASIDE`` left out)."""
+    minimum), among the strategies that can be shipped (``aside`` left out: ``reports.set_aside``)."""
     cells = cell_table(table, device)
     lines = [
         {
             "config": config,
-            "fastest forward (x copy_)": _best(rows, "time_forward", "x_bound"),
-            "fastest fwd+bwd (x native)": _best(rows, "time_forward_backward", "x_native"),
-            "lowest fwd+bwd peak (x min)": _best(rows, "track_net_peak_forward_backward", "x_bound"),
+            "fastest forward (x copy_)": _best(rows, "time_forward", "x_bound", aside),
+            "fastest fwd+bwd (x native)": _best(rows, "time_forward_backward", "x_native", aside),
+            "lowest fwd+bwd peak (x min)": _best(rows, "track_net_peak_forward_backward", "x_bound", aside),
         }
         for config, rows in cells.groupby("config", sort=False)
     ]
@@ -176,7 +176,7 @@ def print_summary(
     cell's figures and ratios) go to a file in ``full_dir`` when it is given, else to the terminal too.
     ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a").
     """
-    every_run = load_results(results_dir)
+    every_run, catalogue = load_results(results_dir), load_catalogue(results_dir)
     table = every_run[(every_run.machine == machine) & (every_run.profile == profile)]
     if table.empty:
         print(f"no {profile} results for machine {machine} in {results_dir}")
@@ -190,11 +190,11 @@ def print_summary(
         full = io.StringIO()
         with contextlib.redirect_stdout(full):
             print(f"Full summary: {heading}\nTiming regime: {regime.label}: {regime.description}")
-            _print_run(rows, skip_reason)
+            _print_run(rows, skip_reason, catalogue)
         if full_dir is None:
             print(full.getvalue())
             continue
-        _print_compact(rows, every_run, skip_reason)
+        _print_compact(rows, every_run, skip_reason, catalogue)
         path = Path(full_dir) / f"{machine}-{profile}-{commit[:8]}-{env}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(full.getvalue())
@@ -221,18 +221,22 @@ def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, st
 
 
 def _print_compact(
-    table: pd.DataFrame, every_run: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None
+    table: pd.DataFrame,
+    every_run: pd.DataFrame,
+    skip_reason: Callable[[str, str, str], str | None] | None,
+    catalogue: Catalogue,
 ) -> None:
     run = table.iloc[0][RUN_KEYS].to_dict()
+    aside, simplicity = set_aside(catalogue.strategies), complexity(catalogue.strategies)
     for device in table[table.suite == "unfold"].device.unique():
         cells = cell_table(table, device)
         if cells.empty:
             continue
         units = f"{SECONDS.shown}, {BYTES.shown}"
-        print(f"\n[{device}] per config ({units}; not counted: {', '.join(SET_ASIDE)}, which reuse their output)")
-        print(compact_table(table, device).to_string(index=False))
+        print(f"\n[{device}] per config ({units}; not counted: {', '.join(aside)}, which reuse their output)")
+        print(compact_table(table, device, aside).to_string(index=False))
         for rule in RULES:
-            advice = recommend(cells, rule, SET_ASIDE, COMPLEXITY)
+            advice = recommend(cells, rule, aside, simplicity)
             pick = (
                 "none (every strategy failed somewhere)"
                 if advice.strategy is None
@@ -241,7 +245,7 @@ def _print_compact(
             print(f"Which to ship for {rule.name}: {pick}")
             if advice.tied:
                 print(f"  A statistical tie between {', '.join(advice.tied)}; the tie-break picks: {TIE_TEXT}.")
-            others = other_regime_picks(every_run, run, device, rule, SET_ASIDE)
+            others = other_regime_picks(every_run, run, device, rule, aside)
             print(f"  {regime_note(run['machine'], advice.strategy, others)}")
     _skipped_and_failed(table, skip_reason)
     problems = physics_problems(table)
@@ -250,7 +254,10 @@ def _print_compact(
         print("  - " + problem)
 
 
-def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
+def _print_run(
+    table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None, catalogue: Catalogue
+) -> None:
+    aside = set_aside(catalogue.strategies)
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 500):
         for device, summary in summary_tables(table).items():
             print(f"\n[{device}]")
@@ -258,10 +265,10 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
     print("\n" + LEGEND)
     _skipped_and_failed(table, skip_reason)
     for device in table[table.suite == "unfold"].device.unique():
-        best = fastest_against_bounds(cell_table(table, device), SET_ASIDE)
+        best = fastest_against_bounds(cell_table(table, device), aside)
         if best.empty:
             continue
-        best = with_bandwidth(best, table.profile.iloc[0])
+        best = with_bandwidth(best, catalogue.profile_sizes(table.profile.iloc[0]))
         best = best.merge(floors_against_copy(table, device), on="config", how="left")
         floor = best["time_fresh_output:x_copy"].where(best.metric == "time_forward")
         shown = pd.DataFrame(
@@ -283,7 +290,7 @@ def _print_run(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str |
             " twice that with the backward, over its time; copy_ GB/s: copy_'s bytes over its time in the same run):"
         )
         print(shown.to_string(index=False))
-        for name, why in SET_ASIDE.items():
+        for name, why in aside.items():
             if name in set(table.strategy):
                 print(f"  (not counted: {name}, which {why}; its rows above show what reuse buys)")
     compiling = table[(table.suite == "compile_time") & (table.status == "ok")]

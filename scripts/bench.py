@@ -93,6 +93,13 @@ def main() -> int:
         print(f"set aside: strategy {name!r}: {why}")
     print(f"timing regime: {regime.label}: {regime.description}")
     print(f"asv's output: {log_path}")
+    from asv.config import Config
+
+    from benchmarks.catalogue import write_catalogue
+
+    results_dir = Path(args.config).resolve().parent / Config.load(args.config).results_dir  # as asv resolves it
+    commit_recorded = None if args.commits else (args.commit or _git("rev-parse", "HEAD"))
+    write_catalogue(results_dir / info["machine"], commit_recorded)  # what the reports need of the registry
 
     asv = [sys.executable, "-m", "asv", "--config", args.config, "run", "--machine", info["machine"], "--show-stderr"]
     start = time.monotonic()
@@ -121,8 +128,6 @@ def main() -> int:
         status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume)
     print(f"benchmarks finished in {(time.monotonic() - start) / 60:.1f} min, asv exit status {status}")
 
-    from asv.config import Config
-
     from reports.summary import print_summary
 
     def skip_reason(strategy: str, config: str, device: str) -> str | None:
@@ -131,7 +136,6 @@ def main() -> int:
         except KeyError:  # a strategy or config that this checkout no longer has
             return None
 
-    results_dir = Path(args.config).resolve().parent / Config.load(args.config).results_dir  # as asv resolves it
     print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries))
     if PLUGIN_PROBLEMS:  # a plugin that could not be loaded counts as a failed cell: the others' results stand
         print(f"{len(PLUGIN_PROBLEMS)} outside strateg{'y' if len(PLUGIN_PROBLEMS) == 1 else 'ies'} set aside (above)")

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.runner import scratch_config  # noqa: E402
 from reports import analysis  # noqa: E402
-from reports.results import load_results  # noqa: E402
-from reports.set_aside import COMPLEXITY, SET_ASIDE  # noqa: E402
+from reports.results import load_catalogue, load_results  # noqa: E402
+from reports.set_aside import complexity, set_aside  # noqa: E402
 from reports.units import METRICS  # noqa: E402
 from unfold_bench.common_args import add_bench, add_profile  # noqa: E402
 
@@ -93,9 +93,10 @@ def ratios(directory: Path, profile: str) -> pd.DataFrame:
 def picks(directory: Path, profile: str) -> dict[str, tuple[str | None, tuple[str, ...]]]:
     """Per rule: the run's pick on the CPU and the strategies it declared tied (empty: no tie)."""
     cells = analysis.cell_table(run_table(directory, profile), "cpu")
+    strategies = load_catalogue(directory / "results").strategies
     out = {}
     for rule in analysis.RULES:
-        advice = analysis.recommend(cells, rule, SET_ASIDE, COMPLEXITY)
+        advice = analysis.recommend(cells, rule, set_aside(strategies), complexity(strategies))
         out[rule.name] = (advice.strategy, advice.tied)
     return out
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from benchmarks.advise import Layer, layer_config, model_layers
+from benchmarks.paired_stats import EARLY_ROUNDS
 from reports.advice import advice, format_text
 from unfold_bench.cli import main
 
@@ -166,7 +167,7 @@ def test_the_race_drops_a_strategy_far_behind_the_leader_and_resolves_the_conten
     monkeypatch.setattr(advise, "timed_call", lambda calls, i, which: calls[i].seconds * noise.uniform(0.97, 1.03))
     workloads = {"native": _Fake(1.0), "fast": _Fake(0.5), "slow": _Fake(5.0), "reusing": _Fake(0.1)}
     found = advise.race(workloads, "native", "forward", budget=1e9, set_aside=["reusing"])
-    assert found.far_behind == {"slow"} and len(found.times["slow"]) == advise.EARLY_ROUNDS
+    assert found.far_behind == {"slow"} and len(found.times["slow"]) == EARLY_ROUNDS
     fast = found.ratio("fast")
     assert fast.low <= 0.5 <= fast.high and fast.high / fast.low <= advise.TARGET**2
     assert len(found.times["native"]) >= advise.MIN_ROUNDS

@@ -15,18 +15,19 @@ import pytest
 
 from reports import findings as module
 from reports.findings import NEW_TENSOR, PHYSICS, ROOFLINE, SOURCES, Finding, findings, format_text, render_html
-from reports.results import COLUMNS, load_results
+from reports.results import COLUMNS, Catalogue, catalogue_from_records, load_catalogue, load_results
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "report_results"
 MIB = 2**20
 MS = 1e-3
 FORWARD_CLAIM = module.ONEHOT_CLAIM.format(pass_name="forward")
 DATE = pd.Timestamp(datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc))
+CATALOGUE = load_catalogue(FIXTURE)  # the registry's records, as the bench writes them beside its results
 
 
 @pytest.fixture(scope="module")
 def fixture_findings() -> list[Finding]:
-    return findings(load_results(FIXTURE))
+    return findings(load_results(FIXTURE), CATALOGUE)
 
 
 def _one(found: list[Finding], topic: str, claim_start: str, **run: str) -> Finding:
@@ -98,7 +99,7 @@ def test_onehot_faster_on_all_but_one_config_with_higher_peaks_holds():
     for config, onehot_ms in (("a", 1.0), ("b", 2.0), ("c", 9.0)):  # native takes 5 ms everywhere: c is slower
         cells[(config, "native")] = (5.0, 5.0, 10.0, 20.0)
         cells[(config, "onehot")] = (onehot_ms, onehot_ms, 20.0, 40.0)
-    found = findings(tidy(cells, {}))
+    found = findings(tidy(cells, {}), CATALOGUE)
     finding = _one(found, SOURCES, FORWARD_CLAIM, machine="hand")
     assert finding.verdict == "holds: onehot is faster on 2 of 3 configs, its net peak higher on 3 of 3"
     assert list(finding.evidence["onehot faster"]) == [True, True, False]
@@ -120,13 +121,13 @@ def test_onehot_claim_does_not_hold_when_faster_everywhere_or_a_peak_is_not_high
     for config, ms, mib in zip("abc", onehot_ms, onehot_mib):
         cells[(config, "native")] = (5.0, 5.0, 10.0, 20.0)
         cells[(config, "onehot")] = (ms, ms, mib, 2 * mib)
-    finding = _one(findings(tidy(cells, {})), SOURCES, FORWARD_CLAIM, machine="hand")
+    finding = _one(findings(tidy(cells, {}), CATALOGUE), SOURCES, FORWARD_CLAIM, machine="hand")
     assert finding.verdict == "does not hold: " + verdict
 
 
 def test_a_peak_within_the_resolution_of_natives_is_not_higher():
     cells = {("a", "native"): (5.0, 5.0, 10.0, 20.0), ("a", "onehot"): (9.0, 9.0, 10.1, 20.1)}  # 0.1 MiB < 128 KiB
-    finding = _one(findings(tidy(cells, {})), SOURCES, FORWARD_CLAIM, machine="hand")
+    finding = _one(findings(tidy(cells, {}), CATALOGUE), SOURCES, FORWARD_CLAIM, machine="hand")
     assert finding.verdict.endswith("its net peak higher on 0 of 1")
 
 
@@ -135,7 +136,7 @@ def test_a_forward_at_0_9x_copy_misses_the_roofline_target_by_0_1x():
         ("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0),
         ("allcnnc-conv1", "tiling"): (12.0, 20.0, 100.0, 200.0),
     }
-    found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds(copy_ms=10.0)}))
+    found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds(copy_ms=10.0)}), CATALOGUE)
     forward = _one(found, ROOFLINE, "The fastest forward takes")
     assert forward.verdict == "met on 0 of 1"
     line = forward.evidence.iloc[0]
@@ -155,7 +156,7 @@ def test_the_roofline_targets_count_the_output_reusing_strategies_apart():
         ("allcnnc-conv2", "native"): (5.0, 30.0, 100.0, 200.0),
     }
     bounds = {config: allcnnc_bounds(copy_ms=10.0) for config in ("allcnnc-conv1", "allcnnc-conv2")}
-    forward = _one(findings(tidy(cells, bounds)), ROOFLINE, "The fastest forward takes")
+    forward = _one(findings(tidy(cells, bounds), CATALOGUE), ROOFLINE, "The fastest forward takes")
     assert forward.verdict == "met on 1 of 2"  # native: 0.9x on conv1 (missed), 0.5x on conv2 (met)
     assert forward.evidence["fastest"].tolist() == ["native", "native"]
     assert forward.evidence["fastest (reuse allowed)"].tolist() == ["gather_reuse", "native"]
@@ -169,7 +170,7 @@ def test_the_new_tensor_targets_judge_the_copy_target_again_with_output_reuse_al
         ("allcnnc-conv3", "cpp_reuse"): (11.0, 40.0, 200.0, 300.0),  # the same kernel into a kept buffer: 1.1x
     }
     copy = _one(
-        findings(tidy(cells, {"allcnnc-conv3": allcnnc_bounds(copy_ms=10.0, fresh_ms=25.0)})),
+        findings(tidy(cells, {"allcnnc-conv3": allcnnc_bounds(copy_ms=10.0, fresh_ms=25.0)}), CATALOGUE),
         NEW_TENSOR,
         "The fastest forward that returns a new tensor takes at most 1.3x",
     )
@@ -195,7 +196,9 @@ def test_a_strategy_that_advises_huge_pages_is_judged_against_the_floor_of_its_o
         for values in bounds.values():
             values["time_fresh_output_huge_pages"] = 4.0 * MS
     fresh = _one(
-        findings(tidy(cells, bounds)), NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.15x"
+        findings(tidy(cells, bounds), CATALOGUE),
+        NEW_TENSOR,
+        "The fastest forward that returns a new tensor takes at most 1.15x",
     )
     lines = fresh.evidence.set_index("config")
     if huge_page_floor_measured:  # cpp_huge_pages advises its results: 6 / 4 ms; gather does not: 6 / 10 ms
@@ -228,7 +231,7 @@ def test_the_new_tensor_targets_worked_by_hand():
         "allcnnc-conv4": allcnnc_bounds(copy_ms=10.0, fresh_ms=10.0),
         "conv4-bfloat16": allcnnc_bounds(copy_ms=5.0, fresh_ms=5.0, minimum_mib=50.0),
     }
-    found = findings(tidy(cells, bounds, machine="hand-freshpages", regime="fresh-pages"))
+    found = findings(tidy(cells, bounds, machine="hand-freshpages", regime="fresh-pages"), CATALOGUE)
     fresh = _one(found, NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.15x")
     assert fresh.evidence["x its floor"].tolist() == pytest.approx([1.2, 1.0])  # 12 / 10 and 10 / 10
     assert fresh.evidence["its floor"].tolist() == ["fresh-output", "fresh-output"]  # gather advises no huge pages
@@ -271,7 +274,7 @@ def test_the_new_tensor_targets_worked_by_hand():
 
 def test_an_empty_table_gives_not_measured_and_no_error():
     empty = pd.DataFrame(columns=COLUMNS)
-    found = findings(empty)
+    found = findings(empty, CATALOGUE)
     from_results = [f for f in found if f.topic != SOURCES or f.claim.startswith("unfoldNd")]
     assert from_results and all(f.verdict.startswith("not measured: ") for f in from_results)
     assert {f.topic for f in from_results} == {SOURCES, ROOFLINE, NEW_TENSOR, PHYSICS}
@@ -281,7 +284,7 @@ def test_an_empty_table_gives_not_measured_and_no_error():
 
 def test_a_run_without_bounds_is_not_measured_against_them():
     cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0)}
-    found = findings(tidy(cells, {}))
+    found = findings(tidy(cells, {}), CATALOGUE)
     assert _one(found, ROOFLINE, "The fastest forward takes").outcome == "not measured"
     assert _one(found, NEW_TENSOR, "In half precision").verdict.startswith("not measured: the run lacks")
     assert _one(found, PHYSICS, "Every figure").verdict == "not measured: the run has no bounds"
@@ -289,7 +292,7 @@ def test_a_run_without_bounds_is_not_measured_against_them():
 
 def test_quick_runs_do_not_judge_the_full_profile_targets():
     cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 100.0, 200.0)}
-    found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()}, profile="quick"))
+    found = findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()}, profile="quick"), CATALOGUE)
     targets = [f for f in found if f.topic in (ROOFLINE, NEW_TENSOR)]
     assert targets and all(f.outcome == "not measured" for f in targets)
     assert _one(found, PHYSICS, "Every figure").verdict == "holds"
@@ -297,7 +300,7 @@ def test_quick_runs_do_not_judge_the_full_profile_targets():
 
 def test_a_net_peak_below_the_analytic_minimum_breaks_the_physics_check():
     cells = {("allcnnc-conv1", "native"): (9.0, 15.0, 90.0, 200.0)}
-    finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()})), PHYSICS, "Every figure")
+    finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()}), CATALOGUE), PHYSICS, "Every figure")
     assert finding.verdict == "does not hold: 1 figure contradicts the bounds"
     assert "below the analytic minimum" in finding.evidence.problem.iloc[0]
     assert finding.note == ""  # the note on processes is about time floors only
@@ -305,24 +308,34 @@ def test_a_net_peak_below_the_analytic_minimum_breaks_the_physics_check():
 
 def test_a_forward_below_the_fill_floor_breaks_the_physics_check_and_says_how_to_read_it():
     cells = {("allcnnc-conv1", "native"): (0.05, 15.0, 100.0, 200.0)}  # 0.05 ms, the fill_ floor 0.1 ms
-    finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()})), PHYSICS, "Every figure")
+    finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()}), CATALOGUE), PHYSICS, "Every figure")
     assert finding.verdict == "does not hold: 1 figure contradicts the bounds"
     assert "below the write-only fill_ floor" in finding.evidence.problem.iloc[0]
     assert finding.note == module.PHYSICS_FLOOR_NOTE
 
 
-# --- torch, run at report time -----------------------------------------------------------------------------------
+# --- torch, run by the bench and recorded -------------------------------------------------------------------------
 
 
 def test_tensor_unfold_is_a_view_and_f_unfold_new_memory():
-    copies, fresh = module.tensor_unfold_findings()
+    import torch
+
+    from benchmarks.catalogue import torch_view_records
+
+    live = catalogue_from_records([{"record": "written", "torch": torch.__version__}, *torch_view_records()], "here")
+    copies, fresh = module.tensor_unfold_findings(live)
     assert copies.claim == "Tensor.unfold copies its input"
     assert copies.verdict.startswith("does not hold: it is a view")
     windows = copies.evidence.iloc[0]
     assert windows["shares x's storage"] and windows["a write through it changes x"]
     assert "reshape" in copies.note  # F.unfold's layout is what copies
     assert fresh.verdict.startswith("holds") and not fresh.evidence.iloc[0]["shares x's storage"]
-    assert "torch" in copies.source and "not from results" in copies.source
+    assert f"torch {torch.__version__} on here" in copies.source
+
+
+def test_without_a_recorded_catalogue_the_torch_claims_are_not_measured_and_say_why():
+    for finding in module.tensor_unfold_findings(Catalogue()):
+        assert finding.verdict.startswith("not measured") and "catalogue" in finding.verdict
 
 
 # --- the committed fixture ---------------------------------------------------------------------------------------

@@ -23,11 +23,13 @@ import torch
 from asv_runner.discovery import disc_benchmarks
 
 from benchmarks import bounds, compile_time, unfold
-from benchmarks.cells import DEVICES, Cell, Verdict, WrongResultError, analytic_minimum_bytes, gate, profile_config
+from benchmarks.cells import Cell, Verdict, WrongResultError, gate, profile_config
 from benchmarks.configs import CONFIGS, get_config
 from benchmarks.memory import cpu_peak_supported, net_peak_bytes
 from benchmarks.profiles import FULL, PROFILES, QUICK, benchmark_regex
 from benchmarks.runner import SELECTION_VARIABLE
+from benchmarks.traffic import Sizes, analytic_minimum_bytes
+from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 from reports.results import load_results
 from tests.test_parity_configs import TEST_BATCH_SIZE
@@ -356,13 +358,13 @@ def test_net_peak_counts_what_a_call_allocates_and_not_what_existed():
 
 
 def test_analytic_minimum():
-    conv2 = get_config("allcnnc-conv2")
+    conv2 = Sizes.of(get_config("allcnnc-conv2"))
     assert analytic_minimum_bytes(conv2, backward=False) == 864 * MIB  # 256 x 864 x 1024 float32
     assert analytic_minimum_bytes(conv2, backward=True) == (2 * 864 + 96) * MIB
-    conv8 = get_config("allcnnc-conv8")  # 1x1 kernel, stride 1: a reshape, but the contract is new memory
-    output_bytes = conv8.geometry.output_numel * 4
-    assert output_bytes == conv8.geometry.input_numel * 4 == 256 * 192 * 36 * 4
+    conv8 = Sizes.of(get_config("allcnnc-conv8"))  # 1x1 kernel, stride 1: a reshape, but the contract is new memory
+    output_bytes = conv8.output_numel * 4
+    assert output_bytes == conv8.input_numel * 4 == 256 * 192 * 36 * 4
     assert analytic_minimum_bytes(conv8, backward=False) == output_bytes
     assert analytic_minimum_bytes(conv8, backward=True) == 3 * output_bytes
-    half = get_config("conv4-bfloat16")  # two bytes an element
+    half = Sizes.of(get_config("conv4-bfloat16"))  # two bytes an element
     assert analytic_minimum_bytes(half, backward=False) == 2 * get_config("allcnnc-conv4").geometry.output_numel

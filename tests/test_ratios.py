@@ -108,6 +108,16 @@ def test_without_paired_ratios_the_medians_decide_and_no_tie_is_claimed():
     assert math.isnan(advice.ranking.time_low.iloc[0])
 
 
+def test_a_median_whose_asv_interval_reaches_below_zero_has_no_lower_end_and_the_pick_stands():
+    nan, metric = math.nan, TRAINING.time_metric
+    cells = _cells(fast=(0.50, nan, nan, 110e6), wide=(0.52, nan, nan, 100e6))
+    cells[f"{metric}:low"] = [0.45e-3, -4e-3]  # asv's 99% interval of a median of a few wide samples
+    cells[f"{metric}:high"] = [0.55e-3, 5e-3]
+    advice = analysis.recommend(cells, TRAINING).ranking.set_index("strategy")
+    assert advice.loc["fast", "time_low"] == pytest.approx(0.9) and math.isnan(advice.loc["wide", "time_low"])
+    assert analysis.recommend(cells, TRAINING).strategy == "fast"
+
+
 REPLICATES = 2  # fewer than the profile's: the test needs two samples appended, not their interval's width
 
 

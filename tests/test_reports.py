@@ -18,11 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.cells import copy_bytes_moved, minimum_bytes_moved, profile_config
+from benchmarks.cells import profile_config
 from benchmarks.configs import configs
 from benchmarks.profiles import get_profile
+from benchmarks.traffic import Sizes, copy_bytes_moved, minimum_bytes_moved
 from reports import analysis, figures, units
-from reports.results import COLUMNS, environment_label, load_results
+from reports.results import COLUMNS, environment_label, load_catalogue, load_results
 from reports.site import PAGES, PLOTLY_JS, build_site
 from reports.summary import print_summary, summary_tables
 
@@ -217,11 +218,17 @@ def test_floors_against_copy_are_the_bounds_over_copy_in_the_same_run(table):
     assert analysis.floors_against_copy(run, "no-such-device").empty
 
 
-def test_set_aside_is_the_registrys_output_reusing_strategies():
+def test_set_aside_is_the_registrys_output_reusing_strategies_as_the_bench_records_them():
+    from benchmarks.catalogue import catalogue
     from impls import STRATEGIES
-    from reports.set_aside import SET_ASIDE
+    from reports.results import catalogue_from_records
+    from reports.set_aside import complexity, set_aside
 
-    assert set(SET_ASIDE) == {name for name, s in STRATEGIES.items() if s.reuses_output} and "gather_reuse" in SET_ASIDE
+    recorded = catalogue_from_records(catalogue(STRATEGIES, None)).strategies
+    aside = set_aside(recorded)
+    assert set(aside) == {name for name, s in STRATEGIES.items() if s.reuses_output} and "gather_reuse" in aside
+    assert complexity(recorded) == {name: len(s.machinery) for name, s in STRATEGIES.items()}
+    assert set(set_aside(load_catalogue(FIXTURE).strategies)) == set(aside)  # the fixture's catalogue is current
 
 
 def test_pareto_front():
@@ -333,9 +340,10 @@ def test_summary_prints_each_environment_of_a_commit_apart(tmp_path, capsys):
 def test_bytes_moved_are_input_read_and_output_written_worked_by_hand():
     conv2 = next(c for c in configs(batch_size=1) if c.name == "allcnnc-conv2")  # 96 x 32 x 32, 3x3, pad 1
     input_bytes, output_bytes = 96 * 32 * 32 * 4, 96 * 9 * 32 * 32 * 4  # float32
-    assert minimum_bytes_moved(conv2, backward=False) == input_bytes + output_bytes
-    assert minimum_bytes_moved(conv2, backward=True) == 2 * (input_bytes + output_bytes)
-    assert copy_bytes_moved(conv2) == 2 * output_bytes
+    sizes = Sizes.of(conv2)
+    assert minimum_bytes_moved(sizes, backward=False) == input_bytes + output_bytes
+    assert minimum_bytes_moved(sizes, backward=True) == 2 * (input_bytes + output_bytes)
+    assert copy_bytes_moved(sizes) == 2 * output_bytes
 
 
 def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
@@ -349,7 +357,7 @@ def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
             "peak_x_minimum": [1.0, 1.0, 1.0],
         }
     )
-    rows = analysis.with_bandwidth(best, "quick")
+    rows = analysis.with_bandwidth(best, load_catalogue(FIXTURE).profile_sizes("quick"))
     batch = get_profile("quick").batch_cap  # conv2 runs at 256, capped
     output_bytes, input_bytes = batch * 96 * 9 * 1024 * 4, batch * 96 * 1024 * 4
     copy_gb_per_s = 2 * output_bytes / 0.005 / 1e9  # copy_ took 0.010 s / 2.0 (and 0.040 s / 8.0)
@@ -363,7 +371,8 @@ def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
 def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandwidth():
     conv8 = profile_config(get_profile("quick"), "allcnnc-conv8")  # 1x1, stride 1, no pad
     once = (conv8.geometry.input_numel + conv8.geometry.output_numel) * 4  # the contract is new memory
-    assert minimum_bytes_moved(conv8, backward=False) == once and minimum_bytes_moved(conv8, backward=True) == 2 * once
+    sizes = Sizes.of(conv8)
+    assert minimum_bytes_moved(sizes, backward=False) == once and minimum_bytes_moved(sizes, backward=True) == 2 * once
     best = pd.DataFrame(
         {
             "config": ["allcnnc-conv8"] * 2,
@@ -375,7 +384,8 @@ def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandw
             "peak_x_minimum": [0.0, 1.0],
         }
     )
-    view, copy = analysis.with_bandwidth(best, "quick").itertuples()  # a 4 KiB view: results up to f26b0bd
+    sizes = load_catalogue(FIXTURE).profile_sizes("quick")
+    view, copy = analysis.with_bandwidth(best, sizes).itertuples()  # a 4 KiB view: results up to f26b0bd
     assert math.isnan(view.gb_per_s) and math.isnan(view.of_copy) and view.copy_gb_per_s > 0
     assert copy.gb_per_s == pytest.approx(once / 1e-3 / 1e9)
 
@@ -521,3 +531,29 @@ def test_one_vocabulary_writes_every_value_with_its_unit():
         2.0**-20,
         "track_min_peak_forward",
     )
+
+
+NO_TORCH = "import sys\nsys.modules['torch'] = None  # from here on, any import of torch (or torch.*) fails\n"
+
+
+def test_the_site_and_the_summary_are_built_where_torch_cannot_be_imported(tmp_path):
+    """The reports read results and the bench's catalogue only: with torch unimportable, ``unfold-bench report``
+    builds every page (the findings' torch claims from the catalogue) and the summary prints."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    report = ["report", "--results", str(FIXTURE), "--out", str(tmp_path), "--no-asv-publish"]
+    code = NO_TORCH + f"from unfold_bench.cli import main\nraise SystemExit(main({report!r}))\n"
+    ran = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert {p.name for p in tmp_path.glob("*.html")} == set(PAGES)
+    found = html.unescape((tmp_path / "findings.html").read_text())
+    assert "Tensor.unfold copies its input" in found and "does not hold: it is a view" in found
+    assert "gather_reuse" in found  # the set-aside strategies, from the catalogue
+    code = (
+        NO_TORCH
+        + f"from reports.summary import print_summary\nprint_summary({str(FIXTURE)!r}, 'fixture-cpu', 'quick', None)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert ran.returncode == 0 and "Fastest per config against the bounds" in ran.stdout, ran.stdout + ran.stderr

@@ -49,11 +49,12 @@ def _needs(text: str) -> list[str]:
 def _set_aside(needs: list[str], device: str) -> dict[str, str]:
     """The site's set-aside strategies (those that overwrite their result), and those lacking what is needed,
     from the capability checks on ``device``."""
+    from benchmarks.catalogue import strategy_record
     from impls import STRATEGIES
     from impls.capabilities import NEEDS, WORKS, check
-    from reports.set_aside import SET_ASIDE
+    from reports.set_aside import set_aside
 
-    aside = dict(SET_ASIDE)
+    aside = set_aside({name: strategy_record(strategy) for name, strategy in STRATEGIES.items()})
     for need in needs:
         for name, strategy in STRATEGIES.items():
             cell = check(strategy, NEEDS[need], device)
