@@ -167,6 +167,7 @@ def print_summary(
     commit: str | None,
     skip_reason: Callable[[str, str, str], str | None] | None = None,
     full_dir: str | Path | None = None,
+    selection: str = "",
 ) -> None:
     """Print the summary of ``machine``'s ``profile`` results at ``commit`` (None: its latest commit).
 
@@ -175,6 +176,8 @@ def print_summary(
     per config, the recommendations, what was skipped or failed and the physics checks. The full tables (every
     cell's figures and ratios) go to a file in ``full_dir`` when it is given, else to the terminal too.
     ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a").
+    ``selection``: the ``--bench`` regex of a run that timed a selection, whose picks are not made (they would
+    compare only what it timed; the site takes them from the newest complete run).
     """
     every_run, catalogue = load_results(results_dir), load_catalogue(results_dir)
     table = every_run[(every_run.machine == machine) & (every_run.profile == profile)]
@@ -194,7 +197,7 @@ def print_summary(
         if full_dir is None:
             print(full.getvalue())
             continue
-        _print_compact(rows, every_run, skip_reason, catalogue)
+        _print_compact(rows, every_run, skip_reason, catalogue, selection)
         path = Path(full_dir) / f"{machine}-{profile}-{commit[:8]}-{env}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(full.getvalue())
@@ -225,6 +228,7 @@ def _print_compact(
     every_run: pd.DataFrame,
     skip_reason: Callable[[str, str, str], str | None] | None,
     catalogue: Catalogue,
+    selection: str = "",
 ) -> None:
     run = table.iloc[0][RUN_KEYS].to_dict()
     aside, simplicity = set_aside(catalogue.strategies), complexity(catalogue.strategies)
@@ -235,6 +239,14 @@ def _print_compact(
         units = f"{SECONDS.shown}, {BYTES.shown}"
         print(f"\n[{device}] per config ({units}; not counted: {', '.join(aside)}, which reuse their output)")
         print(compact_table(table, device, aside).to_string(index=False))
+        if selection:
+            timed = sorted(set(cells.strategy))
+            print(
+                f"Which to ship: not judged from a selection (--bench {selection!r}, {len(timed)} strategies timed: "
+                f"{', '.join(timed)}); make bench without BENCH times them all, and the site picks from the newest "
+                "complete run."
+            )
+            continue
         for rule in RULES:
             advice = recommend(cells, rule, aside, simplicity)
             pick = (

@@ -136,7 +136,7 @@ def main() -> int:
         except KeyError:  # a strategy or config that this checkout no longer has
             return None
 
-    print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries))
+    print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries), args.bench)
     if PLUGIN_PROBLEMS:  # a plugin that could not be loaded counts as a failed cell: the others' results stand
         print(f"{len(PLUGIN_PROBLEMS)} outside strateg{'y' if len(PLUGIN_PROBLEMS) == 1 else 'ies'} set aside (above)")
         status = max(status, 2)

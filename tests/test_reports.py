@@ -557,3 +557,12 @@ def test_the_site_and_the_summary_are_built_where_torch_cannot_be_imported(tmp_p
     )
     ran = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert ran.returncode == 0 and "Fastest per config against the bounds" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_a_run_of_a_selection_makes_no_pick_and_says_why(tmp_path, capsys):
+    print_summary(FIXTURE, CPU, "quick", None, full_dir=tmp_path, selection="'native'")
+    out = capsys.readouterr().out
+    assert "Which to ship for" not in out
+    assert "Which to ship: not judged from a selection (--bench \"'native'\", 3 strategies timed" in out
+    print_summary(FIXTURE, CPU, "quick", None, full_dir=tmp_path)
+    assert "Which to ship for training" in capsys.readouterr().out
