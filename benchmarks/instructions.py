@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from benchmarks.children import run_json_child
+from benchmarks.trees import impls_of
 from benchmarks.vocabulary import PASSES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,16 +72,14 @@ def _measure(strategy: str, config: str, which: str, profile: str) -> int:
 def count_instructions(impls_root: Path, strategy: str, config: str, which: str, profile: str = "quick") -> int:
     """Instructions per call of ``strategy`` on ``config`` (``which``: forward or forward_backward), with the
     ``impls`` package found in ``impls_root``."""
-    with tempfile.TemporaryDirectory() as shadow:
-        # only impls from the revision: the harness (benchmarks/) is this working tree's
-        os.symlink(Path(impls_root).resolve() / "impls", Path(shadow) / "impls")
+    with impls_of(impls_root) as shadow:  # only impls from the revision: the harness is this working tree's
         env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([shadow, str(ROOT)]),
+            "PYTHONPATH": os.pathsep.join([str(shadow), str(ROOT)]),
             # torch's callgrind wrapper runs "python" from PATH: make it this interpreter
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         }
-        command = [sys.executable, "-m", "benchmarks.instructions", shadow, strategy, config, which, profile]
+        command = [sys.executable, "-m", "benchmarks.instructions", str(shadow), strategy, config, which, profile]
         rows, why = run_json_child(command, None, env, timeout=3600, cwd=shadow)  # not ROOT: the revision's impls
     if why:
         raise RuntimeError(f"callgrind measurement failed: the measuring process {why}")

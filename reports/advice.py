@@ -14,7 +14,6 @@ for a capability the user names. Each regime is judged on its own; the text says
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -22,10 +21,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
+from markupsafe import Markup
 
 from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND
 from benchmarks.vocabulary import PASSES, timed_metric
 from reports import analysis, units
+from reports.templates import render
 
 if TYPE_CHECKING:
     from benchmarks.advise import Layer
@@ -245,22 +246,15 @@ def _chart(table: pd.DataFrame, regime: str, which: str) -> go.Figure:
 
 
 def write_html(report: dict, path: str) -> None:
-    """A self-contained page: the picks and their rules, one chart per regime and call (time per layer and
-    strategy with its interval), and the ranked table of each layer."""
-    parts = ["<h1>unfold-bench advise</h1>", *(f"<p>{html.escape(line)}</p>" for line in picks_text(report))]
-    first = True
+    """A self-contained page (``templates/advice.html``): the picks and their rules, one chart per regime and call
+    (time per layer and strategy with its interval), and the ranked table of each layer."""
+    charts = []
     for regime, rows in report["tables"].items():
         table = pd.DataFrame(rows)
-        for which in PASSES:
-            parts.append(_chart(table, regime, which).to_html(full_html=False, include_plotlyjs=first))
-            first = False
-    parts.append(f"<p>{html.escape(LEGEND)}</p>")
-    for regime, layer, mine in _ranked(report):
-        parts.append(f"<h3>{html.escape(_layer_heading(layer, regime))}</h3>{_html_table(mine)}")
-    style = "body{font-family:sans-serif;margin:2em} td,th{padding:2px 8px;text-align:left}"
-    page = (
-        f"<html><head><meta charset='utf-8'><title>unfold-bench advise</title><style>{style}</style></head>"
-        f"<body>{''.join(parts)}</body></html>"
-    )
+        for which in PASSES:  # plotly.js inlined once, with the first chart
+            chart = _chart(table, regime, which).to_html(full_html=False, include_plotlyjs=not charts)
+            charts.append(Markup(chart))
+    layers = [(_layer_heading(layer, regime), Markup(_html_table(mine))) for regime, layer, mine in _ranked(report)]
+    page = render("advice.html", picks=picks_text(report), charts=charts, legend=LEGEND, layers=layers)
     with open(path, "w", encoding="utf-8") as out:
         out.write(page)

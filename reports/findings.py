@@ -21,13 +21,13 @@ profile, timing regime, device). Missing data gives "not measured" with the reas
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import pandas as pd
+from markupsafe import Markup
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
 from reports.analysis import (
@@ -41,6 +41,7 @@ from reports.analysis import (
 from reports.results import Catalogue
 from reports.set_aside import set_aside
 from reports.summary import physics_problems
+from reports.templates import render
 from reports.units import MIB
 
 SOURCES = "Claims of the source documents"
@@ -65,7 +66,7 @@ PASSES = {  # time metric -> (pass name, the net peak of that pass, its analytic
     "time_forward": ("forward", "track_net_peak_forward", "track_min_peak_forward"),
     "time_forward_backward": ("forward-backward", "track_net_peak_forward_backward", "track_min_peak_forward_backward"),
 }
-INTRO = (
+INTRO = Markup(
     "Every verdict on this page is computed when the site is built, from the newest results of each machine and "
     "profile (and, for the claims about <code>Tensor.unfold</code> and <code>F.unfold</code>, from what the bench "
     "recorded by running torch): no number here is written by hand, so none can be contradicted by the next run. "
@@ -712,39 +713,29 @@ def _formatted(evidence: pd.DataFrame) -> pd.DataFrame:
 CSS_OF_OUTCOME = {"holds": "box", "met": "box"}  # anything else: the warning box
 
 
-def render_html(found: list[Finding], aside: Iterable[str] = ()) -> str:
-    """The Findings page's body: an index of every verdict, then per topic each claim, its verdict, where it
-    came from and its evidence table; ``aside``: the strategies set aside (``reports.set_aside``)."""
-    names = ", ".join(f"<code>{html.escape(name)}</code>" for name in aside) or "none recorded"
-    parts = [f"<p>{INTRO.format(set_aside=names)}</p>"]
-    rows = []
-    for number, finding in enumerate(found, 1):
-        rows.append(
-            f'<tr><td><a href="#finding-{number}">{html.escape(finding.topic)}</a></td>'
-            f"<td>{html.escape(finding.claim)}</td><td>{html.escape(finding.source)}</td>"
-            f"<td>{html.escape(finding.verdict)}</td></tr>"
-        )
-    parts.append(
-        '<div class="wide"><table><thead><tr><th>topic</th><th>claim or target</th><th>from</th>'
-        f"<th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
-    )
+def render_html(found: list[Finding], aside: Iterable[str] = ()) -> Markup:
+    """The Findings page's body (``templates/findings.html``): an index of every verdict, then per topic each
+    claim, its verdict, where it came from and its evidence table; ``aside``: the strategies set aside
+    (``reports.set_aside``)."""
+    names = Markup(", ").join(Markup("<code>{}</code>").format(name) for name in aside) or "none recorded"
     numbered = list(enumerate(found, 1))
+    topics = []
     for topic in [*TOPICS, *sorted({f.topic for f in found} - set(TOPICS))]:
-        mine = [(n, f) for n, f in numbered if f.topic == topic]
-        if not mine:
-            continue
-        parts.append(f"<h2>{html.escape(topic)}</h2>")
-        for number, finding in mine:
-            css = CSS_OF_OUTCOME.get(finding.outcome, "box none")
-            parts.append(f'<h3 id="finding-{number}">{html.escape(finding.claim)}</h3>')
-            parts.append(f'<div class="{css}"><b>{html.escape(finding.verdict)}</b></div>')
-            parts.append(f'<p class="note">From {html.escape(finding.source)}.</p>')
-            if finding.note:
-                parts.append(f"<p>{html.escape(finding.note)}</p>")
-            if not finding.evidence.empty:
-                table = _formatted(finding.evidence).to_html(index=False, border=0, escape=True)
-                parts.append(f'<div class="wide">{table}</div>')
-    return "\n".join(parts)
+        mine = [
+            (
+                number,
+                finding,
+                CSS_OF_OUTCOME.get(finding.outcome, "box none"),
+                Markup(_formatted(finding.evidence).to_html(index=False, border=0, escape=True))
+                if not finding.evidence.empty
+                else "",
+            )
+            for number, finding in numbered
+            if finding.topic == topic
+        ]
+        if mine:
+            topics.append((topic, mine))
+    return render("findings.html", intro=INTRO.format(set_aside=names), numbered=numbered, topics=topics)
 
 
 def format_text(found: list[Finding], tables: bool = False) -> str:

@@ -15,7 +15,6 @@ detection finds across commits is called a step.
 from __future__ import annotations
 
 import datetime
-import html
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,12 +23,14 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
+from markupsafe import Markup
 
 from benchmarks.allocator import REGIMES, regime_of_machine
 from reports import analysis, figures
 from reports.findings import findings, render_html
 from reports.results import Catalogue, load_capabilities, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
+from reports.templates import macro, render
 from reports.units import METRICS, SHOWN_METRICS
 
 PAGES = {
@@ -70,53 +71,45 @@ STATUS_TEXT = {"skipped": "skipped", "failed": "failed", "not run": "not run"}
 
 @dataclass
 class Page:
-    """One HTML page under construction: its body's parts and its figures."""
+    """One HTML page under construction: its body's blocks (markup, from ``reports.templates``) and its figures.
+    Text given to ``heading`` and ``paragraph`` is escaped unless it is ``Markup``."""
 
     file: str
-    parts: list[str] = field(default_factory=list)
+    parts: list[Markup] = field(default_factory=list)
     figure_count: int = 0
 
-    def add(self, markup: str) -> None:
+    def add(self, markup: Markup) -> None:
         self.parts.append(markup)
 
     def heading(self, text: str, level: int = 2, anchor: str | None = None) -> None:
-        attribute = f' id="{html.escape(anchor)}"' if anchor else ""
-        self.add(f"<h{level}{attribute}>{html.escape(text)}</h{level}>")
+        self.add(macro("heading", text, level, anchor))
 
-    def paragraph(self, text: str, css: str = "") -> None:
-        self.add(f'<p class="{css}">{text}</p>' if css else f"<p>{text}</p>")
+    def paragraph(self, text: str | Markup, css: str = "") -> None:
+        self.add(macro("paragraph", text, css))
 
     def figure(self, figure: go.Figure) -> None:
         self.figure_count += 1
         div_id = f"{self.file.removesuffix('.html')}-figure-{self.figure_count}"
         config = {"displaylogo": False, "responsive": True}
-        self.add(figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config))
+        self.add(Markup(figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=config)))
 
-    def render(self, title: str, asv_link: bool, footer: str) -> str:
-        links = [
-            f'<a href="{name}"{" class=here" if name == self.file else ""}>{html.escape(label)}</a>'
-            for name, label in PAGES.items()
-        ]
-        if asv_link:
-            links.append('<a href="asv/index.html" title="served over HTTP, with network">asv\'s own site</a>')
-        return (
-            "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-            f"<title>unfold-bench: {html.escape(title)}</title>"
-            '<meta name=viewport content="width=device-width, initial-scale=1">'
-            f'<style>{STYLE}</style><script src="{PLOTLY_JS}"></script></head>\n<body>'
-            f"<nav>{''.join(links)}</nav>\n<main><h1>{html.escape(title)}</h1>\n"
-            + "\n".join(self.parts)
-            + f"\n<footer>{footer}</footer></main></body></html>\n"
+    def render(self, title: str, asv_link: bool, footer: Markup) -> str:
+        return render(
+            "layout.html",
+            title=title,
+            style=Markup(STYLE),
+            plotly_js=PLOTLY_JS,
+            pages=PAGES,
+            here=self.file,
+            asv_link=asv_link,
+            blocks=self.parts,
+            footer=footer,
         )
 
 
-def _table(header: list[str], rows: Iterable[list[tuple[str, str]]]) -> str:
-    """An HTML table; each cell is (text, css class). Text is escaped here."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{css}">{html.escape(text)}</td>' for text, css in row) + "</tr>" for row in rows
-    )
-    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+def _table(header: list[str], rows: Iterable[list[tuple[str, str]]]) -> Markup:
+    """An HTML table; each cell is (text, css class), the text escaped unless it is ``Markup``."""
+    return macro("table", header, [list(row) for row in rows])
 
 
 def _regime_label(machine: str) -> str:
@@ -173,32 +166,23 @@ def _capability_record(records: list[dict], machine: str) -> dict | None:
     return next((r for r in records if r["machine"] == base), None)
 
 
-def _needs_html(
+def _needs(
     cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, device: str, pick: str | None, aside: dict[str, str]
-) -> str:
-    picks = analysis.needs_picks(cells, rule, record, device, aside)
-    if not picks:
-        return ""
-    lines = "; ".join(
-        f"{html.escape(c)}: <b>{html.escape(p or 'none')}</b>" + (" (the same)" if p == pick else "") for c, p in picks
-    )
-    return (
-        f'<div class="rule">If your code needs (<a href="#capabilities">capability matrix</a>, '
-        f"{html.escape(record['machine'])}) {lines}.</div>"
-    )
+) -> list[tuple[str, str, bool]]:
+    """What to ship when the code needs a capability: (capability, its pick or "none", whether it is ``pick``)."""
+    return [(c, p or "none", p == pick) for c, p in analysis.needs_picks(cells, rule, record, device, aside)]
 
 
 def _recommendation_html(
     cells: pd.DataFrame, table: pd.DataFrame, run: dict, device: str, catalogue: Catalogue, record: dict | None = None
-) -> str:
+) -> Markup:
     aside, simplicity = set_aside(catalogue.strategies), complexity(catalogue.strategies)
     parts = []
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule, aside, simplicity)
         others = analysis.other_regime_picks(table, run, device, rule, aside)
-        regime = " " + html.escape(analysis.regime_note(run["machine"], advice.strategy, others))
         if advice.strategy is None:
-            verdict = "<b>Every strategy failed somewhere on this device</b>: see the picks per config below."
+            verdict = Markup("<b>Every strategy failed somewhere on this device</b>: see the picks per config below.")
             css = "box none"
         else:
             coverage = (
@@ -206,15 +190,13 @@ def _recommendation_html(
                 if not advice.not_covered
                 else f"{len(advice.configs)} configs; it does not support {', '.join(advice.not_covered)}"
             )
-            verdict = (
-                f"<b>{html.escape(advice.strategy)}</b>: on average (geometric mean) {advice.score:.2f}x the "
-                f"fastest time of each config, covering {html.escape(coverage)}."
-            )
+            verdict = Markup(
+                "<b>{}</b>: on average (geometric mean) {}x the fastest time of each config, covering {}."
+            ).format(advice.strategy, f"{advice.score:.2f}", coverage)
             if advice.tied:
-                verdict += (
-                    f" A statistical tie between {html.escape(', '.join(advice.tied))}: the times cannot tell them "
-                    "apart, so the tie-break picks."
-                )
+                verdict += Markup(
+                    " A statistical tie between {}: the times cannot tell them apart, so the tie-break picks."
+                ).format(", ".join(advice.tied))
             css = "box"
         ranking = "; ".join(
             f"{r.strategy} T {_score_text(r.time_score, r.time_low, r.time_high)}, M {r.memory_score:.2f}x"
@@ -236,19 +218,23 @@ def _recommendation_html(
             for p in picks.itertuples()
         ]
         parts.append(
-            f'<div class="{css}"><b>Recommendation for {html.escape(rule.name)}</b>: {verdict}'
-            f'<div class="rule">Rule (<a href="#rules">details</a>): the lowest T (time / each config\'s fastest, '
-            f"geometric mean) among strategies whose M (summed net peak / summed lowest) is within "
-            f"{rule.tolerance:g}x of the lowest M. Per config: the {html.escape(rule.short_text())}. "
-            f"Ties: {html.escape(analysis.TIE_TEXT)}. Times relative to each other come from the paired ratios "
-            f"to native where the run measured them (T's interval: the per-config intervals' ends, geometric mean). "
-            f"Candidates: {html.escape(ranking)}.{regime}</div>"
-            + _needs_html(cells, rule, record, device, advice.strategy, aside)
-            + "<details><summary>Picks per config</summary>"
-            + _table(["config", "pick", time.label, "statistical tie", "eligible"], pick_rows)
-            + "</details></div>"
+            render(
+                "recommendation.html",
+                css=css,
+                rule=rule.name,
+                verdict=verdict,
+                tolerance=f"{rule.tolerance:g}",
+                per_config=rule.short_text(),
+                ties=analysis.TIE_TEXT,
+                candidates=ranking,
+                regime=" " + analysis.regime_note(run["machine"], advice.strategy, others),
+                needs=_needs(cells, rule, record, device, advice.strategy, aside),
+                needs_machine=record["machine"] if record else "",
+                pick_header=["config", "pick", time.label, "statistical tie", "eligible"],
+                pick_rows=pick_rows,
+            )
         )
-    return "\n".join(parts)
+    return Markup("\n").join(parts)
 
 
 def _score_text(score: float, low: float, high: float) -> str:
@@ -261,7 +247,7 @@ def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
     if skipped.empty:
         return ""
     listed = "; ".join(f"{s} on {', '.join(sorted(g.config))}" for s, g in skipped.groupby("strategy"))
-    return f"Skipped (not supported, or not run on this machine): {html.escape(listed)}."
+    return f"Skipped (not supported, or not run on this machine): {listed}."
 
 
 def findings_page(table: pd.DataFrame, catalogue: Catalogue) -> Page:
@@ -276,47 +262,46 @@ def overview_page(
 ) -> Page:
     page = Page("index.html")
     page.paragraph(
-        "Each strategy computes exactly <code>torch.nn.functional.unfold</code> (values and gradients are "
-        "checked against a reference before any figure counts). For every machine and profile, the newest "
-        "complete run's results (a run of a selection, <code>make bench BENCH=...</code>, is not used): runtime "
-        "of the forward pass and of forward plus backward, and the net peak memory "
-        "each allocates. Ratios: <b>x native</b> is the time over PyTorch's own <code>F.unfold</code> on the "
-        "same config, measured against it inside each of several processes, with its 95% interval across the "
-        "processes in brackets (<i>(medians)</i>: a run without paired ratios, the quotient of two medians); "
-        "<b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
-        "system allows); <b>x min</b> with the analytic minimum (the output; for forward-backward also "
-        "<code>grad_output</code> and <code>grad_input</code>). ★ marks the best figure of a config. Lower is "
-        "better everywhere. <b>quick</b> runs use a batch of at most 8, <b>full</b> runs the real batch (256). "
-        "<code>copy_</code> reads and writes the output's bytes; a perfect forward writes them once and reads "
-        "the smaller input (about 0.5x copy_), a perfect forward-backward also reads the output's gradient and "
-        "writes the input's (about 1x copy_): both times are read against the same copy_. In the charts a "
-        "missing bar is a skipped or failed cell, or a bound of zero (in results up to commit f26b0bd, a 1x1 "
-        "stride-1 unfold's minimum was 0: as_strided returned a view of the input), so there is no ratio; the "
-        "table says which."
+        Markup(
+            "Each strategy computes exactly <code>torch.nn.functional.unfold</code> (values and gradients are "
+            "checked against a reference before any figure counts). For every machine and profile, the newest "
+            "complete run's results (a run of a selection, <code>make bench BENCH=...</code>, is not used): runtime "
+            "of the forward pass and of forward plus backward, and the net peak memory "
+            "each allocates. Ratios: <b>x native</b> is the time over PyTorch's own <code>F.unfold</code> on the "
+            "same config, measured against it inside each of several processes, with its 95% interval across the "
+            "processes in brackets (<i>(medians)</i>: a run without paired ratios, the quotient of two medians); "
+            "<b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
+            "system allows); <b>x min</b> with the analytic minimum (the output; for forward-backward also "
+            "<code>grad_output</code> and <code>grad_input</code>). ★ marks the best figure of a config. Lower is "
+            "better everywhere. <b>quick</b> runs use a batch of at most 8, <b>full</b> runs the real batch (256). "
+            "<code>copy_</code> reads and writes the output's bytes; a perfect forward writes them once and reads "
+            "the smaller input (about 0.5x copy_), a perfect forward-backward also reads the output's gradient and "
+            "writes the input's (about 1x copy_): both times are read against the same copy_. In the charts a "
+            "missing bar is a skipped or failed cell, or a bound of zero (in results up to commit f26b0bd, a 1x1 "
+            "stride-1 unfold's minimum was 0: as_strided returned a view of the input), so there is no ratio; the "
+            "table says which."
+        )
     )
-    rules = "".join(
-        f"<li><b>{html.escape(rule.name)}</b>: on each config, {html.escape(rule.per_config_text())}; for the "
-        f"device, {html.escape(rule.per_device_text())}.</li>"
-        for rule in analysis.RULES
+    rule_item = Markup("<li><b>{}</b>: on each config, {}; for the device, {}.</li>")
+    rules = Markup("").join(
+        rule_item.format(rule.name, rule.per_config_text(), rule.per_device_text()) for rule in analysis.RULES
     )
     latest = analysis.latest_runs(table)
     if latest.empty:
-        page.paragraph("No results yet: run <code>make bench</code>.", "note")
+        page.paragraph(Markup("No results yet: run <code>make bench</code>."), "note")
     for run in latest.sort_values(["machine", "profile"], ascending=[True, True]).to_dict("records"):
         run_table = analysis.select_run(table, run)
         for device in sorted(set(run_table.device.dropna())):
             page.heading(_run_title(run, device), anchor=f"{run['machine']}-{run['profile']}-{device}")
             partial = run.get("newer_partial") or []
             left_out = (
-                f"; newer runs of a selection, not used here: {', '.join(f'<code>{c[:8]}</code>' for c in partial)}"
+                Markup("; newer runs of a selection, not used here: ")
+                + Markup(", ").join(Markup("<code>{}</code>").format(c[:8]) for c in partial)
                 if partial
                 else ""
             )
-            page.paragraph(
-                f"commit <code>{run['commit'][:8]}</code> ({run['date']:%Y-%m-%d}), environment "
-                f"<code>{html.escape(run['env'])}</code>: the newest complete run{left_out}",
-                "note",
-            )
+            where = Markup("commit <code>{}</code> ({}), environment <code>{}</code>: the newest complete run{}")
+            page.paragraph(where.format(run["commit"][:8], f"{run['date']:%Y-%m-%d}", run["env"], left_out), "note")
             cells = analysis.cell_table(run_table, device)
             if cells.empty:
                 page.paragraph(
@@ -332,19 +317,21 @@ def overview_page(
             title = f"Each figure as a multiple of its bound: {_run_title(run, device)}"
             page.figure(figures.bound_ratio_bars(cells, colors, title))
     page.heading("How the recommendations are made", anchor="rules")
-    page.add(f"<ul>{rules}</ul>")
+    page.add(Markup("<ul>{}</ul>").format(rules))
     page.paragraph(
         "The recommendations weigh speed and memory only; under each, what to ship when your code needs "
         "a capability some strategy lacks, from the capability matrix below."
     )
     page.heading("Capabilities", anchor="capabilities")
     page.paragraph(
-        "Where each strategy works as <code>torch.nn.functional.unfold</code> does, measured by "
-        "<code>impls/capabilities.py</code> on the machine named (every cell compared with <code>F.unfold</code> "
-        "under the same transform; the test suite checks the same cells). <b>defect</b>: the strategy declares it "
-        "cannot, and the check confirms it still fails; <b>unsupported</b>: the strategy does not take that input "
-        "on that device; <b>unverified</b>: not checked there. Ship a strategy only where its row says "
-        "<b>works</b> for what your code needs (e.g. per-sample gradients for KFAC or BackPACK)."
+        Markup(
+            "Where each strategy works as <code>torch.nn.functional.unfold</code> does, measured by "
+            "<code>impls/capabilities.py</code> on the machine named (every cell compared with <code>F.unfold</code> "
+            "under the same transform; the test suite checks the same cells). <b>defect</b>: the strategy declares it "
+            "cannot, and the check confirms it still fails; <b>unsupported</b>: the strategy does not take that input "
+            "on that device; <b>unverified</b>: not checked there. Ship a strategy only where its row says "
+            "<b>works</b> for what your code needs (e.g. per-sample gradients for KFAC or BackPACK)."
+        )
     )
     page.add(_capabilities_html(capabilities))
     return page
@@ -355,15 +342,17 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     history = analysis.series(table)
     flagged = analysis.steps(history)
     page.paragraph(
-        "Every strategy's figures across commits, per machine, environment, profile and device, the paired "
-        "ratios to native first: those are measured against native inside every process, so a placement or a "
-        "process that slows both sides moves neither, and a step in them is a change of the code (or of torch). "
-        "Their error bars are the 95% interval across processes; the times' and memories' are asv's "
-        "interquartile range. Steps are found with <b>asv's own step detection</b> "
-        "(<code>asv.step_detect.detect_steps</code> and <code>detect_regressions</code>, the method behind "
-        f"asv's regressions page) with its default threshold of {analysis.STEP_THRESHOLD:.0%}: a step up "
-        "that the series' noise does not explain. Failed and skipped points are gaps, not zeros. (Whether a "
-        "change is a regression is the CI gate's verdict, on its own measurements.)"
+        Markup(
+            "Every strategy's figures across commits, per machine, environment, profile and device, the paired "
+            "ratios to native first: those are measured against native inside every process, so a placement or a "
+            "process that slows both sides moves neither, and a step in them is a change of the code (or of torch). "
+            "Their error bars are the 95% interval across processes; the times' and memories' are asv's "
+            "interquartile range. Steps are found with <b>asv's own step detection</b> "
+            "(<code>asv.step_detect.detect_steps</code> and <code>detect_regressions</code>, the method behind "
+            "asv's regressions page) with its default threshold of {}: a step up "
+            "that the series' noise does not explain. Failed and skipped points are gaps, not zeros. (Whether a "
+            "change is a regression is the CI gate's verdict, on its own measurements.)"
+        ).format(f"{analysis.STEP_THRESHOLD:.0%}")
     )
     page.heading("Steps found by asv's step detection")
     if flagged.empty:
@@ -408,9 +397,11 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
 def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     page = Page("tradeoff.html")
     page.paragraph(
-        "Runtime against net peak memory at each machine's newest commit. The <b>Pareto front</b> (dashed, "
-        "ringed points) holds the strategies that no other strategy beats in both; choosing off the front "
-        "costs time or memory for nothing. Pick the config from the menu."
+        Markup(
+            "Runtime against net peak memory at each machine's newest commit. The <b>Pareto front</b> (dashed, "
+            "ringed points) holds the strategies that no other strategy beats in both; choosing off the front "
+            "costs time or memory for nothing. Pick the config from the menu."
+        )
     )
     for run in analysis.latest_runs(table).to_dict("records"):
         run_table = analysis.select_run(table, run)
@@ -442,19 +433,16 @@ CAPABILITY_MARKS = {
 }
 
 
-def _capabilities_html(records: list[dict]) -> str:
+def _capabilities_html(records: list[dict]) -> Markup:
     """Each machine's newest capability matrix (``scripts/capabilities.py``): a table per device it could check,
     every cell other than "works" numbered and explained under the table."""
-    parts = []
+    sections = []
     for record in records:
-        where = (
-            f"{html.escape(record['machine'])}: commit <code>{html.escape(record['commit'][:8])}</code>, torch "
-            f"{html.escape(record['torch'])}, {html.escape(record['date'])}"
-        )
+        where = {k: record[k] for k in ("machine", "torch", "date")} | {"commit": record["commit"][:8]}
         for device, rows in record["cells"].items():
             cells = [v for row in rows.values() for v in row.values()]
             if all(v.startswith("unverified") for v in cells):
-                parts.append(f"<p class=note>{html.escape(device)} on {where}: {html.escape(cells[0])}.</p>")
+                sections.append({**where, "device": device, "unverified": cells[0]})
                 continue
             notes: list[str] = []
             body = []
@@ -468,10 +456,9 @@ def _capabilities_html(records: list[dict]) -> str:
                         label += f" [{len(notes)}]"
                     line.append((label, css))
                 body.append(line)
-            parts.append(f"<p><b>{html.escape(device)}</b> on {where}</p>")
-            parts.append(_table(["strategy", *record["capabilities"]], body))
-            parts.append("<ol class=note>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ol>")
-    return "".join(parts) or "<p class=note>No capability matrix yet: run <code>make bench</code>.</p>"
+            table = {"header": ["strategy", *record["capabilities"]], "rows": body, "notes": notes}
+            sections.append({**where, "device": device, "unverified": "", **table})
+    return render("capabilities.html", sections=sections)
 
 
 def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Page:
@@ -479,11 +466,13 @@ def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Pag
     history = analysis.series(table)
     names = sorted(set(registry) | set(history.strategy.dropna()))
     page.paragraph(
-        "Each strategy from the registry (<code>impls/</code>, and strategies from other packages: "
-        "<code>docs/your-own-unfold.md</code>) and its figures across commits; what "
-        'each can do is in the <a href="index.html#capabilities">capability matrix</a>.'
+        Markup(
+            "Each strategy from the registry (<code>impls/</code>, and strategies from other packages: "
+            "<code>docs/your-own-unfold.md</code>) and its figures across commits; what "
+            'each can do is in the <a href="index.html#capabilities">capability matrix</a>.'
+        )
     )
-    page.add("<p>" + " · ".join(f'<a href="#{html.escape(n)}">{html.escape(n)}</a>' for n in names) + "</p>")
+    page.paragraph(Markup(" · ").join(Markup('<a href="#{0}">{0}</a>').format(n) for n in names))
     for name in names:
         page.heading(name, anchor=name)
         entry = registry.get(name)
@@ -518,11 +507,13 @@ def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Pag
 def machines_page(table: pd.DataFrame) -> Page:
     page = Page("machines.html")
     page.paragraph(
-        "What measured. The machine name carries the GPU (or <code>nogpu</code>), <code>-thp</code> for "
-        "runs with huge pages for PyTorch's CPU allocations and <code>-freshpages</code> for runs timed with "
-        "every output on first-touched memory (the default, unsuffixed, times with the allocator as a user's "
-        "process has it), so their figures never mix. "
-        + " ".join(f"<b>{html.escape(r.label)}</b>: {html.escape(r.description)}." for r in REGIMES.values())
+        Markup(
+            "What measured. The machine name carries the GPU (or <code>nogpu</code>), <code>-thp</code> for "
+            "runs with huge pages for PyTorch's CPU allocations and <code>-freshpages</code> for runs timed with "
+            "every output on first-touched memory (the default, unsuffixed, times with the allocator as a user's "
+            "process has it), so their figures never mix. "
+        )
+        + Markup(" ").join(Markup("<b>{}</b>: {}.").format(r.label, r.description) for r in REGIMES.values())
     )
     rows = []
     for machine, group in table.groupby("machine", sort=True):
@@ -556,7 +547,7 @@ def machines_page(table: pd.DataFrame) -> Page:
         "profiles",
         "environments",
     ]
-    page.add(_table(header, rows) if rows else "<p class=note>No results yet.</p>")
+    page.add(_table(header, rows)) if rows else page.paragraph("No results yet.", "note")
     return page
 
 
@@ -587,10 +578,9 @@ def build_site(
     asv_link = (out_dir / "asv" / "index.html").exists()
     built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     n_files = table[["machine", "commit", "env"]].drop_duplicates().shape[0]
-    footer = (
-        f"unfold-bench · built {built} from {n_files} asv result files in <code>{html.escape(results_dir.name)}/"
-        "</code> · plotly.js bundled, no network needed"
-    )
+    footer = Markup(
+        "unfold-bench · built {} from {} asv result files in <code>{}/</code> · plotly.js bundled, no network needed"
+    ).format(built, n_files, results_dir.name)
     written = []
     for page in pages:
         path = out_dir / page.file

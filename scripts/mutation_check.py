@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks.trees import working_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -420,28 +420,9 @@ MUTATIONS: tuple[Mutation, ...] = (
 )
 
 
-def _project_files(root: Path) -> list[str]:
-    """The working tree's tracked and untracked, not ignored, files that exist."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return sorted({name for name in listed.split("\0") if name and (root / name).is_file()})
-
-
-@contextmanager
-def project_copy(root: Path = ROOT) -> Iterator[Path]:
-    """A temporary copy of the working tree's files, removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="mutation-check-") as directory:
-        copy = Path(directory) / "project"
-        for name in _project_files(root):
-            target = copy / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / name, target)
-        yield copy
+def project_copy(root: Path = ROOT) -> AbstractContextManager[Path]:
+    """A temporary copy of the working tree's files, removed afterwards (``benchmarks.trees.working_copy``)."""
+    return working_copy(root, prefix="mutation-check-")
 
 
 def run_tests(copy: Path, tests: Sequence[str]) -> subprocess.CompletedProcess:

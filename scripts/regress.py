@@ -24,8 +24,7 @@ import shutil
 import subprocess
 import sys
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +32,7 @@ import pandas as pd
 from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
 from benchmarks.paired import OUTSIDE_VARIABLE
 from benchmarks.profiles import PROFILES, Profile, benchmark_regex
+from benchmarks.trees import git, revision_tree
 from benchmarks.vocabulary import DEVICES
 from reports.compare import (
     P_THRESHOLD,
@@ -55,10 +55,6 @@ from unfold_bench.common_args import add_bench, add_profile, add_regime
 ROOT = Path(__file__).resolve().parent.parent
 
 WORK = ROOT / ".asv" / "regress"
-
-
-def _git(*args: str, repo: Path = ROOT) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def gate_config(source: Path = ROOT / "asv.conf.json") -> Path:
@@ -90,17 +86,10 @@ def _callgrind_cell(spec: str) -> str:
     return spec
 
 
-@contextmanager
-def checkout(revision: str, name: str, repo: Path = ROOT) -> Iterator[Path]:
+def checkout(revision: str, name: str, repo: Path = ROOT) -> AbstractContextManager[Path]:
     """``revision`` of the git repository ``repo`` (this one by default) checked out in a temporary git worktree
-    ``.asv/regress/worktree-NAME``, removed afterwards."""
-    tree = WORK / f"worktree-{name}"
-    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=repo, capture_output=True)
-    _git("worktree", "add", "--detach", str(tree), revision, repo=repo)
-    try:
-        yield tree
-    finally:
-        _git("worktree", "remove", "--force", str(tree), repo=repo)
+    ``.asv/regress/worktree-NAME``, removed afterwards (``benchmarks.trees``)."""
+    return revision_tree(revision, WORK / f"worktree-{name}", repo)
 
 
 def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, list[int | None]]:
@@ -363,7 +352,7 @@ def main() -> int:
     elif args.repo != ROOT.resolve():
         parser.error(f"--repo {str(args.repo)!r}: give the unfold to gate there with --strategy MODULE:ATTRIBUTE")
     try:
-        base, head = _git("rev-parse", args.base, repo=args.repo), _git("rev-parse", args.head, repo=args.repo)
+        base, head = git("rev-parse", args.base, repo=args.repo), git("rev-parse", args.head, repo=args.repo)
     except subprocess.CalledProcessError as error:
         parser.error(f"revisions {args.base!r}, {args.head!r} in {args.repo}: {error.stderr.strip()}")
     from benchmarks.machine import register_machine

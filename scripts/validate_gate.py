@@ -36,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.paired_stats import ALPHA
+from benchmarks.trees import clone as make_clone_of
 from unfold_bench.common_args import add_bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,10 +85,7 @@ def _implementation_name(path: Path) -> str:
 
 def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
     """A clone with (base, a/a, injected) commits; returns the clone and the three hashes."""
-    clone = workdir / "clone"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    for key, value in (("user.name", "gate validation"), ("user.email", "gate@localhost")):
-        subprocess.run(["git", "config", key, value], cwd=clone, check=True)
+    clone = make_clone_of(ROOT, workdir / "clone", "gate validation", "gate@localhost")
     base = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
     readme = clone / "README.md"
     readme.write_text(readme.read_text() + "\n<!-- A/A commit: no code under test changes -->\n")

@@ -254,3 +254,15 @@ def test_make_says_which_status_the_gate_gave_before_its_own_2():
     verdict file, which the workflow exits with (``regress.yml``)."""
     recipe = (ROOT / "Makefile").read_text().split("\nregress:", 1)[1].split("\n\n", 1)[0]
     assert "status=$$?" in recipe and "the gate exited $$status" in recipe and "exit $$status" in recipe
+
+
+def test_rehearsal_the_publish_job_builds_the_site_without_torch(tmp_path):
+    """The fan-in installs the project without its dependencies and then its ``site`` extra, which holds no torch
+    (the reports import none: ``tests/test_reports.py`` builds the site with torch unimportable)."""
+    run = _step(_load("publish.yml"), "publish", "Build the site")["run"]
+    assert "make" not in run and "pip install --no-deps -e ." in run and "unfold_bench.cli report" in run
+    requirements = run.split("python -m pip install --no-deps -e .\n", 1)[1].split("python -m pip install -r")[0]
+    ran = _bash(requirements.replace("site-requirements.txt", str(tmp_path / "req.txt")), ROOT, {})
+    assert ran.returncode == 0, ran.stderr
+    packages = {re.split(r"[<>=\[; ]", line)[0].lower() for line in (tmp_path / "req.txt").read_text().split()}
+    assert {"asv", "asv_runner", "scipy", "pandas", "plotly", "jinja2"} <= packages and "torch" not in packages

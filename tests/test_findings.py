@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from markupsafe import escape
 
 from reports import findings as module
 from reports.findings import NEW_TENSOR, PHYSICS, ROOFLINE, SOURCES, Finding, findings, format_text, render_html
@@ -412,9 +413,9 @@ def test_html_and_text_carry_every_verdict_and_source(fixture_findings):
     assert parser.ids == [f"finding-{n}" for n in range(1, len(fixture_findings) + 1)]
     text = format_text(fixture_findings)
     for finding in fixture_findings:
-        assert html.escape(finding.verdict) in page and finding.verdict in text
-        assert html.escape(finding.source) in page and finding.source in text
-    assert "<h2>" + html.escape(ROOFLINE) + "</h2>" in page
+        assert escape(finding.verdict) in page and finding.verdict in text
+        assert escape(finding.source) in page and finding.source in text
+    assert f"<h2>{escape(ROOFLINE)}</h2>" in page
     assert "missed by 1.20x" in page  # the evidence tables are on the page
     assert "allcnnc-conv2 (missed by 1.20x)" in text  # where a target is missed is said without the tables
     assert "x copy_ (reuse allowed)" not in text and "x copy_ (reuse allowed)" in format_text(fixture_findings, True)

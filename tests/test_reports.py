@@ -301,7 +301,7 @@ def test_site_is_self_contained_and_says_skipped_and_failed(tmp_path):
     assert "★ 6 ms · 0.60x native (medians) · 6.00x copy_" in overview
     assert "Skipped (not supported, or not run on this machine): native on vol3d-conv." in overview
     trends = (tmp_path / "trends.html").read_text()
-    assert "Steps found by asv&#x27;s step detection" in trends and "Regressions found" not in trends
+    assert "Steps found by asv&#39;s step detection" in trends and "Regressions found" not in trends
     assert "asv's own site" not in overview  # no asv publish output in tmp_path
     (tmp_path / "asv").mkdir()
     (tmp_path / "asv" / "index.html").write_text("asv")

@@ -1,0 +1,73 @@
+"""Second copies of the code, each made one way: a revision's tree, a copy of the working tree, a clone to commit
+in, and a folder whose ``impls`` is another tree's.
+
+The gate checks out both revisions (``revision_tree``: a git worktree, so uncommitted work in the checkout is never
+measured as either side); the instruction counts load one revision's ``impls`` beside this working tree's harness
+(``impls_of``); the mutation check edits a copy of the working tree, uncommitted files included
+(``working_copy``); the gate's validation commits an A/A change and injected slowdowns in a clone (``clone``).
+Child processes that print JSON are ``benchmarks.children``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def git(*args: str, repo: Path = ROOT) -> str:
+    """``git args`` in ``repo``: its standard output, stripped; ``CalledProcessError`` when git fails."""
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@contextmanager
+def revision_tree(revision: str, path: Path, repo: Path = ROOT) -> Iterator[Path]:
+    """``revision`` of ``repo`` checked out at ``path`` (a detached git worktree; one left there by a killed run is
+    replaced), removed afterwards."""
+    subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=repo, capture_output=True)
+    git("worktree", "add", "--detach", str(path), revision, repo=repo)
+    try:
+        yield path
+    finally:
+        git("worktree", "remove", "--force", str(path), repo=repo)
+
+
+def project_files(root: Path = ROOT) -> list[str]:
+    """The working tree's tracked and untracked, not ignored, files that exist."""
+    listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard", repo=root)
+    return sorted({name for name in listed.split("\0") if name and (root / name).is_file()})
+
+
+@contextmanager
+def working_copy(root: Path = ROOT, prefix: str = "unfold-bench-") -> Iterator[Path]:
+    """A temporary copy of the working tree's files (``project_files``), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as directory:
+        copy = Path(directory) / "project"
+        for name in project_files(root):
+            target = copy / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, target)
+        yield copy
+
+
+def clone(repo: Path, path: Path, name: str = "unfold-bench", email: str = "unfold-bench@localhost") -> Path:
+    """A clone of ``repo`` at ``path`` with a committer configured, to commit changes in without touching ``repo``."""
+    subprocess.run(["git", "clone", "-q", str(repo), str(path)], check=True)
+    git("config", "user.name", name, repo=path)
+    git("config", "user.email", email, repo=path)
+    return path
+
+
+@contextmanager
+def impls_of(tree: Path) -> Iterator[Path]:
+    """A temporary folder holding only a link to ``tree``'s ``impls``: first on ``PYTHONPATH``, it makes a process
+    import that revision's strategies and this working tree's harness."""
+    with tempfile.TemporaryDirectory() as folder:
+        os.symlink(Path(tree).resolve() / "impls", Path(folder) / "impls")
+        yield Path(folder)
