@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.trees import ROOT
 
 
 def run_json_child(

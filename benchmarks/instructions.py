@@ -22,10 +22,9 @@ import sys
 from pathlib import Path
 
 from benchmarks.children import run_json_child
-from benchmarks.trees import impls_of
+from benchmarks.trees import ROOT, impls_of
 from benchmarks.vocabulary import PASSES
 
-ROOT = Path(__file__).resolve().parent.parent
 CALLS = 5  # calls per measurement; the count is per call
 
 

@@ -42,7 +42,6 @@ from benchmarks.vocabulary import PASSES, peak_metric, timed_metric
 from impls import Strategy
 
 SIDES = ("base", "head")
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _is_impls(module_name: str) -> bool:

@@ -32,7 +32,6 @@ import numpy as np
 
 from benchmarks.paired_stats import ALPHA, POWER
 
-ROOT = Path(__file__).resolve().parent.parent
 SPACER_BYTES = 4 << 20  # a round's inputs land behind up to this many bytes of spacer, at any 64-byte offset
 ABSENT = "absent"  # a side's registry has no such strategy (added or removed by the change)
 SKIPPED = "skipped: "  # a side's cell does not run here (no GPU, spatial dims, a refused dtype): no failure

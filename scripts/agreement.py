@@ -30,10 +30,9 @@ from benchmarks.cells import Cell
 from benchmarks.children import run_json_child
 from benchmarks.profiles import PROFILES
 from benchmarks.runner import scratch_config
+from benchmarks.trees import ROOT
 from benchmarks.vocabulary import PASSES
 from unfold_bench.common_args import add_profile, add_regime
-
-ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_CELLS = (
     "native:allcnnc-conv2:forward",

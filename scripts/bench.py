@@ -28,9 +28,8 @@ from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
 from benchmarks.runner import Ledger, plan, run_chunks
+from benchmarks.trees import ROOT
 from unfold_bench.common_args import add_bench, add_config, add_profile, add_regime
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _git(*args: str) -> str:

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.trees import ROOT
 
 
 def main() -> int:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # not benchmarks.trees.ROOT: this runs before the project is importable
 CARRIED_DIR = ROOT / ".gpu-check"
 WHEELS = CARRIED_DIR / "wheels"
 MANIFEST = CARRIED_DIR / "manifest.json"

@@ -23,9 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.trees import working_copy
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.trees import ROOT, working_copy
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import pandas as pd
 from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
 from benchmarks.paired import OUTSIDE_VARIABLE
 from benchmarks.profiles import PROFILES, Profile, benchmark_regex
-from benchmarks.trees import git, revision_tree
+from benchmarks.trees import ROOT, git, revision_tree
 from benchmarks.vocabulary import DEVICES
 from reports.compare import (
     P_THRESHOLD,
@@ -51,8 +51,6 @@ from reports.compare import (
     smallest_p,
 )
 from unfold_bench.common_args import add_bench, add_profile, add_regime
-
-ROOT = Path(__file__).resolve().parent.parent
 
 WORK = ROOT / ".asv" / "regress"
 

@@ -14,10 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.trees import ROOT
 from reports.site import build_site
 from unfold_bench.common_args import add_config
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:

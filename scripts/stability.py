@@ -26,15 +26,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.runner import scratch_config  # noqa: E402
-from reports import analysis  # noqa: E402
-from reports.results import load_catalogue, load_results  # noqa: E402
-from reports.set_aside import complexity, set_aside  # noqa: E402
-from reports.units import METRICS  # noqa: E402
-from unfold_bench.common_args import add_bench, add_profile  # noqa: E402
+from benchmarks.runner import scratch_config
+from benchmarks.trees import ROOT
+from reports import analysis
+from reports.results import load_catalogue, load_results
+from reports.set_aside import complexity, set_aside
+from reports.units import METRICS
+from unfold_bench.common_args import add_bench, add_profile
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 

@@ -36,10 +36,9 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.paired_stats import ALPHA
+from benchmarks.trees import ROOT
 from benchmarks.trees import clone as make_clone_of
 from unfold_bench.common_args import add_bench
-
-ROOT = Path(__file__).resolve().parent.parent
 
 SLOWDOWN = 0.10
 SLOWER = f"""

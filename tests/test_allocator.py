@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +22,8 @@ from benchmarks.allocator import (
     regime_environment,
     regime_of_machine,
 )
+from benchmarks.trees import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # neither the threshold nor the re-execution marker: a caller's pinned process must not leak either into these
 UNPINNED = {k: v for k, v in os.environ.items() if k not in (MMAP_THRESHOLD_VARIABLE, _REEXECUTED)}
 

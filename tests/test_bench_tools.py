@@ -7,7 +7,6 @@ import itertools
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,13 +15,12 @@ from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.cells import Cell
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
 from benchmarks.profiles import QUICK
+from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 from reports.summary import physics_problems, summary_tables
 from reports.units import MIB
 from tests.helpers import RUN_REGRESS_MAIN
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _pytest(*args: str) -> subprocess.CompletedProcess:

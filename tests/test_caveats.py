@@ -9,19 +9,17 @@ whose float32 output is not bit-exact must declare it; the parity tests run with
 import dataclasses
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks.trees import ROOT
 from impls import TESTED_STRATEGIES
 from impls.cpu_isa import onednn_isa
 from impls.reference import reference_unfold
 from impls.strategy import KnownDefect
 from tests.conftest import CUDA
 from tests.helpers import skip_unless_supported
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", list(TESTED_STRATEGIES))

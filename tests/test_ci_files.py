@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.trees import ROOT
+
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
 

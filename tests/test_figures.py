@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,8 +23,8 @@ import torch
 
 from benchmarks.allocator import pinned_environment
 from benchmarks.replicates import across_processes
+from benchmarks.trees import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 # A net peak moves in whole pages, and the resident set also holds file-backed pages (libraries) that the kernel may
 # reclaim during a call when the machine is loaded (61 pages once, under the whole test suite): the figures below are

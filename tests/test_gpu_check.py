@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.machine import HOST_VARIABLE
+from benchmarks.trees import ROOT
 from scripts import gpu_check
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _carry_to(directory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

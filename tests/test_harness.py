@@ -29,12 +29,12 @@ from benchmarks.memory import cpu_peak_supported, net_peak_bytes
 from benchmarks.profiles import FULL, PROFILES, QUICK, benchmark_regex
 from benchmarks.runner import SELECTION_VARIABLE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes
+from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 from reports.results import load_results
 from tests.test_parity_configs import TEST_BATCH_SIZE
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_SUITE = ROOT / "tests" / "fixtures" / "asv_suite"
 MIB = 2**20
 HAS_CUDA = torch.cuda.is_available()

@@ -10,16 +10,15 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION as RESOLUTION
 from benchmarks.cells import Cell, Verdict, WrongResultError, gate, profile_config
 from benchmarks.memory import cpu_peak_supported
+from benchmarks.trees import ROOT
 from tests.fixtures.asv_suite.faulty import GATED_STRATEGIES, TINY, _CalledDirectly
 
-ROOT = Path(__file__).resolve().parents[1]
 MEMORY_CONFIG = "allcnnc-conv2"  # an output of several MiB at the fixture's batch size: far above page noise
 
 

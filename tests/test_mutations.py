@@ -6,13 +6,10 @@ pytest run in a temporary copy of the working tree.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from benchmarks.trees import ROOT
 from scripts import mutation_check
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # one of each kind of subject: a kernel's values, a gradient's precision, the gate's verdict, a pick, the timer
 QUICK = (

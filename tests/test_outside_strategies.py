@@ -16,11 +16,11 @@ import torch
 
 from benchmarks.cells import Cell, check_cell, gate
 from benchmarks.profiles import QUICK
+from benchmarks.trees import ROOT
 from impls import STRATEGIES
 from impls.capabilities import CAPABILITIES, WORKS, check
 from impls.plugins import GROUP, VARIABLE, load
 
-ROOT = Path(__file__).resolve().parent.parent
 OUTSIDE = ROOT / "tests" / "fixtures" / "outside"
 
 
@@ -165,6 +165,23 @@ def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no
     assert ran.returncode == 0, ran.stdout + ran.stderr
     (record,) = [json.loads(p.read_text()) for p in matrix_dir.glob("*.json")]
     assert record["cells"]["cpu"]["outside_unfold"]["gradient"] == WORKS
+
+
+@pytest.mark.slow
+def test_advise_checks_and_times_an_outside_strategy_beside_the_built_in_ones(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(OUTSIDE)}
+    report_file = tmp_path / "advice.json"
+    command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "outside_unfold:outside_unfold", "advise"]
+    command += ["--input-shape", "2,3,6,6", "--kernel-size", "3", "--padding", "1", "--budget", "0.2"]
+    command += ["--regime", "warm", "--json", str(report_file)]
+    ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    report = json.loads(report_file.read_text())
+    rows = {row["strategy"]: row for row in report["tables"]["warm"]}
+    assert {"native", "outside_unfold"} <= rows.keys()
+    mine = rows["outside_unfold"]
+    assert mine["problem"] == "" and mine["ratio_forward"] > 0 and mine["time_forward"] > 0
+    assert "outside_unfold" in ran.stdout  # in the printed table, a candidate like any built-in strategy
 
 
 def _commit(repo: Path, message: str) -> str:

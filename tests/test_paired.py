@@ -23,12 +23,12 @@ import torch
 from benchmarks.allocator import pinned_environment
 from benchmarks.paired import Design, load_strategies, measure_cell, measure_in_processes
 from benchmarks.paired_stats import MIN_PAIRS, _exact_count, paired_ratio
+from benchmarks.trees import ROOT
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from reports.compare import Thresholds, format_paired, gate_decision, paired_table, paired_verdict
 from tests.helpers import RUN_REGRESS_MAIN
 
-ROOT = Path(__file__).resolve().parent.parent
 NATIVE = STRATEGIES["native"]
 
 

@@ -7,7 +7,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,10 +14,10 @@ from scipy import stats
 
 from benchmarks.profiles import QUICK
 from benchmarks.runner import PAIRED_SUITE, plan, scratch_config
+from benchmarks.trees import ROOT
 from reports import analysis
 from reports.results import load_results, process_interval
 
-ROOT = Path(__file__).resolve().parent.parent
 TRAINING = analysis.RULES[0]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,12 +24,12 @@ from benchmarks.replicates import (
     resolution,
     trimmed_mean,
 )
+from benchmarks.trees import ROOT
 from benchmarks.variance import Components, components, design
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from reports.compare import Thresholds, paired_table
 
-ROOT = Path(__file__).resolve().parent.parent
 NATIVE = STRATEGIES["native"]
 EXAMPLE = profile_config(get_profile("quick"), "example")
 

@@ -19,10 +19,10 @@ from asv.benchmarks import Benchmarks
 from benchmarks.process_guard import kill_session, session_members, stat_fields
 from benchmarks.profiles import FULL, QUICK
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, plan, scratch_config, suite_cells
+from benchmarks.trees import ROOT
 from benchmarks.unfold import selects_a_compiling_cell
 from reports.results import load_results
 
-ROOT = Path(__file__).resolve().parent.parent
 MARKER = "UNFOLD_BENCH_TEST_RUN"
 SELECTION = r"^bounds\.Quick\.time_fill\('(example|allcnnc-conv2|allcnnc-conv3)', 'cpu'"  # 3 configs, 1 cell each
 

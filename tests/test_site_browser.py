@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.trees import ROOT
 from reports.site import PAGES, build_site
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "report_results"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")

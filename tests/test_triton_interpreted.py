@@ -23,14 +23,13 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
 from benchmarks.configs import configs
+from benchmarks.trees import ROOT
 from impls.triton_gather import TRITON_INSTALLED
 
-ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["test_parity_configs", "test_parity_random", "test_validation", "test_caveats", "test_gradcheck"]
 SELECTION = "triton_gather and cpu and not gradcheck_float64"
 PLUGIN = "tests.test_triton_interpreted"  # this module, for its pytest_configure

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.trees import ROOT
+
 VARIABLE = "UNFOLD_BENCH_STRATEGIES"  # impls.plugins.VARIABLE, not imported: importing impls loads the registry
 
 

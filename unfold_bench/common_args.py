@@ -8,12 +8,11 @@ takes it: ``--profile``, ``--regime``, ``--bench`` (the cell regex ``make bench`
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
 from benchmarks.profiles import PROFILES
+from benchmarks.trees import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH_HELP = (
     "a regex over the cells' asv names, e.g. \"unfold.Quick.time_forward('gather', 'allcnnc-conv2', 'cpu')\": "
     "conv2, 'gather', \"'gather', 'allcnnc-conv2'\""
