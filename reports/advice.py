@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND
-from benchmarks.vocabulary import PASSES, timed_metric
+from benchmarks.vocabulary import PASSES, peak_metric, timed_metric
 from reports import analysis, units
 from reports.templates import render
 
@@ -127,13 +127,6 @@ def advice(
     return result
 
 
-def _ms(seconds: float) -> str:
-    return units.format_value(seconds, SECONDS.recorded, digits=3)
-
-
-MIB = units.MIB  # the name it had
-
-
 def _interval_text(row: Mapping, which: str) -> str:
     low, high, rounds = row[f"low_{which}"], row[f"high_{which}"], row[f"rounds_{which}"]
     how = f"{rounds:.0f} rounds, far behind" if row[f"far_behind_{which}"] else "95%"
@@ -141,7 +134,7 @@ def _interval_text(row: Mapping, which: str) -> str:
 
 
 def _time_text(row: Mapping, which: str) -> str:
-    return f"{which.replace('_', '-')} {_ms(row[f'time_{which}'])} ({_interval_text(row, which)})"
+    return f"{which.replace('_', '-')} {SECONDS.format(row[f'time_{which}'], digits=3)} ({_interval_text(row, which)})"
 
 
 LEGEND = (
@@ -197,16 +190,17 @@ def format_text(report: dict) -> str:
                 lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
                 continue
             intervals = "  ".join(_time_text(r._asdict(), which) for which in PASSES)
-            memory = (
-                f"net peak {_mib(r.track_net_peak_forward)} / {_mib(r.track_net_peak_forward_backward)} {BYTES.shown}"
-            )
+            memory = f"net peak {_net_peaks(r._asdict())} {BYTES.shown}"
             note = _compile_note(r.compile_seconds)
             lines.append(f"  {r.strategy:<15} {intervals}  {memory}{f'  ({note})' if note else ''}")
     return "\n".join([*lines, "", *picks_text(report)])
 
 
-def _mib(value: float) -> str:
-    return units.format_number(BYTES.scaled(value), digits=3)
+def _net_peaks(row: Mapping) -> str:
+    """The forward and forward-backward net peaks, ``fwd / fwd-bwd``, in MiB (the unit is the caller's)."""
+    return " / ".join(
+        units.format_number(BYTES.scaled(row[f"track_{peak_metric(which)}"]), digits=3) for which in PASSES
+    )
 
 
 def _html_table(mine: pd.DataFrame) -> str:
@@ -220,11 +214,7 @@ def _html_table(mine: pd.DataFrame) -> str:
                 units.format_number(SECONDS.scaled(r[timed_metric(which)]), 3) if shown else ""
             )
             row[f"{label} x native"] = _interval_text(r, which) if shown else ""
-        row[f"net peak {BYTES.shown} (fwd / fwd-bwd)"] = (
-            f"{_mib(r['track_net_peak_forward'])} / {_mib(r['track_net_peak_forward_backward'])}"
-            if not r["problem"]
-            else ""
-        )
+        row[f"net peak {BYTES.shown} (fwd / fwd-bwd)"] = _net_peaks(r) if not r["problem"] else ""
         row["note"] = f"cannot: {r['problem']}" if r["problem"] else _compile_note(r["compile_seconds"])
         rows.append(row)
     return pd.DataFrame(rows).to_html(index=False, escape=True, border=0)

@@ -29,7 +29,7 @@ from asv.results import Results, iter_results_for_machine_and_hash
 
 from benchmarks.paired_stats import ALPHA, POWER
 from reports.results import ResultCell, unroll_result
-from reports.units import BYTES, format_value, recorded_unit
+from reports.units import BYTES, format_ratio, format_value, recorded_unit
 
 MEMORY_FLOOR_BYTES = 256 * 1024
 P_THRESHOLD = 0.002  # asv's own (asv._stats.is_different)
@@ -446,11 +446,11 @@ def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
                 {
                     "verdict": time_rows.verdict,
                     "cell": [f"{call} {params}" for call, params in zip(calls, time_rows.params)],
-                    "ratio": [_ratio(r) for r in time_rows.ratio],
+                    "ratio": [format_ratio(r, 3, missing="") for r in time_rows.ratio],
                     "interval": [
                         "" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low, time_rows.high)
                     ],
-                    "resolution": [_ratio(r) for r in time_rows.resolution],
+                    "resolution": [format_ratio(r, 3, missing="") for r in time_rows.resolution],
                     "blocks": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
                 }
             ).to_string(index=False)
@@ -480,10 +480,6 @@ def format_paired_row(m: dict) -> str:
         f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
         f"{m.get('processes', '?')} processes, {m['pairs']} blocks{each}"
     )
-
-
-def _ratio(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.3f}x"
 
 
 def format_paired_resolution(table: pd.DataFrame) -> str:

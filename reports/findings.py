@@ -42,7 +42,7 @@ from reports.results import Catalogue
 from reports.set_aside import set_aside
 from reports.summary import physics_problems
 from reports.templates import render
-from reports.units import MIB
+from reports.units import BYTES, MIB, format_ratio
 
 SOURCES = "Claims of the source documents"
 ROOFLINE = "The fastest against the roofline and the analytic minimum: All-CNN-C layers, full profile"
@@ -161,11 +161,7 @@ def _not_measured(topic: str, claim: str, reason: str, source: str = "", run: _R
     )
 
 
-def _x(value: float) -> str:
-    return f"{value:.2f}x" if value >= 0.01 else f"{value:.1g}x"  # a miss below 0.01x is not shown as 0.00x
-
-
-def _judged(value: float, limit: float, unit: Callable[[float], str] = _x) -> str:
+def _judged(value: float, limit: float, unit: Callable[[float], str] = format_ratio) -> str:
     """The verdict on a figure that must be at most ``limit``: met, missed by how much, or not measured."""
     if value is None or pd.isna(value):
         return "not measured"
@@ -432,10 +428,6 @@ NEW_TENSOR_CLAIMS = {
 }
 
 
-def _mib(value: float) -> str:
-    return f"{value / MIB:.2f} MiB"
-
-
 # What explains a missed new-tensor target, in terms of the evidence's own columns (no figure: those are the data's)
 WHY_FLOOR = (
     "the floor ('its floor': the fresh-output one, or the huge-page one for a strategy that advises its results "
@@ -585,7 +577,7 @@ def new_tensor_findings(runs: list[_Run], catalogue: Catalogue) -> list[Finding]
                         "net peak MiB": math.nan if peak is None else peak / MIB,
                         "analytic minimum MiB": minimum / MIB,
                         "above minimum MiB": above / MIB,
-                        "verdict": _judged(above, NET_PEAK_RESOLUTION, _mib),
+                        "verdict": _judged(above, NET_PEAK_RESOLUTION, BYTES.format),
                     }
                 )
         out.append(_target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["peak"], run, pd.DataFrame(lines), WHY_PEAK))

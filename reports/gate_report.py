@@ -17,16 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.units import format_ratio
+
 FLAGGED = ("regression", "failed", "failed (also before)", "failed (revision unknown)")
 
 
 def _cell(row: pd.Series) -> str:
     call = row.benchmark.rsplit(".", 1)[-1].removeprefix("time_").removeprefix("track_")
     return f"{call} {row.params}"
-
-
-def _ratio(value: float) -> str:
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}x"
 
 
 def verdict_record(table: pd.DataFrame, status: int, verdict: str, base: str, head: str, extra: Mapping) -> dict:
@@ -63,7 +61,8 @@ def markdown(record: Mapping) -> str:
         interval = "" if cell["low"] is None else f"{cell['low']:.3f}-{cell['high']:.3f}"
         lines.append(
             f"| {'**' + cell['verdict'] + '**' if cell in flagged else cell['verdict']} | {cell['cell']} | "
-            f"{_ratio(cell['ratio'])} | {interval} | {_ratio(cell['resolution'])} |"
+            f"{format_ratio(cell['ratio'], 3, missing='')} | {interval} | "
+            f"{format_ratio(cell['resolution'], 3, missing='')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -73,7 +72,7 @@ def annotations(record: Mapping) -> list[str]:
     lines = []
     for cell in record["cells"]:
         if cell["verdict"] in FLAGGED:
-            detail = cell["error"] or f"ratio {_ratio(cell['ratio'])}"
+            detail = cell["error"] or f"ratio {format_ratio(cell['ratio'], 3, missing='')}"
             if cell["low"] is not None:
                 detail += f" (interval {cell['low']:.3f}-{cell['high']:.3f})"
             message = f"{cell['cell']}: {cell['verdict']}, {detail}".replace("\n", " ").replace("%", "%25")

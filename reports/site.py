@@ -31,7 +31,7 @@ from reports.findings import findings, render_html
 from reports.results import Catalogue, load_capabilities, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
 from reports.templates import macro, render
-from reports.units import METRICS, SHOWN_METRICS
+from reports.units import METRICS, SHOWN_METRICS, format_ratio, format_ratio_interval
 
 PAGES = {
     "index.html": "Which to ship",
@@ -131,7 +131,7 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
     bound = figure.bound_info.short
     parts = [figure.format(row[metric], digits=3), _x_native_text(row, metric)]
     ratio = row[f"{metric}:x_bound"]
-    parts.append(f"{ratio:.2f}x {bound}" if not pd.isna(ratio) else f"- {bound}")
+    parts.append(f"{format_ratio(ratio)} {bound}")
     return ("★ " if best else "") + " · ".join(parts), "num best" if best else "num"
 
 
@@ -142,10 +142,9 @@ def _x_native_text(row: pd.Series | dict, metric: str) -> str:
     if pd.isna(ratio):
         return "- native"
     if not row.get(f"{metric}:x_native_paired", False):
-        return f"{ratio:.2f}x native (medians)"
+        return f"{format_ratio(ratio)} native (medians)"
     low, high = row.get(f"{metric}:x_native_low", math.nan), row.get(f"{metric}:x_native_high", math.nan)
-    interval = "" if pd.isna(low) or pd.isna(high) or low == high else f" [{low:.2f}, {high:.2f}]"
-    return f"{ratio:.2f}x native{interval}"
+    return format_ratio_interval(ratio, low, high, suffix="x native")
 
 
 def _cell_table_html(cells: pd.DataFrame) -> str:
@@ -199,7 +198,7 @@ def _recommendation_html(
                 ).format(", ".join(advice.tied))
             css = "box"
         ranking = "; ".join(
-            f"{r.strategy} T {_score_text(r.time_score, r.time_low, r.time_high)}, M {r.memory_score:.2f}x"
+            f"{r.strategy} T {_score_text(r.time_score, r.time_low, r.time_high)}, M {format_ratio(r.memory_score)}"
             + (f" ({r.why_not})" if r.why_not else "")
             if not pd.isna(r.time_score)
             else f"{r.strategy} out ({r.why_not})"
@@ -239,7 +238,7 @@ def _recommendation_html(
 
 def _score_text(score: float, low: float, high: float) -> str:
     """A T score with its interval when it has one."""
-    return f"{score:.2f}x" + ("" if pd.isna(low) or pd.isna(high) else f" [{low:.2f}, {high:.2f}]")
+    return format_ratio_interval(score, low, high)
 
 
 def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
@@ -369,7 +368,7 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                     (figure.label, ""),
                     (f"{r.commit_before[:8]} → {r.commit_after[:8]}", ""),
                     (f"{figure.format(r.value_before, 3)} → {figure.format(r.value_after, 3)}", "num"),
-                    (f"{r.ratio:.2f}x" if r.ratio != float("inf") else "from 0", "num step"),
+                    (format_ratio(r.ratio) if r.ratio != float("inf") else "from 0", "num step"),
                 ]
             )
         page.add(_table(["run", "config", "strategy", "figure", "commits", "level", "ratio"], rows))

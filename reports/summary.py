@@ -36,7 +36,7 @@ from reports.analysis import (
 )
 from reports.results import Catalogue, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
-from reports.units import BYTES, METRICS, SECONDS, format_number
+from reports.units import BYTES, METRICS, SECONDS, format_number, format_ratio, format_ratio_interval
 
 LEGEND = (
     "xnat: time over native's on the same config, paired inside each process, with its 95% interval across "
@@ -50,17 +50,13 @@ def _format(value: float) -> str:
     return format_number(value, digits=3)
 
 
-def _ratio(ratio: float) -> str:
-    return "-" if pd.isna(ratio) else f"{ratio:.2f}"  # no reference figure, or a bound of 0
-
-
 def _x_native(cell: dict | pd.Series, metric: str) -> str:
     """The ratio to native: paired, with its interval across processes, or the quotient of medians (marked ``*``)."""
-    ratio = _ratio(cell[f"{metric}:x_native"])
+    ratio = format_ratio(cell[f"{metric}:x_native"], suffix="")
     if ratio == "-" or not cell.get(f"{metric}:x_native_paired", False):
         return ratio if ratio == "-" else f"{ratio}*"
     low, high = cell.get(f"{metric}:x_native_low"), cell.get(f"{metric}:x_native_high")
-    return ratio if pd.isna(low) or pd.isna(high) or low == high else f"{ratio} [{low:.2f}, {high:.2f}]"
+    return format_ratio_interval(cell[f"{metric}:x_native"], low, high, suffix="")
 
 
 def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -79,7 +75,9 @@ def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 label = figure.column
                 line[(label, "value")] = _format(figure.unit.scaled(cell[metric])) if ok else status
                 line[(label, "xnat")] = _x_native(cell, metric) if ok else ""
-                line[(label, figure.bound_info.ratio_label)] = _ratio(cell[f"{metric}:x_bound"]) if ok else ""
+                line[(label, figure.bound_info.ratio_label)] = (
+                    format_ratio(cell[f"{metric}:x_bound"], suffix="") if ok else ""
+                )
             lines.append(line)
         if lines:
             frame = pd.DataFrame(lines).fillna("")
@@ -139,7 +137,7 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str])
         return "-"
     best = ok.loc[ok[metric].idxmin()]
     unit = METRICS[metric].unit
-    shown = _x_native(best, metric) if ratio == "x_native" else _ratio(best[f"{metric}:{ratio}"])
+    shown = _x_native(best, metric) if ratio == "x_native" else format_ratio(best[f"{metric}:{ratio}"], suffix="")
     return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({shown})"
 
 

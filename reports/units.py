@@ -11,7 +11,8 @@ writes a figure through this module, as ``torch.utils.benchmark``'s ``common.py`
   analytic minimum) measured in the same run.
 - ``BOUNDS``: each bound's names (the ratio's column label and the word the site uses).
 - ``RATIO_METRICS``: the paired ratios to native (``benchmarks.ratios``); ``SHOWN_METRICS``: both kinds.
-- ``format_interval``: a figure with its interval, the one way every report writes one.
+- ``format_interval``: a figure with its interval, the one way every report writes one; ``format_ratio`` and
+  ``format_ratio_interval``: a ratio, alone and with its interval.
 """
 
 from __future__ import annotations
@@ -52,6 +53,27 @@ def format_number(value: float, digits: int = 4) -> str:
     """``value`` to ``digits`` significant digits; from ``10**digits`` up a whole number with thousands separators
     (never an exponent)."""
     return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
+
+
+def format_ratio(value: float | None, decimals: int = 2, missing: str = "-", suffix: str = "x") -> str:
+    """A ratio to ``decimals`` decimals and ``suffix``; a positive one too small for them to one significant digit
+    (never ``0.00x``); ``missing`` when there is none."""
+    if is_missing(value):
+        return missing
+    if 0 < value < 10**-decimals:
+        return f"{value:.1g}{suffix}"
+    return f"{value:.{decimals}f}{suffix}"
+
+
+def format_ratio_interval(
+    value: float | None, low: float | None, high: float | None, decimals: int = 2, suffix: str = "x"
+) -> str:
+    """``format_ratio``'s ratio followed by its interval ``[low, high]`` (none when an end is missing or the two
+    are one value, as a single process gives)."""
+    text = format_ratio(value, decimals, suffix=suffix)
+    if is_missing(value) or is_missing(low) or is_missing(high) or low == high:
+        return text
+    return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
 
 
 def is_missing(value: float | None) -> bool:

@@ -566,3 +566,13 @@ def test_a_run_of_a_selection_makes_no_pick_and_says_why(tmp_path, capsys):
     assert "Which to ship: not judged from a selection (--bench \"'native'\", 3 strategies timed" in out
     print_summary(FIXTURE, CPU, "quick", None, full_dir=tmp_path)
     assert "Which to ship for training" in capsys.readouterr().out
+
+
+def test_every_report_writes_a_ratio_and_its_interval_one_way():
+    assert units.format_ratio(1.23456) == "1.23x"
+    assert units.format_ratio(1.23456, 3, suffix="") == "1.235"
+    assert units.format_ratio(0.004) == "0.004x"  # a small miss is not shown as 0.00x
+    assert units.format_ratio(math.nan) == "-" and units.format_ratio(None, missing="") == ""
+    assert units.format_ratio_interval(1.2, 1.1, 1.3, suffix="x native") == "1.20x native [1.10, 1.30]"
+    assert units.format_ratio_interval(1.2, 1.2, 1.2) == "1.20x"  # one process: no interval to show
+    assert units.format_ratio_interval(1.2, math.nan, 1.3) == "1.20x"
