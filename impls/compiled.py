@@ -18,11 +18,7 @@ time (``_strided_gradient_expression``): only the offsets with ``(x + p - j d) m
 contiguous shifted slots, and the phases are interleaved by a stack that Inductor writes straight into the
 gradient. (Zero-inserted slots in the innermost dim made every position load all K offsets through a mask.)
 
-Compilation: once per geometry, dtype and layout (``dynamic=False``: sizes are constants, so each kernel is
-static and specialised). Dynamic shapes would compile fewer kernels over many geometries, but Inductor's symbolic
-path failed on a 3-d float16 geometry in torch 2.13 (``InductorError: Exponent must be non-negative``); a
-benchmark process sees one geometry anyway. ``compiles=True`` in the registry makes the benchmarks call it once
-in setup and report the cold compile time of forward plus backward on its own (``benchmarks.compile_time``).
+Compilation: once per geometry, dtype and layout (``dynamic=False``; docs/internals.md says why).
 
 ``unfold_into(..., out=buffer)`` compiles a second forward that stores into ``buffer`` (an input mutation,
 which Inductor writes in place: no temporary), for the ``compiled_reuse`` strategy.

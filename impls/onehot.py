@@ -8,26 +8,9 @@ on any device with a convolution.
 
 Costs: K multiply-adds per output element instead of one copy, whatever workspace the convolution
 backend allocates, and the backward of a convolution (a transposed convolution for the input gradient).
-Caveats, declared below and checked by the tests: ``0 * inf = NaN``, so a non-finite input entry turns
-the other entries of the windows that contain it into NaN; and on GPUs where PyTorch allows TF32 for
-cuDNN convolutions (``torch.backends.cudnn.allow_tf32``, on by default) float32 input is rounded to
-TF32's 10-bit mantissa, so the result is not the exact unfold.
-
-Known defects of PyTorch's CPU convolution (oneDNN, torch 2.13.0), which dispatches by instruction set, so a
-defect can show on one CPU and not on another; each input is refused on every CPU except those whose oneDNN ISA
-the record lists as running its reproducer exact (``KnownDefect.refuses``), so that an unknown CPU is safe from a
-crash:
-- bfloat16: the depthwise convolution returns values at the wrong positions for some strided geometries with
-  padding or dilation (exact with ``torch.backends.mkldnn`` disabled), and segfaults for a dilated, padded kernel
-  over a size-1 spatial dim; on the ISA recorded below both show with channels_last input, where contiguous input
-  runs exact (found by the randomised tests).
-- float16: the convolution segfaults for a dilated, padded kernel over a size-1 spatial dim (a bare
-  ``F.conv2d`` reproduces it, grouped or not), which would kill a whole benchmark run; seen on the AMX ISA
-  recorded below, and not on the AVX-512 one.
-float32 and float64 on CPU are exact.
-
-Layout: for channels_last input the convolution's result is channels_last, and unfoldNd's reshape of it is a
-non-contiguous view (same values); declared as ``contiguous_on_channels_last=False``.
+Its caveats (``0 * inf = NaN`` for non-finite input, TF32 rounding on GPUs, oneDNN's half-precision defects
+on some CPUs, a non-contiguous view for channels_last input) are declared below, checked by the tests and
+explained in docs/strategies.md.
 """
 
 import torch

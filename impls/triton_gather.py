@@ -20,11 +20,8 @@ float32 (float64 for float64), which is within the parity bound of a sum in the 
 The two maps are each other's adjoint, so the backward of the fold is the unfold again: ``impls.adjoint_pair``
 makes them two autograd Functions, which gives double backward, forward-mode AD and ``torch.func.vmap``.
 
-Status: the kernels are checked on CPU under Triton's interpreter (``TRITON_INTERPRET=1``, which runs them on
-CPU tensors with NumPy; ``tests/test_triton_interpreted.py``); under it this strategy also declares "cpu" so
-that the suite's parity tests run it. They have not yet run on a GPU: the issue asks for the parity tests to
-pass on a GPU machine first, so the registry keeps the strategy in ``UNVERIFIED`` (tested, never benchmarked)
-until a session with a GPU runs the suite there. The block size and warp count are first guesses, untuned.
+Not yet run on a GPU: the kernels are checked on CPU under Triton's interpreter, and the registry keeps the
+strategy unverified (tested, never benchmarked) until the prepared GPU check passes (docs/strategies.md).
 
 Layout: the kernels index a contiguous input (and output gradient); another layout is copied first.
 Kernel size: the loop over offsets is unrolled, so a very large kernel (hundreds of offsets) compiles slowly.
