@@ -143,6 +143,7 @@ def test_unfoldnd_through_the_outside_path_computes_what_onehot_computes():
 def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no_edit_to_impls(tmp_path):
     from benchmarks.runner import scratch_config
     from reports.results import load_results
+    from reports.site import build_site
 
     config = scratch_config(tmp_path, ROOT)
     env = {**os.environ, "PYTHONPATH": str(OUTSIDE)}
@@ -165,6 +166,10 @@ def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no
     assert ran.returncode == 0, ran.stdout + ran.stderr
     (record,) = [json.loads(p.read_text()) for p in matrix_dir.glob("*.json")]
     assert record["cells"]["cpu"]["outside_unfold"]["gradient"] == WORKS
+    build_site(tmp_path / "results", tmp_path / "site", matrix_dir)  # the site, from what the two commands wrote
+    strategies_page = (tmp_path / "site" / "strategies.html").read_text()
+    assert 'id="outside_unfold"' in strategies_page and "outside_unfold (module)" in strategies_page
+    assert "outside_unfold" in (tmp_path / "site" / "index.html").read_text()  # its cells and capability row
 
 
 @pytest.mark.slow
