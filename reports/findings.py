@@ -1,22 +1,12 @@
 """The Findings page: every claim and target the project states, with its verdict computed from the results.
 
-Nothing here is written down by hand: ``findings(table)`` takes the tidy table of ``reports.results.load_results``
-and judges, on the newest run of each machine and profile (``reports.analysis.latest_runs``) and each device
-that has figures:
-
-- the source documents' claims: "``Tensor.unfold`` copies" and "``F.unfold`` returns new memory" (checked by
-  running torch when the report is built, not read from results), and "unfoldNd (``onehot``) is faster than
-  ``nn.Unfold`` (``native``) in all but one case, with higher peak memory" (per config, from the results);
-- the roofline targets and the new-tensor targets on the All-CNN-C layers of full-profile runs, per config met or
-  missed
-  and by how much;
-- the physics checks (``reports.summary.physics_problems``): no forward below the ``fill_`` floor, no net
-  peak below the analytic minimum.
-
-Each ``Finding`` carries its claim, a verdict ("holds", "does not hold", "met on k of n" or "not measured",
-followed by the counts or the reason), the evidence as a DataFrame and where it came from (machine, commit,
-profile, timing regime, device). Missing data gives "not measured" with the reason, never an error.
-``render_html`` writes the page's body, ``format_text`` the same for a terminal.
+Nothing here is written down by hand: ``findings(table, catalogue)`` judges, on the newest run of each machine and
+profile (``reports.analysis.latest_runs``) and each device that has figures, the source documents' claims (what
+``Tensor.unfold`` and ``F.unfold`` return, from torch's view checks that the bench records in the catalogue; unfoldNd
+against ``nn.Unfold``, from the results), the roofline and new-tensor targets on the All-CNN-C layers of
+full-profile runs, and the physics checks (``reports.summary.physics_problems``). Each ``Finding`` carries its
+claim, its verdict, the evidence as a DataFrame and where it came from; missing data gives "not measured" with the
+reason, never an error. ``render_html`` writes the page's body, ``format_text`` the same for a terminal.
 """
 
 from __future__ import annotations
