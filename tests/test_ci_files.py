@@ -100,6 +100,15 @@ def test_every_workflow_grants_the_least_permissions_it_needs():
                 assert job["permissions"] == allowed.get((workflow.name, name)), (workflow.name, name)
 
 
+def test_no_workflow_pastes_an_expression_into_a_script():
+    """GitHub substitutes ``${{ ... }}`` into a script's text before the shell reads it, so a value with shell
+    syntax in it (a branch name, a title) would run as code; every value reaches a script through ``env``."""
+    for workflow in WORKFLOWS:
+        for name, job in yaml.safe_load(workflow.read_text())["jobs"].items():
+            for step in job.get("steps", []):
+                assert "${{" not in step.get("run", ""), (workflow.name, name, step.get("name"))
+
+
 def test_code_from_a_fork_reaches_a_self_hosted_runner_only_after_an_approval():
     for workflow in WORKFLOWS:
         spec = yaml.safe_load(workflow.read_text())
@@ -267,3 +276,29 @@ def test_rehearsal_the_publish_job_builds_the_site_without_torch(tmp_path):
     assert ran.returncode == 0, ran.stderr
     packages = {re.split(r"[<>=\[; ]", line)[0].lower() for line in (tmp_path / "req.txt").read_text().split()}
     assert {"asv", "asv_runner", "scipy", "pandas", "plotly", "jinja2"} <= packages and "torch" not in packages
+
+
+def test_the_gate_workflow_a_user_copies_is_a_valid_workflow_that_runs_the_gate_on_their_repository(tmp_path):
+    """docs/your-own-unfold.md's snippet: GitHub's schema, least permissions, expressions only through the
+    environment (never pasted into a script), and a gate command line the suite accepts."""
+    page = (ROOT / "docs" / "your-own-unfold.md").read_text()
+    (snippet,) = re.findall(r"```yaml\n(.*?)```", page, re.DOTALL)
+    workflow = tmp_path / "unfold-gate.yml"
+    workflow.write_text(snippet)
+    checker = Path(sys.executable).parent / "check-jsonschema"
+    checked = subprocess.run(
+        [str(checker), "--builtin-schema", "vendor.github-workflows", str(workflow)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    parsed = yaml.safe_load(snippet)
+    assert parsed["permissions"] == {"contents": "read"}
+    (gate,) = [step for step in parsed["jobs"]["gate"]["steps"] if step.get("name") == "Gate"]
+    assert "${{" not in gate["run"]
+    (line,) = [line for line in gate["run"].replace("\\\n", " ").splitlines() if "unfold-bench regress" in line]
+    arguments = line.split("unfold-bench", 1)[1].split()
+    options = {"--repo", "--strategy", "--bench", "--verdict-file"}
+    assert options <= set(arguments)
+    usage = subprocess.run(
+        [sys.executable, "-m", "unfold_bench.cli", "regress", "--help"], capture_output=True, text=True, cwd=ROOT
+    ).stdout
+    assert all(option in usage for option in options)
