@@ -20,8 +20,9 @@ float32 (float64 for float64), which is within the parity bound of a sum in the 
 The two maps are each other's adjoint, so the backward of the fold is the unfold again: ``impls.adjoint_pair``
 makes them two autograd Functions, which gives double backward, forward-mode AD and ``torch.func.vmap``.
 
-Not yet run on a GPU: the kernels are checked on CPU under Triton's interpreter, and the registry keeps the
-strategy unverified (tested, never benchmarked) until the prepared GPU check passes (docs/strategies.md).
+Not yet run on a GPU: the kernels are checked on CPU under Triton's interpreter (where the strategy also declares
+"cpu", so that the parity tests run it), and the registry keeps it unverified (tested, never benchmarked) until
+the prepared GPU check passes (docs/strategies.md).
 
 Layout: the kernels index a contiguous input (and output gradient); another layout is copied first.
 Kernel size: the loop over offsets is unrolled, so a very large kernel (hundreds of offsets) compiles slowly.

@@ -134,7 +134,8 @@ def _interval_text(row: Mapping, which: str) -> str:
 
 
 def _time_text(row: Mapping, which: str) -> str:
-    return f"{which.replace('_', '-')} {SECONDS.format(row[f'time_{which}'], digits=3)} ({_interval_text(row, which)})"
+    time = units.format_value(row[timed_metric(which)], SECONDS.recorded, digits=3)
+    return f"{which.replace('_', '-')} {time} ({_interval_text(row, which)})"
 
 
 LEGEND = (

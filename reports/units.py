@@ -17,8 +17,9 @@ writes a figure through this module, as ``torch.utils.benchmark``'s ``common.py`
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+import pandas as pd
 
 MIB = 2**20
 
@@ -77,8 +78,8 @@ def format_ratio_interval(
 
 
 def is_missing(value: float | None) -> bool:
-    """Whether ``value`` is no figure (None or NaN)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    """Whether ``value`` is no figure (None, NaN of any float type, or pandas' NA)."""
+    return value is None or bool(pd.isna(value))
 
 
 def format_value(value: float | None, unit: str, digits: int = 4, missing: str = "-") -> str:

@@ -41,7 +41,7 @@ def run_bench(directory: Path, profile: str, bench: str) -> float:
     """One ``bench.py`` run into ``directory``'s own results; its wall seconds."""
     shutil.rmtree(directory / "results", ignore_errors=True)  # a run of its own, never mixed with an earlier one
     config = scratch_config(directory, ROOT)
-    command = [sys.executable, "scripts/bench.py", "--config", str(config), "--profile", profile]
+    command = [sys.executable, "-m", "unfold_bench.cli", "bench", "--config", str(config), "--profile", profile]
     command += ["--summaries", str(directory / "summaries"), *(["--bench", bench] if bench else [])]
     start = time.monotonic()
     with (directory / "bench.log").open("w") as log:

@@ -98,7 +98,10 @@ def test_benchmark_regex_selects_suites_by_name_and_rejects_unknown_ones():
 @pytest.mark.slow
 def test_memory_profile_script_shows_lines_and_timeline():
     run = subprocess.run(
-        [sys.executable, "scripts/memory_profile.py", "as_strided", "example"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "unfold_bench.cli", "memprofile", "as_strided", "example"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stderr
     assert "Line #" in run.stdout and "pad_spatial" in run.stdout and "out.backward(grad_output)" in run.stdout
@@ -108,7 +111,10 @@ def test_memory_profile_script_shows_lines_and_timeline():
 @pytest.mark.slow
 def test_memory_profile_script_rejects_an_unsupported_cell():
     run = subprocess.run(
-        [sys.executable, "scripts/memory_profile.py", "native", "vol3d-conv"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "unfold_bench.cli", "memprofile", "native", "vol3d-conv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 2 and "supports spatial dims (1, 2), not 3" in run.stderr
 

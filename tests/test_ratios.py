@@ -51,7 +51,10 @@ def test_the_ratios_are_planned_as_replicate_asv_runs_each_appending_its_samples
 
 def test_bench_refuses_a_ratio_process_count_below_one_before_any_work():
     ran = subprocess.run(
-        [sys.executable, "scripts/bench.py", "--ratio-processes", "0"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "unfold_bench.cli", "bench", "--ratio-processes", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert ran.returncode == 2 and "--ratio-processes: 0 processes: at least one is needed" in ran.stderr
 
@@ -124,7 +127,7 @@ REPLICATES = 2  # fewer than the profile's: the test needs two samples appended,
 def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publishes_it(tmp_path):
     config = scratch_config(tmp_path, ROOT)
     selection = r"'(native|cpp)', 'example', 'cpu'"
-    command = [sys.executable, "scripts/bench.py", "--config", str(config), "--bench", selection]
+    command = [sys.executable, "-m", "unfold_bench.cli", "bench", "--config", str(config), "--bench", selection]
     command += ["--ratio-processes", str(REPLICATES)]
     ran = subprocess.run([*command, "--summaries", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -15,6 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -22,6 +23,7 @@ from benchmarks.cells import profile_config
 from benchmarks.configs import configs
 from benchmarks.profiles import get_profile
 from benchmarks.traffic import Sizes, copy_bytes_moved, minimum_bytes_moved
+from benchmarks.trees import ROOT
 from reports import analysis, figures, units
 from reports.results import COLUMNS, environment_label, load_catalogue, load_results
 from reports.site import PAGES, PLOTLY_JS, build_site
@@ -542,10 +544,9 @@ def test_the_site_and_the_summary_are_built_where_torch_cannot_be_imported(tmp_p
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
     report = ["report", "--results", str(FIXTURE), "--out", str(tmp_path), "--no-asv-publish"]
     code = NO_TORCH + f"from unfold_bench.cli import main\nraise SystemExit(main({report!r}))\n"
-    ran = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    ran = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert {p.name for p in tmp_path.glob("*.html")} == set(PAGES)
     found = html.unescape((tmp_path / "findings.html").read_text())
@@ -555,7 +556,7 @@ def test_the_site_and_the_summary_are_built_where_torch_cannot_be_imported(tmp_p
         NO_TORCH
         + f"from reports.summary import print_summary\nprint_summary({str(FIXTURE)!r}, 'fixture-cpu', 'quick', None)\n"
     )
-    ran = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    ran = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert ran.returncode == 0 and "Fastest per config against the bounds" in ran.stdout, ran.stdout + ran.stderr
 
 
@@ -576,3 +577,4 @@ def test_every_report_writes_a_ratio_and_its_interval_one_way():
     assert units.format_ratio_interval(1.2, 1.1, 1.3, suffix="x native") == "1.20x native [1.10, 1.30]"
     assert units.format_ratio_interval(1.2, 1.2, 1.2) == "1.20x"  # one process: no interval to show
     assert units.format_ratio_interval(1.2, math.nan, 1.3) == "1.20x"
+    assert units.format_ratio(pd.NA) == "-" and units.format_ratio(np.float32("nan")) == "-"  # any missing value

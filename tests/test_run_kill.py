@@ -122,7 +122,9 @@ def test_killing_a_session_leaves_no_member_even_while_members_fork():
 def _bench(tmp_path: Path, marker: str, *extra: str) -> subprocess.Popen:
     command = [
         sys.executable,
-        str(ROOT / "scripts" / "bench.py"),
+        "-m",
+        "unfold_bench.cli",
+        "bench",
         "--config",
         str(scratch_config(tmp_path, ROOT)),
         "--summaries",
