@@ -10,8 +10,11 @@ STAMP := $(VENV)/.installed-stamp
 # BENCH=<regex> to select cells, RESUME=1 to carry on where a killed run of this commit stopped.
 PROFILE ?= quick
 REGIME ?= warm
+# BENCH reaches the command through the environment ("$$BENCH"), so a selection with quotes in it, such as
+# BENCH="'gather', 'example', 'cpu'" (one cell of asv's names), arrives as typed.
 BENCH ?=
-BENCH_FLAGS = --profile $(PROFILE) --regime $(REGIME) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench '$(BENCH)') \
+export BENCH
+BENCH_FLAGS = --profile $(PROFILE) --regime $(REGIME) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench "$$BENCH") \
 	$(if $(filter 1,$(RESUME)),--resume)
 
 .DEFAULT_GOAL := help
@@ -99,7 +102,7 @@ bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), t
 # on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]
 regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] [BENCH=regex]
 	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
-	@$(PY) -m unfold_bench.cli regress '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench '$(BENCH)') \
+	@$(PY) -m unfold_bench.cli regress '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench "$$BENCH") \
 		$(REGRESS_ARGS); status=$$?; if [ $$status -ne 0 ]; then echo "make regress: the gate exited $$status \
 		(1: a regression, 2: it could not judge; make reports any failure as its own 2: read the gate's status in \
 		its verdict file)"; fi; exit $$status

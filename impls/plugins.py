@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 
 import torch
@@ -114,3 +114,17 @@ def load(value: str | None = None) -> tuple[dict[str, Strategy], dict[str, str]]
     _from_entry_points(found, problems)
     _from_variable(found, problems, os.environ.get(VARIABLE, "") if value is None else value)
     return found, problems
+
+
+def describe(strategies: Mapping[str, Strategy], problems: Mapping[str, str]) -> list[str]:
+    """What a command that loaded the registry says of the outside strategies: where each one came from, and each
+    one set aside with its name and why (bench, advise and capabilities print these, then exit non-zero for a
+    strategy set aside)."""
+    outside = [s for s in strategies.values() if s.origin]
+    lines = ["strategies from outside: " + ", ".join(f"{s.name} ({s.origin})" for s in outside)] if outside else []
+    return lines + [f"set aside: strategy {name!r}: {why}" for name, why in problems.items()]
+
+
+def set_aside_count(problems: Mapping[str, str]) -> str:
+    """The closing line of a command that set outside strategies aside."""
+    return f"{len(problems)} outside strateg{'y' if len(problems) == 1 else 'ies'} set aside (above)"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,12 +27,8 @@ from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
 from benchmarks.runner import Ledger, plan, run_chunks
-from benchmarks.trees import ROOT
+from benchmarks.trees import ROOT, git
 from unfold_bench.common_args import add_bench, add_config, add_profile, add_regime
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def _at_least_one(text: str) -> int:
@@ -78,18 +73,22 @@ def main() -> int:
     if env.get("PYTHONPATH"):  # asv drops PYTHONPATH in its processes and takes ASV_PYTHONPATH instead: a module a
         env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])  # user names (impls.plugins) must import there too
     env.setdefault(GATE_CACHE_VARIABLE, str(ROOT / ".asv" / "gate"))
-    info = register_machine(args.machine, regime.name, env)
     profile = PROFILES[args.profile]
+    chunks = None if args.commits else plan(profile, args.bench, args.ratio_processes)
+    if chunks == []:
+        print(f"no {profile.name}-profile cell matches --bench {args.bench!r}")
+        return 2
+    # asked before this run writes its own records (machine.json, catalogue.jsonl) beside the committed results
+    uncommitted = not args.commits and args.commit is None and git("status", "--porcelain", "--untracked-files=no")
+    info = register_machine(args.machine, regime.name, env)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = ROOT / ".asv" / "logs" / f"bench-{info['machine']}-{profile.name}-{stamp}.log"
     print(f"machine {info['machine']}: {info['device_names']}; torch {info['torch_version']}")
     from impls import PLUGIN_PROBLEMS, STRATEGIES
+    from impls.plugins import describe, set_aside_count
 
-    outside = [s for s in STRATEGIES.values() if s.origin]
-    if outside:
-        print("strategies from outside: " + ", ".join(f"{s.name} ({s.origin})" for s in outside))
-    for name, why in PLUGIN_PROBLEMS.items():
-        print(f"set aside: strategy {name!r}: {why}")
+    for line in describe(STRATEGIES, PLUGIN_PROBLEMS):
+        print(line)
     print(f"timing regime: {regime.label}: {regime.description}")
     print(f"asv's output: {log_path}")
     from asv.config import Config
@@ -97,7 +96,7 @@ def main() -> int:
     from benchmarks.catalogue import write_catalogue
 
     results_dir = Path(args.config).resolve().parent / Config.load(args.config).results_dir  # as asv resolves it
-    commit_recorded = None if args.commits else (args.commit or _git("rev-parse", "HEAD"))
+    commit_recorded = None if args.commits else (args.commit or git("rev-parse", "HEAD"))
     write_catalogue(results_dir / info["machine"], commit_recorded)  # what the reports need of the registry
 
     asv = [sys.executable, "-m", "asv", "--config", args.config, "run", "--machine", info["machine"], "--show-stderr"]
@@ -107,13 +106,9 @@ def main() -> int:
         with log_path.open("ab") as log:
             status = run_guarded([*asv, "-b", benchmark_regex(profile, args.bench), args.commits], env, ROOT, log)
     else:
-        commit = args.commit or _git("rev-parse", "HEAD")
-        if args.commit is None and _git("status", "--porcelain", "--untracked-files=no"):
+        commit = args.commit or git("rev-parse", "HEAD")
+        if uncommitted:
             print(f"warning: uncommitted changes; results are recorded under HEAD {commit[:8]} all the same")
-        chunks = plan(profile, args.bench, args.ratio_processes)
-        if not chunks:
-            print(f"no {profile.name}-profile cell matches --bench {args.bench!r}")
-            return 2
         key = {
             "machine": info["machine"],
             "commit": commit,
@@ -137,7 +132,7 @@ def main() -> int:
 
     print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries), args.bench)
     if PLUGIN_PROBLEMS:  # a plugin that could not be loaded counts as a failed cell: the others' results stand
-        print(f"{len(PLUGIN_PROBLEMS)} outside strateg{'y' if len(PLUGIN_PROBLEMS) == 1 else 'ies'} set aside (above)")
+        print(set_aside_count(PLUGIN_PROBLEMS))
         status = max(status, 2)
     return status
 

@@ -29,8 +29,12 @@ def main() -> int:
     import torch
 
     from benchmarks.machine import machine_name
-    from impls import STRATEGIES
+    from impls import PLUGIN_PROBLEMS, STRATEGIES
     from impls.capabilities import CAPABILITIES, matrix
+    from impls.plugins import describe
+
+    for line in describe(STRATEGIES, PLUGIN_PROBLEMS):
+        print(line, flush=True)
 
     started = time.monotonic()
     commit = (
@@ -66,7 +70,7 @@ def main() -> int:
     )
     for device, strategy, capability, verdict in failing:
         print(f"  {strategy} on {device}, {capability}: {verdict}")
-    return 1 if failing else 0
+    return 1 if failing or PLUGIN_PROBLEMS else 0
 
 
 if __name__ == "__main__":

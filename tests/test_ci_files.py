@@ -266,6 +266,22 @@ def test_make_says_which_status_the_gate_gave_before_its_own_2():
     assert "status=$$?" in recipe and "the gate exited $$status" in recipe and "exit $$status" in recipe
 
 
+@pytest.mark.parametrize("selection", ["'native', 'example', 'cpu'", "allcnnc-conv2|allcnnc-conv3", "a b"])
+def test_a_bench_selection_reaches_the_command_as_typed(selection):
+    """``make bench BENCH=...``: quotes (one cell of asv's names), a regex's ``|`` and spaces survive the recipe."""
+    shown = 'show-flags: ; @printf "%s\\n" $(BENCH_FLAGS)'
+    ran = subprocess.run(
+        ["make", "--no-print-directory", "--eval", shown, "show-flags", f"BENCH={selection}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    flags = ran.stdout.splitlines()
+    assert flags[flags.index("--bench") + 1] == selection, ran.stdout + ran.stderr
+    recipe = (ROOT / "Makefile").read_text().split("\nregress:", 1)[1].split("\n\n", 1)[0]
+    assert '--bench "$$BENCH"' in recipe  # the gate's selection too
+
+
 def test_rehearsal_the_publish_job_builds_the_site_without_torch(tmp_path):
     """The fan-in installs the project without its dependencies and then its ``site`` extra, which holds no torch
     (the reports import none: ``tests/test_reports.py`` builds the site with torch unimportable)."""

@@ -120,6 +120,11 @@ def advise(argv: list[str]) -> int:
     except AdviceError as error:
         print(f"unfold-bench advise: error: {error}", file=sys.stderr)
         return 2
+    from impls import PLUGIN_PROBLEMS, STRATEGIES
+    from impls.plugins import describe, set_aside_count
+
+    for line in describe(STRATEGIES, PLUGIN_PROBLEMS):
+        print(line, flush=True)
     set_aside = _set_aside(args.needs, args.device)
     regimes = list(REGIMES) if args.regime == "both" else [args.regime]
     print(f"{len(layers)} geometries ({sum(layer.count for layer in layers)} layers)", flush=True)
@@ -145,6 +150,9 @@ def advise(argv: list[str]) -> int:
             json.dump(report, out, indent=1, default=str)
     if args.html:
         write_html(report, args.html)
+    if PLUGIN_PROBLEMS:  # as bench does: the others were measured, a strategy you named was not
+        print(set_aside_count(PLUGIN_PROBLEMS))
+        return 1
     return 0
 
 
