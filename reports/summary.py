@@ -240,7 +240,7 @@ def _print_compact(
         if selection:
             timed = sorted(set(cells.strategy))
             print(
-                f"Which to ship: not judged from a selection (--bench {selection!r}, {len(timed)} strategies timed: "
+                f"Which to ship: not judged from a selection (--bench {selection!r}, timed: "
                 f"{', '.join(timed)}); make bench without BENCH times them all, and the site picks from the newest "
                 "complete run."
             )

@@ -564,7 +564,7 @@ def test_a_run_of_a_selection_makes_no_pick_and_says_why(tmp_path, capsys):
     print_summary(FIXTURE, CPU, "quick", None, full_dir=tmp_path, selection="'native'")
     out = capsys.readouterr().out
     assert "Which to ship for" not in out
-    assert "Which to ship: not judged from a selection (--bench \"'native'\", 3 strategies timed" in out
+    assert "Which to ship: not judged from a selection (--bench \"'native'\", timed: " in out
     print_summary(FIXTURE, CPU, "quick", None, full_dir=tmp_path)
     assert "Which to ship for training" in capsys.readouterr().out
 
