@@ -198,8 +198,8 @@ def _recommendation_html(
                 ).format(", ".join(advice.tied))
             css = "box"
         ranking = "; ".join(
-            f"{r.strategy} T {_score_text(r.time_score, r.time_low, r.time_high)}, M {format_ratio(r.memory_score)}"
-            + (f" ({r.why_not})" if r.why_not else "")
+            f"{r.strategy} T {format_ratio_interval(r.time_score, r.time_low, r.time_high)}, "
+            f"M {format_ratio(r.memory_score)}" + (f" ({r.why_not})" if r.why_not else "")
             if not pd.isna(r.time_score)
             else f"{r.strategy} out ({r.why_not})"
             for r in advice.ranking.itertuples()
@@ -234,11 +234,6 @@ def _recommendation_html(
             )
         )
     return Markup("\n").join(parts)
-
-
-def _score_text(score: float, low: float, high: float) -> str:
-    """A T score with its interval when it has one."""
-    return format_ratio_interval(score, low, high)
 
 
 def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
