@@ -321,11 +321,12 @@ def format_resolution(table: pd.DataFrame) -> str:
     best, worst = table.loc[table.detectable.idxmin()], table.loc[table.detectable.idxmax()]
 
     def cell(row: pd.Series) -> str:
-        return f"{row.detectable:.2f}x ({row.benchmark.rsplit('.', 1)[-1]} {row.params})"
+        return f"{format_ratio(row.detectable)} ({row.benchmark.rsplit('.', 1)[-1]} {row.params})"
 
     return (
         f"wall-clock resolution of this run (slowdown caught {DETECTION_POWER:.0%} of the time, from each cell's "
-        f"spread of round medians): median {table.detectable.median():.2f}x, best {cell(best)}, worst {cell(worst)}"
+        f"spread of round medians): median {format_ratio(table.detectable.median())}, best {cell(best)}, "
+        f"worst {cell(worst)}"
     )
 
 
@@ -544,7 +545,7 @@ def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
             "mode": shown["mode"],  # not shown.mode: that is DataFrame.mode()
             "before": [value(v, u, f in ("base", "both")) for v, u, f in zip(shown.before, shown.unit, failed_at)],
             "after": [value(v, u, f in ("head", "both")) for v, u, f in zip(shown.after, shown.unit, failed_at)],
-            "ratio": [f"{r:.2f}x" if not math.isnan(r) else "" for r in shown.ratio],
+            "ratio": [format_ratio(r, missing="") for r in shown.ratio],
             "significant": ["" if s is None else ("yes" if s else "no") for s in shown.significant],
             "failed at": list(failed_at),
         }

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.units import METRICS, SHOWN_METRICS, format_number
+from reports.units import METRICS, SHOWN_METRICS, format_number, format_ratio
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
@@ -74,8 +74,12 @@ def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) ->
                 visible=k == 0,
                 hovertext=[
                     f"<b>{strategy}</b> on {config}<br>{label}: {_number(value * scale, unit)}<br>"
-                    + (f"{bound:.2f}x the bound" if not pd.isna(bound) else "the bound is 0 (a view): no ratio")
-                    + (f", {native:.2f}x native" if not pd.isna(native) else ", native has no figure here")
+                    + (
+                        f"{format_ratio(bound)} the bound"
+                        if not pd.isna(bound)
+                        else "the bound is 0 (a view): no ratio"
+                    )
+                    + (f", {format_ratio(native)} native" if not pd.isna(native) else ", native has no figure here")
                     for config, value, bound, native in zip(
                         rows.config, rows[metric], rows[f"{metric}:x_bound"], rows[f"{metric}:x_native"]
                     )

@@ -190,8 +190,8 @@ def _recommendation_html(
                 else f"{len(advice.configs)} configs; it does not support {', '.join(advice.not_covered)}"
             )
             verdict = Markup(
-                "<b>{}</b>: on average (geometric mean) {}x the fastest time of each config, covering {}."
-            ).format(advice.strategy, f"{advice.score:.2f}", coverage)
+                "<b>{}</b>: on average (geometric mean) {} the fastest time of each config, covering {}."
+            ).format(advice.strategy, format_ratio(advice.score), coverage)
             if advice.tied:
                 verdict += Markup(
                     " A statistical tie between {}: the times cannot tell them apart, so the tie-break picks."
@@ -541,7 +541,10 @@ def machines_page(table: pd.DataFrame) -> Page:
         "profiles",
         "environments",
     ]
-    page.add(_table(header, rows)) if rows else page.paragraph("No results yet.", "note")
+    if rows:
+        page.add(_table(header, rows))
+    else:
+        page.paragraph("No results yet.", "note")
     return page
 
 

@@ -250,7 +250,7 @@ def _print_compact(
             pick = (
                 "none (every strategy failed somewhere)"
                 if advice.strategy is None
-                else (f"{advice.strategy} (T {advice.score:.2f}x the fastest, geometric mean)")
+                else (f"{advice.strategy} (T {format_ratio(advice.score)} the fastest, geometric mean)")
             )
             print(f"Which to ship for {rule.name}: {pick}")
             if advice.tied:
