@@ -440,8 +440,15 @@ def _capabilities_html(records: list[dict]) -> Markup:
                 continue
             notes: list[str] = []
             body = []
+            checked_at = record.get("checked_at", {}).get(device, {})
             for strategy, row in rows.items():
                 line = [(strategy, "")]
+                commit = checked_at.get(strategy, record["commit"])
+                if commit != record["commit"]:  # a row kept from an earlier check (capabilities --strategies)
+                    notes.append(
+                        f"{strategy}: checked at commit {commit[:8]}, the rows without a note at {where['commit']}"
+                    )
+                    line = [(f"{strategy} [{len(notes)}]", "")]
                 for capability in record["capabilities"]:
                     verdict = row[capability]
                     label, css = CAPABILITY_MARKS.get(verdict.split(":")[0], (verdict, ""))

@@ -6,6 +6,10 @@ vmap, per-sample gradients, ``torch.compile``, an empty batch, layouts, dtypes) 
 Written to ``reports/capabilities/<machine>.json`` with the commit, torch version and date; the site shows the
 newest file of each machine on its which-to-ship page. The test suite checks the same cells
 (``tests/test_capabilities.py``).
+
+``--strategies`` checks only the strategies named (your own, say) and merges their rows into the machine's record
+when that record was taken with the same torch and capabilities: every other row is kept with the commit it was
+checked at (``checked_at``), which the site shows; a record of another torch is replaced, not mixed.
 """
 
 from __future__ import annotations
@@ -19,11 +23,38 @@ from pathlib import Path
 from benchmarks.trees import ROOT
 
 
+def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
+    """``new``'s rows merged into the ``earlier`` record of the same machine, and what was kept, said in words.
+
+    The earlier rows of strategies not checked now are kept, with the commit each was checked at, when both records
+    were taken with the same torch and the same capabilities; otherwise the earlier record is dropped whole."""
+    if earlier.get("torch") != new["torch"] or earlier.get("capabilities") != new["capabilities"]:
+        return new, f"; the earlier record (torch {earlier.get('torch')}) was replaced, not merged"
+    cells, checked_at, kept = {}, {}, set()
+    for device in dict.fromkeys([*earlier["cells"], *new["cells"]]):
+        old_rows, new_rows = earlier["cells"].get(device, {}), new["cells"].get(device, {})
+        old_at = earlier.get("checked_at", {}).get(device, {})
+        rows = {**old_rows, **new_rows}
+        names = sorted(rows, key=lambda n: order.index(n) if n in order else len(order))
+        cells[device] = {n: rows[n] for n in names}
+        checked_at[device] = {
+            n: new["checked_at"][device][n] if n in new_rows else old_at.get(n, earlier["commit"]) for n in names
+        }
+        kept |= set(old_rows) - set(new_rows)
+    said = f"; rows of {len(kept)} other strategies kept from earlier commits" if kept else ""
+    return {**new, "cells": cells, "checked_at": checked_at}, said
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(ROOT / "reports" / "capabilities"), help="directory to write into")
     parser.add_argument("--devices", default="cpu,cuda", help="comma-separated devices to check (default cpu,cuda)")
     parser.add_argument("--commit", help="the commit to record (default: git's HEAD; for a tree without .git)")
+    parser.add_argument(
+        "--strategies",
+        help="comma-separated strategies to check (default: every one); their rows are merged into this machine's "
+        "record, the others kept with the commit they were checked at",
+    )
     args = parser.parse_args()
 
     import torch
@@ -35,6 +66,16 @@ def main() -> int:
 
     for line in describe(STRATEGIES, PLUGIN_PROBLEMS):
         print(line, flush=True)
+    chosen = dict(STRATEGIES)
+    if args.strategies is not None:
+        names = [n for n in args.strategies.split(",") if n]
+        unknown = [n for n in names if n not in STRATEGIES]
+        if unknown or not names:
+            parser.error(
+                f"--strategies {args.strategies!r}: unknown {', '.join(map(repr, unknown)) or 'empty'}; "
+                f"known: {', '.join(STRATEGIES)}"
+            )
+        chosen = {n: s for n, s in STRATEGIES.items() if n in names}
 
     started = time.monotonic()
     commit = (
@@ -43,7 +84,7 @@ def main() -> int:
     )
     machine = machine_name()
     try:
-        cells = matrix(STRATEGIES, tuple(args.devices.split(",")))
+        cells = matrix(chosen, tuple(args.devices.split(",")))
     except ValueError as error:
         parser.error(f"--devices {args.devices!r}: {error}")
     record = {
@@ -53,8 +94,12 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d"),
         "capabilities": list(CAPABILITIES),
         "cells": cells,
+        "checked_at": {device: dict.fromkeys(rows, commit) for device, rows in cells.items()},
     }
     path = Path(args.out) / f"{machine}.json"
+    kept = ""
+    if args.strategies is not None and path.exists():
+        record, kept = merged(json.loads(path.read_text()), record, list(STRATEGIES))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     failing = [
@@ -65,8 +110,8 @@ def main() -> int:
         if v.startswith("fails")
     ]
     print(
-        f"capabilities: {len(STRATEGIES)} strategies x {len(CAPABILITIES)} capabilities in "
-        f"{time.monotonic() - started:.0f} s, written to {path}"
+        f"capabilities: {len(chosen)} strategies x {len(CAPABILITIES)} capabilities in "
+        f"{time.monotonic() - started:.0f} s, written to {path}{kept}"
     )
     for device, strategy, capability, verdict in failing:
         print(f"  {strategy} on {device}, {capability}: {verdict}")

@@ -14,6 +14,7 @@ import torch
 from impls import TESTED_STRATEGIES
 from impls.capabilities import CAPABILITIES, WORKS, check, matrix
 from impls.strategy import Strategy
+from scripts import capabilities as capabilities_script
 
 
 @pytest.mark.parametrize("capability", CAPABILITIES)
@@ -69,3 +70,37 @@ def test_the_matrix_names_every_device_and_leaves_a_missing_gpu_unverified():
     assert set(matrix(native, devices=("cuda",))) == {"cuda"}
     with pytest.raises(ValueError, match=r"devices=\('tpu',\)"):
         matrix(native, devices=("tpu",))
+
+
+def _record(commit: str, rows: dict[str, dict[str, str]], torch_version: str = "2.13.0") -> dict:
+    return {
+        "machine": "m1",
+        "commit": commit,
+        "torch": torch_version,
+        "date": "2026-11-27",
+        "capabilities": ["vmap"],
+        "cells": {"cpu": rows},
+        "checked_at": {"cpu": dict.fromkeys(rows, commit)},
+    }
+
+
+def test_a_selected_check_replaces_its_rows_and_keeps_the_others_with_the_commit_they_were_checked_at():
+    earlier = _record("a" * 40, {"native": {"vmap": "works"}, "gather": {"vmap": "fails: old"}})
+    earlier["checked_at"]["cpu"]["native"] = "c" * 40  # itself kept from an older check
+    new = _record("b" * 40, {"gather": {"vmap": "works"}, "mine": {"vmap": "works"}})
+    record, said = capabilities_script.merged(earlier, new, ["native", "gather"])
+    assert list(record["cells"]["cpu"]) == ["native", "gather", "mine"]  # the registry's order, then the rest
+    assert record["cells"]["cpu"]["gather"] == {"vmap": "works"} and record["commit"] == "b" * 40
+    assert record["checked_at"]["cpu"] == {"native": "c" * 40, "gather": "b" * 40, "mine": "b" * 40}
+    assert "rows of 1 other strategies kept" in said
+    replaced, said = capabilities_script.merged(_record("a" * 40, {"native": {}}, "2.12.0"), new, ["native"])
+    assert replaced == new and "torch 2.12.0" in said and "replaced" in said
+
+
+def test_an_unknown_strategy_to_check_is_refused_by_name_before_any_check(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("sys.argv", ["capabilities", "--strategies", "gather,gahter", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as refused:
+        capabilities_script.main()
+    assert refused.value.code == 2
+    assert "--strategies 'gather,gahter': unknown 'gahter'; known: native" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

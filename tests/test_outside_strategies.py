@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from benchmarks.cells import Cell, check_cell, gate
+from benchmarks.machine import machine_name
 from benchmarks.profiles import QUICK
 from benchmarks.trees import ROOT
 from impls import STRATEGIES
@@ -159,13 +160,21 @@ def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no
     assert set(mine[mine.suite == "unfold"].status) == {"ok"}
     ratios = mine[mine.suite == "ratios"]
     assert set(ratios.status) == {"ok"} and set(ratios.processes) == {1} and ratios.low.isna().all()
+    # Only the new strategy is checked, its row merged into the machine's matrix (here one of native alone).
     matrix_dir = tmp_path / "capabilities"
+    matrix_dir.mkdir()
+    earlier = {"commit": "e" * 40, "torch": torch.__version__, "capabilities": list(CAPABILITIES)}
+    earlier |= {"cells": {"cpu": {"native": dict.fromkeys(CAPABILITIES, WORKS)}}, "machine": machine_name()}
+    (matrix_dir / f"{machine_name()}.json").write_text(json.dumps(earlier))
     command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "outside_unfold:outside_unfold"]
-    command += ["capabilities", "--devices", "cpu", "--out", str(matrix_dir)]
+    command += ["capabilities", "--devices", "cpu", "--strategies", "outside_unfold", "--out", str(matrix_dir)]
     ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "capabilities: 1 strategies" in ran.stdout and "rows of 1 other strategies kept" in ran.stdout
     (record,) = [json.loads(p.read_text()) for p in matrix_dir.glob("*.json")]
+    assert list(record["cells"]["cpu"]) == ["native", "outside_unfold"]
     assert record["cells"]["cpu"]["outside_unfold"]["gradient"] == WORKS
+    assert record["checked_at"]["cpu"]["native"] == "e" * 40
     build_site(tmp_path / "results", tmp_path / "site", matrix_dir)  # the site, from what the two commands wrote
     strategies_page = (tmp_path / "site" / "strategies.html").read_text()
     assert 'id="outside_unfold"' in strategies_page and "outside_unfold (module)" in strategies_page

@@ -456,12 +456,17 @@ def test_which_to_ship_shows_each_machines_capability_matrix_and_explains_every_
         "date": "2026-11-25",
         "capabilities": ["vmap", empty],
         "cells": {"cpu": cpu, "cuda": cuda},
+        "checked_at": {"cpu": {"gather": "c" * 40, "onehot": "a" * 40}},  # gather's row kept from an earlier check
     }
     (tmp_path / "caps").mkdir()
     (tmp_path / "caps" / "m1.json").write_text(json.dumps(record))
     build_site(FIXTURE, tmp_path / "site", capabilities_dir=tmp_path / "caps")
     page = (tmp_path / "site" / "index.html").read_text()
-    assert '<td class="best">works</td>' in page and '<td class="failed">defect [1]</td>' in page
+    assert '<td class="best">works</td>' in page and '<td class="failed">defect [2]</td>' in page
+    assert (
+        '<td class="">gather [1]</td>' in page
+        and "<li>gather: checked at commit cccccccc, the rows without a note at" in page
+    )
     assert "<li>onehot, empty batch (N=0): declared defect: unfoldNd &lt;reshape&gt;</li>" in page
     assert "cuda on m1" in page and "unverified: no cuda device on this machine" in page and "aaaaaaaa" in page
     build_site(FIXTURE, tmp_path / "empty", capabilities_dir=tmp_path / "none")
