@@ -19,6 +19,8 @@ import itertools
 from dataclasses import dataclass
 from functools import lru_cache
 
+import torch
+
 from impls.geometry import Geometry
 
 
@@ -45,9 +47,14 @@ def _dim_range(size: int, padding: int, dilation: int, stride: int, windows: int
     return lo, max(lo, hi)
 
 
-@lru_cache(maxsize=256)
 def slots(geometry: Geometry) -> tuple[Slot, ...]:
-    """The K slots of ``geometry`` in the contract's row order (kernel offsets row-major)."""
+    """The K slots of ``geometry`` in the contract's row order (kernel offsets row-major), computed once per
+    geometry; under ``torch.compile`` computed while tracing (constants of the graph), where Dynamo would trace
+    through the cache anyway and warn that it does."""
+    return _slots(geometry) if torch.compiler.is_compiling() else _cached_slots(geometry)
+
+
+def _slots(geometry: Geometry) -> tuple[Slot, ...]:
     g = geometry
     result = []
     for offset in itertools.product(*(range(k) for k in g.kernel_size)):
@@ -73,3 +80,6 @@ def slots(geometry: Geometry) -> tuple[Slot, ...]:
                 borders.append(tuple(full[:dim] + [slice(hi, windows)] + full[dim + 1 :]))
         result.append(Slot(offset, tuple(inner), tuple(source), tuple(borders), empty))
     return tuple(result)
+
+
+_cached_slots = lru_cache(maxsize=256)(_slots)
