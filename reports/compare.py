@@ -27,9 +27,8 @@ import pandas as pd
 from asv._stats import binom, is_different, mann_whitney_u
 from asv.results import Results, iter_results_for_machine_and_hash
 
-from benchmarks.paired_stats import ALPHA, POWER
 from reports.results import ResultCell, unroll_result
-from reports.units import BYTES, format_ratio, format_value, recorded_unit
+from reports.units import recorded_unit
 
 MEMORY_FLOOR_BYTES = 256 * 1024
 P_THRESHOLD = 0.002  # asv's own (asv._stats.is_different)
@@ -314,22 +313,6 @@ def resolution(
     return pd.DataFrame(rows, columns=["benchmark", "params", "spread", "detectable"])
 
 
-def format_resolution(table: pd.DataFrame) -> str:
-    """One line for the gate's output: the range of slowdowns this run caught reliably, its best and worst cell."""
-    if table.empty:
-        return "wall-clock resolution: no cell has equal rounds at both revisions"
-    best, worst = table.loc[table.detectable.idxmin()], table.loc[table.detectable.idxmax()]
-
-    def cell(row: pd.Series) -> str:
-        return f"{format_ratio(row.detectable)} ({row.benchmark.rsplit('.', 1)[-1]} {row.params})"
-
-    return (
-        f"wall-clock resolution of this run (slowdown caught {DETECTION_POWER:.0%} of the time, from each cell's "
-        f"spread of round medians): median {format_ratio(table.detectable.median())}, best {cell(best)}, "
-        f"worst {cell(worst)}"
-    )
-
-
 def callgrind_rows(
     counts: dict[str, tuple[int | None, int | None]], thresholds: Thresholds = Thresholds()
 ) -> pd.DataFrame:
@@ -433,71 +416,6 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 
-def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
-    """Every paired time cell with its ratio, interval, resolution and blocks (``pairs``); memory cells that
-    changed or failed."""
-    failed = table.failed_at.fillna("").astype(bool)
-    time_rows = table[(table.unit == "seconds") & (all_rows | (table.verdict != "unchanged") | failed)]
-    memory_rows = table[(table.unit == "bytes") & ((table.verdict != "unchanged") | failed)]
-    lines = []
-    if not time_rows.empty:
-        calls = [b.rsplit(".", 1)[-1].removeprefix("time_") for b in time_rows.benchmark]
-        lines.append(
-            pd.DataFrame(
-                {
-                    "verdict": time_rows.verdict,
-                    "cell": [f"{call} {params}" for call, params in zip(calls, time_rows.params)],
-                    "ratio": [format_ratio(r, 3, missing="") for r in time_rows.ratio],
-                    "interval": [
-                        "" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low, time_rows.high)
-                    ],
-                    "resolution": [format_ratio(r, 3, missing="") for r in time_rows.resolution],
-                    "blocks": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
-                }
-            ).to_string(index=False)
-        )
-    lines.append(
-        format_table(memory_rows) if not memory_rows.empty else "memory: no net peak changed beyond its threshold"
-    )
-    errors = table[table.error.fillna("").astype(bool)]
-    lines += [f"  {row.params} {row.benchmark.rsplit('.', 1)[-1]}: {row.error}" for row in errors.itertuples()]
-    return "\n".join(lines)
-
-
-def format_paired_row(m: dict) -> str:
-    """One progress line for a paired measurement as it arrives (``benchmarks.paired``)."""
-    cell = f"{m['strategy']} {m['config']} {m['device']} {m['measure']}"
-    if m.get("absent_at"):
-        return f"{cell}: not registered at {m['absent_at']}"
-    if m.get("skipped_at"):
-        return f"{cell}: not run at {m['skipped_at']} ({m.get('error', '')})"
-    if m.get("failed_at"):
-        return f"{cell}: FAILED at {m['failed_at']}: {m.get('error', '')}"
-    if m["measure"].startswith("net_peak"):
-        return f"{cell}: {BYTES.format(m['before'])} -> {BYTES.format(m['after'])}"
-    processes = " ".join(f"{r:.3f}" for r in m.get("process_ratios", []))
-    each = f"; per process {processes}" if processes else ""
-    return (
-        f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
-        f"{m.get('processes', '?')} processes, {m['pairs']} blocks{each}"
-    )
-
-
-def format_paired_resolution(table: pd.DataFrame) -> str:
-    """One line: the resolution of the run's paired time cells (median, worst) and how many did not resolve."""
-    timed = table[(table.unit == "seconds") & (table.pairs > 0)]
-    if timed.empty:
-        return "wall-clock resolution: no time cell was measured at both revisions"
-    worst = timed.loc[timed.resolution.idxmax()]
-    unresolved = (timed.verdict == "unresolved").sum()
-    return (
-        f"wall-clock resolution of this run (slowdown caught {POWER:.0%} of the time at a one-sided false-alarm "
-        f"rate of {ALPHA:g} per cell): median {timed.resolution.median():.3f}x, worst {worst.resolution:.3f}x "
-        f"({worst.benchmark.rsplit('.', 1)[-1]} {worst.params}); {unresolved} of {len(timed)} time cells "
-        "unresolved"
-    )
-
-
 def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
     """(exit status, why): 2 when a cell failed at the new revision, when asv reported a failed benchmark
     (``asv continuous`` exits 2), or when no asv cell was compared; else 1 for a significant regression beyond
@@ -522,32 +440,3 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0) -> tuple[int, str]:
     if (table.verdict == "regression").any():
         return 1, "FAIL: regression"
     return 0, "PASS"
-
-
-def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
-    """The rows a reviewer needs (changes and failures), with units."""
-    failed_at = table.failed_at.fillna("")
-    shown = table[(table.verdict != "unchanged") | failed_at.astype(bool)] if only_changed else table
-    if shown.empty:
-        return "no benchmark changed beyond its threshold; none failed"
-    failed_at = failed_at[shown.index]
-
-    def value(v: float | None, unit: str, failed: bool) -> str:
-        if v is None or (failed and isinstance(v, float) and math.isnan(v)):
-            return "failed"
-        return format_value(v, unit, missing="n/a")
-
-    lines = pd.DataFrame(
-        {
-            "verdict": shown.verdict,
-            "benchmark": shown.benchmark,
-            "params": shown.params,
-            "mode": shown["mode"],  # not shown.mode: that is DataFrame.mode()
-            "before": [value(v, u, f in ("base", "both")) for v, u, f in zip(shown.before, shown.unit, failed_at)],
-            "after": [value(v, u, f in ("head", "both")) for v, u, f in zip(shown.after, shown.unit, failed_at)],
-            "ratio": [format_ratio(r, missing="") for r in shown.ratio],
-            "significant": ["" if s is None else ("yes" if s else "no") for s in shown.significant],
-            "failed at": list(failed_at),
-        }
-    )
-    return lines.to_string(index=False)

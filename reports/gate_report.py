@@ -1,10 +1,11 @@
-"""The regression gate's verdict where reviewers look: one JSON file, a markdown table, and CI annotations.
+"""The regression gate's verdict where reviewers look: one JSON file, markdown, text tables and CI annotations.
 
 ``scripts/regress.py`` writes ``verdict.json`` (the exit status, the verdict, both revisions and every cell) on
 every run; under GitHub Actions it also appends the markdown table to the job summary (``$GITHUB_STEP_SUMMARY``)
 and prints an ``::error`` annotation naming each regressed or failed cell, which GitHub shows on the run and the
 pull request. ``python -m reports.gate_report verdict.json`` prints the markdown of a saved verdict (the body of the
-pull request's comment, posted by ``.github/workflows/gate-comment.yml``).
+pull request's comment, posted by ``.github/workflows/gate-comment.yml``). The gate's text tables and progress lines
+are written here too; ``reports.compare`` judges, this module says what was judged.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from reports.units import format_ratio
+from benchmarks.paired_stats import ALPHA, POWER
+from reports.compare import DETECTION_POWER
+from reports.units import BYTES, format_ratio, format_value
 
 FLAGGED = ("regression", "failed", "failed (also before)", "failed (revision unknown)")
 
@@ -105,6 +108,116 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"verdict {str(args.verdict)!r}: {error}")
     print(markdown(record), end="")
     return 0
+
+
+def format_resolution(table: pd.DataFrame) -> str:
+    """One line for the gate's output: the range of slowdowns this run caught reliably, its best and worst cell."""
+    if table.empty:
+        return "wall-clock resolution: no cell has equal rounds at both revisions"
+    best, worst = table.loc[table.detectable.idxmin()], table.loc[table.detectable.idxmax()]
+
+    def cell(row: pd.Series) -> str:
+        return f"{format_ratio(row.detectable)} ({row.benchmark.rsplit('.', 1)[-1]} {row.params})"
+
+    return (
+        f"wall-clock resolution of this run (slowdown caught {DETECTION_POWER:.0%} of the time, from each cell's "
+        f"spread of round medians): median {format_ratio(table.detectable.median())}, best {cell(best)}, "
+        f"worst {cell(worst)}"
+    )
+
+
+def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
+    """Every paired time cell with its ratio, interval, resolution and blocks (``pairs``); memory cells that
+    changed or failed."""
+    failed = table.failed_at.fillna("").astype(bool)
+    time_rows = table[(table.unit == "seconds") & (all_rows | (table.verdict != "unchanged") | failed)]
+    memory_rows = table[(table.unit == "bytes") & ((table.verdict != "unchanged") | failed)]
+    lines = []
+    if not time_rows.empty:
+        calls = [b.rsplit(".", 1)[-1].removeprefix("time_") for b in time_rows.benchmark]
+        lines.append(
+            pd.DataFrame(
+                {
+                    "verdict": time_rows.verdict,
+                    "cell": [f"{call} {params}" for call, params in zip(calls, time_rows.params)],
+                    "ratio": [format_ratio(r, 3, missing="") for r in time_rows.ratio],
+                    "interval": [
+                        "" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low, time_rows.high)
+                    ],
+                    "resolution": [format_ratio(r, 3, missing="") for r in time_rows.resolution],
+                    "blocks": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
+                }
+            ).to_string(index=False)
+        )
+    lines.append(
+        format_table(memory_rows) if not memory_rows.empty else "memory: no net peak changed beyond its threshold"
+    )
+    errors = table[table.error.fillna("").astype(bool)]
+    lines += [f"  {row.params} {row.benchmark.rsplit('.', 1)[-1]}: {row.error}" for row in errors.itertuples()]
+    return "\n".join(lines)
+
+
+def format_paired_row(m: dict) -> str:
+    """One progress line for a paired measurement as it arrives (``benchmarks.paired``)."""
+    cell = f"{m['strategy']} {m['config']} {m['device']} {m['measure']}"
+    if m.get("absent_at"):
+        return f"{cell}: not registered at {m['absent_at']}"
+    if m.get("skipped_at"):
+        return f"{cell}: not run at {m['skipped_at']} ({m.get('error', '')})"
+    if m.get("failed_at"):
+        return f"{cell}: FAILED at {m['failed_at']}: {m.get('error', '')}"
+    if m["measure"].startswith("net_peak"):
+        return f"{cell}: {BYTES.format(m['before'])} -> {BYTES.format(m['after'])}"
+    processes = " ".join(f"{r:.3f}" for r in m.get("process_ratios", []))
+    each = f"; per process {processes}" if processes else ""
+    return (
+        f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
+        f"{m.get('processes', '?')} processes, {m['pairs']} blocks{each}"
+    )
+
+
+def format_paired_resolution(table: pd.DataFrame) -> str:
+    """One line: the resolution of the run's paired time cells (median, worst) and how many did not resolve."""
+    timed = table[(table.unit == "seconds") & (table.pairs > 0)]
+    if timed.empty:
+        return "wall-clock resolution: no time cell was measured at both revisions"
+    worst = timed.loc[timed.resolution.idxmax()]
+    unresolved = (timed.verdict == "unresolved").sum()
+    return (
+        f"wall-clock resolution of this run (slowdown caught {POWER:.0%} of the time at a one-sided false-alarm "
+        f"rate of {ALPHA:g} per cell): median {timed.resolution.median():.3f}x, worst {worst.resolution:.3f}x "
+        f"({worst.benchmark.rsplit('.', 1)[-1]} {worst.params}); {unresolved} of {len(timed)} time cells "
+        "unresolved"
+    )
+
+
+def format_table(table: pd.DataFrame, only_changed: bool = True) -> str:
+    """The rows a reviewer needs (changes and failures), with units."""
+    failed_at = table.failed_at.fillna("")
+    shown = table[(table.verdict != "unchanged") | failed_at.astype(bool)] if only_changed else table
+    if shown.empty:
+        return "no benchmark changed beyond its threshold; none failed"
+    failed_at = failed_at[shown.index]
+
+    def value(v: float | None, unit: str, failed: bool) -> str:
+        if v is None or (failed and isinstance(v, float) and math.isnan(v)):
+            return "failed"
+        return format_value(v, unit, missing="n/a")
+
+    lines = pd.DataFrame(
+        {
+            "verdict": shown.verdict,
+            "benchmark": shown.benchmark,
+            "params": shown.params,
+            "mode": shown["mode"],  # not shown.mode: that is DataFrame.mode()
+            "before": [value(v, u, f in ("base", "both")) for v, u, f in zip(shown.before, shown.unit, failed_at)],
+            "after": [value(v, u, f in ("head", "both")) for v, u, f in zip(shown.after, shown.unit, failed_at)],
+            "ratio": [format_ratio(r, missing="") for r in shown.ratio],
+            "significant": ["" if s is None else ("yes" if s else "no") for s in shown.significant],
+            "failed at": list(failed_at),
+        }
+    )
+    return lines.to_string(index=False)
 
 
 if __name__ == "__main__":

@@ -39,10 +39,6 @@ from reports.compare import (
     Thresholds,
     callgrind_rows,
     compare,
-    format_paired,
-    format_paired_resolution,
-    format_resolution,
-    format_table,
     gate_decision,
     load_run,
     min_rounds,
@@ -50,6 +46,7 @@ from reports.compare import (
     resolution,
     smallest_p,
 )
+from reports.gate_report import format_paired, format_paired_resolution, format_resolution, format_table
 from unfold_bench.common_args import add_bench, add_profile, add_regime
 
 WORK = ROOT / ".asv" / "regress"
@@ -124,7 +121,7 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
     measurements are written to ``.asv/regress/paired-BASE-HEAD.*``."""
     from benchmarks.cells import device_unavailable
     from benchmarks.paired import Design, load_strategies, measure_in_processes
-    from reports.compare import format_paired_row
+    from reports.gate_report import format_paired_row
 
     regime = get_regime(args.regime)
     measurements: list[dict] = []

@@ -23,8 +23,6 @@ from reports.compare import (
     callgrind_rows,
     compare,
     detectable_slowdown,
-    format_resolution,
-    format_table,
     gate_decision,
     judge,
     load_run,
@@ -35,6 +33,7 @@ from reports.compare import (
     rounds_differ,
     smallest_p,
 )
+from reports.gate_report import format_resolution, format_table
 from reports.results import load_results, unroll_result
 
 MIB = 2**20

@@ -26,7 +26,8 @@ from benchmarks.paired_stats import MIN_PAIRS, _exact_count, paired_ratio
 from benchmarks.trees import ROOT
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
-from reports.compare import Thresholds, format_paired, gate_decision, paired_table, paired_verdict
+from reports.compare import Thresholds, gate_decision, paired_table, paired_verdict
+from reports.gate_report import format_paired
 from tests.helpers import RUN_REGRESS_MAIN
 
 NATIVE = STRATEGIES["native"]
