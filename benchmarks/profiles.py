@@ -116,7 +116,13 @@ def get_profile(name: str) -> Profile:
         raise KeyError(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)}") from None
 
 
-SUITES = ("unfold", "ratios", "bounds", "compile_time")  # the asv modules in benchmarks/ that hold profile classes
+SUITES = (
+    "unfold",
+    "ratios",
+    "floors",
+    "bounds",
+    "compile_time",
+)  # the asv modules in benchmarks/ that hold profile classes
 
 
 def benchmark_regex(profile: Profile, narrow: str = "", suites: tuple[str, ...] = SUITES) -> str:

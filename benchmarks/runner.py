@@ -82,14 +82,15 @@ def suite_cells(profile: Profile, suites: tuple[str, ...] = SUITES) -> list[tupl
     return cells
 
 
-PAIRED_SUITE = "ratios"  # its cells run in several processes each
+PAIRED_SUITE = "ratios"  # every strategy over the reference, paired per process
+PAIRED_SUITES = (PAIRED_SUITE, "floors")  # their cells run in several processes each, an asv run per replicate
 PAIRED_REFERENCE = "native"  # the strategy the paired suite measures every other against
 
 
 def plan(profile: Profile, narrow: str = "", ratio_processes: int | None = None) -> list[Chunk]:
     """The run's chunks holding the cells ``narrow`` (a regex) selects: each config's figures, in the config table's
-    order, then ``ratio_processes`` (default ``profile.ratio_processes``) replicates of the paired ratios (the
-    reference's own ratio is not measured: asv's n/a)."""
+    order, then ``ratio_processes`` (default ``profile.ratio_processes``) replicates of the paired ratios and floors
+    (the reference's own ratio is not measured: asv's n/a)."""
     if ratio_processes is not None and ratio_processes < 1:
         raise ValueError(f"ratio_processes={ratio_processes!r}: at least one process")
     pattern = re.compile(narrow)
@@ -99,13 +100,13 @@ def plan(profile: Profile, narrow: str = "", ratio_processes: int | None = None)
         figures = tuple(
             name
             for name, params in selected
-            if params["config"] == config.name and not name.startswith(f"{PAIRED_SUITE}.")
+            if params["config"] == config.name and not name.startswith(tuple(f"{s}." for s in PAIRED_SUITES))
         )
         chunks += [Chunk(config.name, figures)] if figures else []
     paired = tuple(
         name
         for name, params in selected
-        if name.startswith(f"{PAIRED_SUITE}.") and params["strategy"] != PAIRED_REFERENCE
+        if name.startswith(tuple(f"{s}." for s in PAIRED_SUITES)) and params.get("strategy") != PAIRED_REFERENCE
     )
     if paired:
         count = profile.ratio_processes if ratio_processes is None else ratio_processes

@@ -30,7 +30,7 @@ from reports.analysis import (
 )
 from reports.results import Catalogue
 from reports.set_aside import set_aside
-from reports.summary import physics_problems
+from reports.summary import UNPAIRED_FLOOR, physics_problems
 from reports.templates import render
 from reports.units import BYTES, MIB, format_ratio
 
@@ -627,7 +627,8 @@ PHYSICS_CLAIM = (
 )
 # How to read a forward below the fill_ floor (the check stays strict: it is the one that catches a wrong timer)
 PHYSICS_FLOOR_NOTE = (
-    "A forward and its fill_ floor are timed in different processes. On a shared VM the same resident write "
+    "Where a run has no paired floors (benchmarks.floors), a forward and its fill_ floor are timed in different "
+    "processes. On a shared VM the same resident write "
     "can run at different speeds in two processes (the memory a process is given differs), which the run's "
     "quartiles, taken within processes, do not show. A lone forward below the floor is therefore first a sign "
     "that its processes ran faster than the floor's; many of them, or one far below, point at the measurement."
@@ -654,7 +655,7 @@ def physics_findings(runs: list[_Run]) -> list[Finding]:
                 verdict,
                 pd.DataFrame({"problem": problems}, dtype=object),
                 run.source,
-                note=PHYSICS_FLOOR_NOTE if any("fill_ floor" in problem for problem in problems) else "",
+                note=PHYSICS_FLOOR_NOTE if any(UNPAIRED_FLOOR in problem for problem in problems) else "",
                 run=run.run,
             )
         )

@@ -146,6 +146,30 @@ def process_interval(samples: Iterable[float], level: float = INTERVAL_LEVEL) ->
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+def chained_ratio(
+    first: tuple[float, float, float, float], second: tuple[float, float, float, float], level: float = INTERVAL_LEVEL
+) -> tuple[float, float, float]:
+    """The product of two ratios measured in separate processes, each ``(value, low, high, processes)`` with its
+    ``process_interval``, and the interval of the product: on the logs the standard errors add in quadrature (each
+    read back from its interval's half-width), with Welch-Satterthwaite's degrees of freedom. NaN ends where either
+    factor has no interval."""
+    from scipy.stats import t as student
+
+    value = first[0] * second[0]
+    errors = []
+    for _, low, high, processes in (first, second):
+        if any(pd.isna(v) or v <= 0 for v in (low, high)) or pd.isna(processes) or processes < 2:
+            return value, math.nan, math.nan
+        quantile = float(student.ppf(0.5 + level / 2, processes - 1))
+        errors.append(((math.log(high) - math.log(low)) / (2 * quantile), processes - 1))
+    variance = sum(error**2 for error, _ in errors)
+    if variance == 0:
+        return value, value, value
+    freedom = variance**2 / sum(error**4 / df for error, df in errors)
+    half = float(student.ppf(0.5 + level / 2, freedom)) * math.sqrt(variance)
+    return value, math.exp(math.log(value) - half), math.exp(math.log(value) + half)
+
+
 def environment_label(env_name: str, machine_params: dict, requirements: dict) -> str:
     """The environment a result was measured in, named by what decides its figures, not by where it lives: asv
     names an existing interpreter's environment after its path (``existing-py_work_main_.venv_bin_python``), so

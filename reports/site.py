@@ -31,7 +31,7 @@ from reports.findings import findings, render_html
 from reports.results import Catalogue, load_capabilities, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
 from reports.templates import macro, render
-from reports.units import METRICS, SHOWN_METRICS, format_ratio, format_ratio_interval
+from reports.units import METRICS, SECONDS, SHOWN_METRICS, format_ratio, format_ratio_interval
 
 PAGES = {
     "index.html": "Which to ship",
@@ -130,9 +130,19 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
         return STATUS_TEXT.get(status, status), status.replace(" ", "-")
     bound = figure.bound_info.short
     parts = [figure.format(row[metric], digits=3), _x_native_text(row, metric)]
-    ratio = row[f"{metric}:x_bound"]
-    parts.append(f"{format_ratio(ratio)} {bound}")
+    parts.append(_x_bound_text(row, metric, bound))
     return ("★ " if best else "") + " · ".join(parts), "num best" if best else "num"
+
+
+def _x_bound_text(row: pd.Series | dict, metric: str, bound: str) -> str:
+    """The figure over its bound: a forward's chained through native's paired ratios, with its interval; a time's
+    quotient of medians from different processes, marked so; a net peak over the analytic minimum."""
+    ratio = row.get(f"{metric}:x_bound", math.nan)
+    if row.get(f"{metric}:x_bound_paired", False):
+        low, high = row.get(f"{metric}:x_bound_low", math.nan), row.get(f"{metric}:x_bound_high", math.nan)
+        return format_ratio_interval(ratio, low, high, suffix=f"x {bound}")
+    medians = " (medians)" if METRICS[metric].unit is SECONDS and not pd.isna(ratio) else ""
+    return f"{format_ratio(ratio)} {bound}{medians}"
 
 
 def _x_native_text(row: pd.Series | dict, metric: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -41,7 +42,8 @@ from reports.units import BYTES, METRICS, SECONDS, format_number, format_ratio, 
 LEGEND = (
     "xnat: time over native's on the same config, paired inside each process, with its 95% interval across "
     "processes (*: a quotient of medians, from a run without paired ratios); "
-    "xcopy: ratio to copy_ of the output's size (roofline); "
+    "xcopy: ratio to copy_ of the output's size (roofline), for the forward chained through native's paired "
+    "ratios (benchmarks.floors) with its interval (*: a quotient of medians from different processes); "
     "xmin: ratio to the analytic minimum (forward: output; forward-backward: + grad_output + grad_input)."
 )
 
@@ -57,6 +59,16 @@ def _x_native(cell: dict | pd.Series, metric: str) -> str:
         return ratio if ratio == "-" else f"{ratio}*"
     low, high = cell.get(f"{metric}:x_native_low"), cell.get(f"{metric}:x_native_high")
     return format_ratio_interval(cell[f"{metric}:x_native"], low, high, suffix="")
+
+
+def _x_bound(cell: dict | pd.Series, metric: str) -> str:
+    """The ratio to the metric's bound: a time's chained through native with its interval, or the quotient of
+    medians (marked ``*``); a net peak's over the analytic minimum."""
+    ratio = format_ratio(cell[f"{metric}:x_bound"], suffix="")
+    if cell.get(f"{metric}:x_bound_paired", False):
+        low, high = cell.get(f"{metric}:x_bound_low"), cell.get(f"{metric}:x_bound_high")
+        return format_ratio_interval(cell[f"{metric}:x_bound"], low, high, suffix="")
+    return f"{ratio}*" if METRICS[metric].unit is SECONDS and ratio != "-" else ratio
 
 
 def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -75,9 +87,7 @@ def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 label = figure.column
                 line[(label, "value")] = _format(figure.unit.scaled(cell[metric])) if ok else status
                 line[(label, "xnat")] = _x_native(cell, metric) if ok else ""
-                line[(label, figure.bound_info.ratio_label)] = (
-                    format_ratio(cell[f"{metric}:x_bound"], suffix="") if ok else ""
-                )
+                line[(label, figure.bound_info.ratio_label)] = _x_bound(cell, metric) if ok else ""
             lines.append(line)
         if lines:
             frame = pd.DataFrame(lines).fillna("")
@@ -91,23 +101,54 @@ def _quartile(row, name: str, median: float) -> float:
     return median if value is None or pd.isna(value) else float(value)
 
 
+UNPAIRED_FLOOR = "below the write-only fill_ floor"  # how a forward below a floor timed in other processes is said
+
+
+def _chained_fill(table: pd.DataFrame, devices) -> dict[tuple[str, str, str], tuple[float, float, float]]:
+    """(device, config, strategy) -> the forward's ratio to ``fill_`` chained through native, and its interval."""
+    found = {}
+    for device in devices:
+        cells = cell_table(table, device)
+        if "time_forward:x_fill_high" not in cells:
+            continue
+        for _, cell in cells.iterrows():
+            figures = tuple(cell[f"time_forward:x_fill{end}"] for end in ("", "_low", "_high"))
+            found[(device, cell.config, cell.strategy)] = figures
+    return found
+
+
 def physics_problems(table: pd.DataFrame) -> list[str]:
     """Figures that contradict the bounds measured in the same run (each means a measurement is wrong).
 
-    A forward faster than the ``fill_`` floor counts only beyond the run's own noise: when both have asv's
-    interquartile range, the forward's upper quartile must lie below the floor's lower quartile (a forward
-    that writes as fast as ``fill_`` has medians either side of it from run to run); without quartiles the
-    medians are compared. A net peak counts below the analytic minimum only by more than its resolution
-    (``benchmarks.allocator.NET_PEAK_RESOLUTION``): a block smaller than that may land on heap pages already resident.
+    A forward faster than the ``fill_`` floor counts only beyond the run's own noise. Where the run measured the
+    forward's ratio to ``fill_`` chained through native, paired inside processes (``analysis.cell_table``'s
+    ``x_fill``, with its interval across processes), it counts when the whole interval lies below 1. Otherwise the
+    forward and the floor come from different processes: when both have asv's interquartile range, the forward's
+    upper quartile must lie below the floor's lower quartile (a forward that writes as fast as ``fill_`` has
+    medians either side of it from run to run); without quartiles the medians are compared. A net peak counts
+    below the analytic minimum only by more than its resolution (``benchmarks.allocator.NET_PEAK_RESOLUTION``): a
+    block smaller than that may land on heap pages already resident.
     """
     problems = []
     ok = table[table.status == "ok"]
     bounds = ok[ok.suite == "bounds"].set_index(["device", "config", "metric"])
+    chained = _chained_fill(table, ok.device.unique())
     for row in ok[ok.suite == "unfold"].itertuples():
         if row.metric == "time_forward":
             key = (row.device, row.config, "time_fill")
             can_be_a_view = bounds.value.get((row.device, row.config, "track_min_peak_forward")) == 0
-            if key not in bounds.index or can_be_a_view:
+            if can_be_a_view:
+                continue
+            ratio, low, high = chained.get((row.device, row.config, row.strategy), (math.nan,) * 3)
+            if not pd.isna(high):
+                if high < 1:
+                    problems.append(
+                        f"{row.strategy} forward on {row.config} ({row.device}) took "
+                        f"{format_ratio_interval(ratio, low, high)} the write-only fill_ floor's time, both paired "
+                        "with native inside processes: the whole interval is below 1"
+                    )
+                continue
+            if key not in bounds.index:
                 continue
             floor = bounds.loc[key]
             low, high = _quartile(floor, "q_25", floor.value), _quartile(row, "q_75", row.value)
@@ -115,7 +156,7 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
                 ms = SECONDS.scaled
                 problems.append(
                     f"{row.strategy} forward on {row.config} ({row.device}) took {ms(row.value):.3f} {SECONDS.shown} "
-                    f"(upper quartile {ms(high):.3f}), below the write-only fill_ floor {ms(floor.value):.3f} "
+                    f"(upper quartile {ms(high):.3f}), {UNPAIRED_FLOOR} {ms(floor.value):.3f} "
                     f"{SECONDS.shown} (lower quartile {ms(low):.3f})"
                 )
         if row.metric.startswith("track_net_peak"):
@@ -137,7 +178,7 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str])
         return "-"
     best = ok.loc[ok[metric].idxmin()]
     unit = METRICS[metric].unit
-    shown = _x_native(best, metric) if ratio == "x_native" else format_ratio(best[f"{metric}:{ratio}"], suffix="")
+    shown = _x_native(best, metric) if ratio == "x_native" else _x_bound(best, metric)
     return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({shown})"
 
 

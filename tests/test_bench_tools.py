@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import random
 import subprocess
 import sys
 
@@ -16,8 +18,10 @@ from benchmarks.cells import Cell
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
 from benchmarks.profiles import QUICK
 from benchmarks.trees import ROOT
-from benchmarks.vocabulary import DEVICES
+from benchmarks.vocabulary import DEVICES, FLOOR_RATIOS
 from impls import STRATEGIES
+from reports.analysis import cell_table
+from reports.results import chained_ratio, process_interval
 from reports.summary import physics_problems, summary_tables
 from reports.units import MIB
 from tests.helpers import RUN_REGRESS_MAIN
@@ -170,7 +174,7 @@ def test_summary_ratios_skips_and_physics_checks():
     summary = summary_tables(table)["cpu"].set_index(("", "strategy"))
     assert summary.loc["fast", ("forward ms", "value")] == "20"
     assert summary.loc["fast", ("forward ms", "xnat")] == "0.50*"  # a quotient of medians: no paired ratio here
-    assert summary.loc["fast", ("forward ms", "xcopy")] == "2.00"
+    assert summary.loc["fast", ("forward ms", "xcopy")] == "2.00*"  # a quotient of medians: no paired floor
     assert summary.loc["broken", ("forward ms", "value")] == "failed"
     assert "absent" not in summary.index  # skipped everywhere: listed with its reason, not as a row
     problems = physics_problems(table)
@@ -187,3 +191,46 @@ def test_summary_ratios_skips_and_physics_checks():
     )
     found = physics_problems(noisy)
     assert len(found) == 1 and "faster forward" in found[0] and "upper quartile 11.000" in found[0], found
+
+
+def test_a_forward_paired_with_the_fill_floor_through_native_is_judged_by_its_interval():
+    """A forward below the fill_ floor's median from other processes, but above it chained through native inside
+    processes, is no contradiction; one whose chained interval lies below 1 is, and is said so."""
+
+    def paired(suite: str, metric: str, value: float, low: float, high: float, strategy: str | None = None) -> dict:
+        return {**_row(suite, metric, value, strategy), "low": low, "high": high, "processes": 4}
+
+    rows = [
+        _row("bounds", "time_fill", 0.005),
+        _row("bounds", "track_min_peak_forward", 2 * MIB),
+        _row("unfold", "time_forward", 0.040, "native"),
+        _row("unfold", "time_forward", 0.004, "placed_well"),  # below the floor's median from other processes
+        _row("unfold", "time_forward", 0.004, "truly_below"),
+        paired("ratios", "track_ratio_forward", 0.2, 0.18, 0.22, "placed_well"),
+        paired("ratios", "track_ratio_forward", 0.05, 0.045, 0.055, "truly_below"),
+        paired("floors", FLOOR_RATIOS["time_fill"], 6.0, 5.5, 6.5),  # native takes 6 fills
+    ]
+    problems = physics_problems(pd.DataFrame(rows))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("truly_below forward on c (cpu) took 0.30x [0.27, 0.33] the write-only fill_")
+    assert "paired with native inside processes" in problems[0]
+    cells = cell_table(pd.DataFrame(rows), "cpu").set_index("strategy")
+    assert cells.loc["placed_well", "time_forward:x_fill"] == pytest.approx(1.2)
+    assert cells.loc["native", "time_forward:x_fill_low"] == 5.5  # native's own: the floor ratio as measured
+    assert not cells.loc["native", "time_forward:x_bound_paired"]  # no paired copy_ floor in this run
+
+
+def test_a_chained_ratio_multiplies_and_its_interval_adds_the_factors_spreads():
+    rng = random.Random(5)
+    first = [2.0 * math.exp(rng.gauss(0, 0.05)) for _ in range(4)]
+    second = [3.0 * math.exp(rng.gauss(0, 0.10)) for _ in range(6)]
+    a, b = (*process_interval(first), 4), (*process_interval(second), 6)
+    value, low, high = chained_ratio(a, b)
+    assert value == pytest.approx(a[0] * b[0]) and low < value < high
+    assert (value, low, high) == pytest.approx(chained_ratio(b, a))  # the order of the factors does not matter
+    for factor in (a, b):  # wider, on the logs, than either factor alone
+        assert math.log(high / low) > math.log(factor[2] / factor[1])
+    exact = chained_ratio((1.5, 1.5, 1.5, 4), b)  # a factor without spread adds none
+    assert exact == pytest.approx((1.5 * b[0], 1.5 * b[1], 1.5 * b[2]))
+    one_process = chained_ratio((2.0, math.nan, math.nan, 1), b)
+    assert one_process[0] == pytest.approx(2.0 * b[0]) and math.isnan(one_process[1]) and math.isnan(one_process[2])

@@ -10,11 +10,15 @@ import sys
 
 import pandas as pd
 import pytest
+import torch
 from scipy import stats
 
+from benchmarks import floors
+from benchmarks.cells import profile_config
 from benchmarks.profiles import QUICK
 from benchmarks.runner import PAIRED_SUITE, plan, scratch_config
 from benchmarks.trees import ROOT
+from benchmarks.vocabulary import FLOOR_RATIOS
 from reports import analysis
 from reports.results import load_results, process_interval
 
@@ -126,7 +130,7 @@ REPLICATES = 2  # fewer than the profile's: the test needs two samples appended,
 @pytest.mark.slow
 def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publishes_it(tmp_path):
     config = scratch_config(tmp_path, ROOT)
-    selection = r"'(native|cpp)', 'example', 'cpu'"
+    selection = r"'(native|cpp)', 'example', 'cpu'|floors\..*'example', 'cpu'"
     command = [sys.executable, "-m", "unfold_bench.cli", "bench", "--config", str(config), "--bench", selection]
     command += ["--ratio-processes", str(REPLICATES)]
     ran = subprocess.run([*command, "--summaries", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True)
@@ -147,6 +151,15 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     ):
         assert cells.loc["cpp", f"{metric}:x_native_paired"]
         assert cells.loc["cpp", f"{metric}:x_native"] == pytest.approx(cpp.loc[ratio, "value"])
+    # the forward over the floors, chained through native: both factors paired, one sample per process each
+    floor_rows = table[table.suite == "floors"].set_index("metric")
+    assert (floor_rows.status == "ok").all() and (floor_rows.processes == REPLICATES).all()
+    over_copy = floor_rows.loc[FLOOR_RATIOS["time_copy"], "value"]
+    assert cells.loc["cpp", "time_forward:x_bound_paired"] and cells.loc["native", "time_forward:x_bound_paired"]
+    chained = cpp.loc["track_ratio_forward", "value"] * over_copy
+    assert cells.loc["cpp", "time_forward:x_bound"] == pytest.approx(chained)
+    assert cells.loc["cpp", "time_forward:x_fill_low"] < cells.loc["cpp", "time_forward:x_fill_high"]
+    assert not cells.loc["cpp", "time_forward_backward:x_bound_paired"]  # native's fwd+bwd is not paired with copy_
 
     (result_file,) = (tmp_path / "results").glob("*/*-existing*.json")
     saved = json.loads(result_file.read_text())
@@ -157,3 +170,27 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
         [sys.executable, "-m", "asv", "--config", str(config), "publish"], cwd=ROOT, capture_output=True, text=True
     )
     assert published.returncode == 0, published.stdout + published.stderr
+
+
+def test_the_floor_suite_times_native_against_resident_writes_and_skips_where_native_cannot_run():
+    suite = floors.Quick()
+    assert {name for name in dir(suite) if name.startswith("track_")} == set(FLOOR_RATIOS.values())
+    suite.setup("example", "cpu")
+    for metric in FLOOR_RATIOS.values():
+        measured = getattr(suite, metric)("example", "cpu")
+        assert measured["number"] == 1 and len(measured["samples"]) == 1 and measured["samples"][0] > 0
+    with pytest.raises(NotImplementedError, match="no reference: strategy 'native' supports spatial dims"):
+        suite.setup("vol3d-conv", "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(NotImplementedError, match="no CUDA device"):
+            suite.setup("example", "cuda")
+
+
+def test_a_floor_writes_one_resident_output_sized_tensor():
+    config = profile_config(QUICK, "example")
+    x, kwargs = config.make_input("cpu", seed=0), config.unfold_kwargs()
+    filled = floors.FLOORS["time_fill"](x, **kwargs)
+    assert filled.shape == config.geometry.output_shape and filled.dtype == x.dtype and bool((filled == 1).all())
+    assert floors.FLOORS["time_fill"](x, **kwargs).data_ptr() == filled.data_ptr()  # resident: no allocation
+    copied = floors.FLOORS["time_copy"](x, **kwargs)
+    assert copied.shape == config.geometry.output_shape and bool((copied == 1).all())

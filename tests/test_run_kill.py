@@ -28,7 +28,7 @@ SELECTION = r"^bounds\.Quick\.time_fill\('(example|allcnnc-conv2|allcnnc-conv3)'
 
 
 def test_a_chunk_regex_selects_exactly_its_cells_as_asv_matches_them():
-    chunks = plan(QUICK, "native|bounds")
+    chunks = plan(QUICK, "'native'|bounds")
     assert [c.config for c in chunks] == [c.name for c in QUICK.configs()]  # native's ratio to itself is not run
     names = [name for name, _ in suite_cells(QUICK)]
     for chunk in chunks:
