@@ -83,7 +83,8 @@ def suite_cells(profile: Profile, suites: tuple[str, ...] = SUITES) -> list[tupl
 
 
 PAIRED_SUITE = "ratios"  # every strategy over the reference, paired per process
-PAIRED_SUITES = (PAIRED_SUITE, "floors")  # their cells run in several processes each, an asv run per replicate
+FLOORS_SUITE = "floors"  # the reference over each write floor, paired per process (benchmarks.floors)
+PAIRED_SUITES = (PAIRED_SUITE, FLOORS_SUITE)  # their cells run in several processes each, an asv run per replicate
 PAIRED_REFERENCE = "native"  # the strategy the paired suite measures every other against
 
 

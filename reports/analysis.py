@@ -32,7 +32,7 @@ import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
-from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE
+from benchmarks.runner import FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
 from benchmarks.vocabulary import FLOOR_RATIOS, timed_metric
 from reports.results import chained_ratio
@@ -125,7 +125,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["config", "strategy"])
     natives = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])["value"]
     paired = rows[(rows.suite == PAIRED_SUITE) & (rows.status == "ok")].set_index(["config", "strategy", "metric"])
-    floors = rows[(rows.suite == "floors") & (rows.status == "ok")].set_index(["config", "metric"])
+    floors = rows[(rows.suite == FLOORS_SUITE) & (rows.status == "ok")].set_index(["config", "metric"])
     out = []
     for (config, strategy), cell in cells.groupby(["config", "strategy"], sort=False):
         by_metric = cell.set_index("metric")
@@ -162,21 +162,21 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:x_bound_low"] = line[f"{metric}:x_bound_high"] = math.nan
             line[f"{metric}:x_bound_paired"] = False
             if metric == timed_metric("forward"):
-                _chain_floors(line, metric, config, floors, paired, natives_paired=strategy == REFERENCE_STRATEGY)
+                _chain_floors(line, metric, config, floors, paired, is_reference=strategy == REFERENCE_STRATEGY)
         out.append(line)
     return pd.DataFrame(out)
 
 
 def _chain_floors(
-    line: dict, metric: str, config: str, floors: pd.DataFrame, paired: pd.DataFrame, natives_paired: bool
+    line: dict, metric: str, config: str, floors: pd.DataFrame, paired: pd.DataFrame, is_reference: bool
 ) -> None:
     """Fill ``line``'s forward ``x_bound`` (copy_) and ``x_fill`` (fill_) chained through native's paired ratios to
     the floors (``cell_table``), where the cell's own ratio to native is paired and the run measured the floor."""
     line[f"{metric}:x_fill"] = line[f"{metric}:x_fill_low"] = line[f"{metric}:x_fill_high"] = math.nan
     if not line[f"{metric}:x_native_paired"]:
         return
-    to_native = None  # native's own row: the floor ratio is its figure
-    if not natives_paired:
+    to_native = None  # the reference's own row: the floor ratio is its figure
+    if not is_reference:
         processes = paired.loc[(config, line["strategy"], METRICS[metric].paired), "processes"]
         to_native = tuple(line[f"{metric}:x_native{end}"] for end in ("", "_low", "_high")) + (processes,)
     for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):

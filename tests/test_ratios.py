@@ -16,7 +16,7 @@ from scipy import stats
 from benchmarks import floors
 from benchmarks.cells import profile_config
 from benchmarks.profiles import QUICK
-from benchmarks.runner import PAIRED_SUITE, plan, scratch_config
+from benchmarks.runner import FLOORS_SUITE, PAIRED_SUITE, plan, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import FLOOR_RATIOS
 from reports import analysis
@@ -152,7 +152,7 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
         assert cells.loc["cpp", f"{metric}:x_native_paired"]
         assert cells.loc["cpp", f"{metric}:x_native"] == pytest.approx(cpp.loc[ratio, "value"])
     # the forward over the floors, chained through native: both factors paired, one sample per process each
-    floor_rows = table[table.suite == "floors"].set_index("metric")
+    floor_rows = table[table.suite == FLOORS_SUITE].set_index("metric")
     assert (floor_rows.status == "ok").all() and (floor_rows.processes == REPLICATES).all()
     over_copy = floor_rows.loc[FLOOR_RATIOS["time_copy"], "value"]
     assert cells.loc["cpp", "time_forward:x_bound_paired"] and cells.loc["native", "time_forward:x_bound_paired"]
