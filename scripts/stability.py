@@ -3,8 +3,9 @@
 Runs ``scripts/bench.py`` ``--runs`` times, one after another, each into a results directory of its own (asv keys
 a result by commit and environment, so two runs of one commit cannot share one), then reports, for the CPU cells:
 
-- every ratio to native the site shows: the paired ratio's max/min across the runs (median, 90th percentile,
-  worst), beside the same for the quotient of medians (what the site showed before the paired ratios);
+- every ratio to native the site shows, and every forward's ratio to ``copy_`` chained through native
+  (``benchmarks.floors``): the paired ratio's max/min across the runs (median, 90th percentile, worst), beside the
+  same for the quotient of medians (what the site showed before the paired ratios);
 - calibration: how often one run's 95% interval holds another run's estimate (about 95% if the interval is
   honest about the run-to-run spread);
 - the which-to-ship picks of every run, and whether they agree or every disagreement is a declared tie;
@@ -28,6 +29,7 @@ import pandas as pd
 
 from benchmarks.runner import scratch_config
 from benchmarks.trees import ROOT
+from benchmarks.vocabulary import timed_metric
 from reports import analysis
 from reports.results import load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
@@ -35,6 +37,7 @@ from reports.units import METRICS
 from unfold_bench.common_args import add_bench, add_profile
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
+FORWARD = timed_metric("forward")
 
 
 def run_bench(directory: Path, profile: str, bench: str) -> float:
@@ -61,13 +64,31 @@ def run_table(directory: Path, profile: str) -> pd.DataFrame:
     return analysis.select_run(table, newest)
 
 
+X_COPY = "x copy_"  # how a row of a forward's ratio to copy_, chained through native, is named beside the metrics
+
+
 def ratios(directory: Path, profile: str) -> pd.DataFrame:
     """The run's CPU cells: per (config, strategy, metric) the paired ratio with its interval and the quotient of
-    medians."""
-    cells = analysis.cell_table(run_table(directory, profile), "cpu")
+    medians; a forward's ratio to ``copy_`` chained through native is the metric ``time_forward x copy_``."""
+    table = run_table(directory, profile)
+    cells = analysis.cell_table(table, "cpu")
     natives = cells[cells.strategy == analysis.REFERENCE_STRATEGY].set_index("config")
+    copies = table[(table.suite == "bounds") & (table.metric == "time_copy") & (table.device == "cpu")]
+    copy_medians = copies.set_index("config").value
     rows = []
     for cell in cells.to_dict("records"):
+        if cell.get(f"{FORWARD}:status") == "ok" and cell.get(f"{FORWARD}:x_bound_paired", False):
+            rows.append(
+                {
+                    "config": cell["config"],
+                    "strategy": cell["strategy"],
+                    "metric": f"{FORWARD} {X_COPY}",
+                    "paired": cell[f"{FORWARD}:x_bound"],
+                    "low": cell[f"{FORWARD}:x_bound_low"],
+                    "high": cell[f"{FORWARD}:x_bound_high"],
+                    "medians": cell[FORWARD] / copy_medians.get(cell["config"], np.nan),
+                }
+            )
         if cell["strategy"] == analysis.REFERENCE_STRATEGY:
             continue
         for metric in TIMES:
@@ -113,7 +134,8 @@ def report(frames: list[pd.DataFrame], run_picks: list[dict], seconds: list[floa
         + f": {len(frames)} runs of one commit, one after another, CPU cells",
         "run wall times: " + ", ".join(f"{s / 60:.1f} min" for s in seconds),
         "",
-        "max/min across runs of each ratio to native the site shows (cells with a paired ratio in every run):",
+        "max/min across runs of each ratio the site shows, to native and (forward) to copy_ chained through native",
+        "(cells with a paired ratio in every run):",
         f"{'':<26} {'cells':>5} {'median':>7} {'p90':>7} {'worst':>7}",
     ]
     complete = both.groupby(["config", "strategy", "metric"]).run.transform("nunique") == len(frames)
@@ -124,11 +146,11 @@ def report(frames: list[pd.DataFrame], run_picks: list[dict], seconds: list[floa
             continue
         quantiles = values.quantile([0.5, 0.9]).tolist()
         lines.append(f"{label:<26} {len(values):>5} {quantiles[0]:>6.3f}x {quantiles[1]:>6.3f}x {values.max():>6.3f}x")
-    for metric in TIMES:
+    for metric in [*TIMES, f"{FORWARD} {X_COPY}"]:
         values = spread(both[both.metric == metric], "paired")
         if not values.empty:
             quantiles = values.quantile([0.5, 0.9]).tolist()
-            label = f"  paired, {METRICS[metric].short}"
+            label = f"  paired, {METRICS[metric].short}" if metric in METRICS else f"  chained, forward {X_COPY}"
             lines.append(
                 f"{label:<26} {len(values):>5} {quantiles[0]:>6.3f}x {quantiles[1]:>6.3f}x {values.max():>6.3f}x"
             )
