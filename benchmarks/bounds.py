@@ -24,11 +24,11 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.allocator import pin_mmap_threshold_now
+from benchmarks.cell_suite import config_device_params
 from benchmarks.cells import device_unavailable, profile_config, synchronize
 from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
 from benchmarks.traffic import Sizes, analytic_minimum_bytes
-from benchmarks.vocabulary import DEVICES
 from impls import huge_pages
 
 
@@ -83,19 +83,15 @@ class _BoundsSuite(SampledByProfile):
         return analytic_minimum_bytes(Sizes.of(self.config), backward=True)
 
 
-def _params(profile: Profile) -> list[list[str]]:
-    return [[c.name for c in profile.configs()], list(DEVICES)]
-
-
 class Quick(_BoundsSuite):
     """The quick profile's bounds (batch size capped at 8)."""
 
     profile = QUICK
-    params = _params(QUICK)
+    params = config_device_params(QUICK)
 
 
 class Full(_BoundsSuite):
     """The full profile's bounds (the configs' real batch size)."""
 
     profile = FULL
-    params = _params(FULL)
+    params = config_device_params(FULL)

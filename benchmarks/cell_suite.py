@@ -51,3 +51,8 @@ class CellSuite(SampledByProfile):
 
 def suite_params(profile: Profile) -> list[list[str]]:
     return [list(STRATEGIES), [c.name for c in profile.configs()], list(DEVICES)]
+
+
+def config_device_params(profile: Profile) -> list[list[str]]:
+    """The params of a suite over config x device (the write bounds, the paired floors)."""
+    return [[c.name for c in profile.configs()], list(DEVICES)]

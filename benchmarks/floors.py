@@ -24,6 +24,7 @@ import random
 
 import torch
 
+from benchmarks.cell_suite import config_device_params
 from benchmarks.cells import Cell, device_unavailable, profile_config, use_exact_float32
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
 from benchmarks.ratios import REFERENCE, process_ratio
@@ -88,19 +89,15 @@ class _FloorSuite(SampledByProfile):
         return self._native_over("time_fill")
 
 
-def _params(profile: Profile) -> list[list[str]]:
-    return [[c.name for c in profile.configs()], list(DEVICES)]
-
-
 class Quick(_FloorSuite):
     """The quick profile's paired floors."""
 
     profile = QUICK
-    params = _params(QUICK)
+    params = config_device_params(QUICK)
 
 
 class Full(_FloorSuite):
     """The full profile's paired floors."""
 
     profile = FULL
-    params = _params(FULL)
+    params = config_device_params(FULL)
