@@ -7,8 +7,11 @@ Per profile class (``Quick`` / ``Full``), params config x device, unit ``ratio``
   ``Profile.placements`` placements (``benchmarks.ratios.process_ratio``), and gives ``t_native / t_copy``.
 - ``track_ratio_native_over_fill``: the same against ``fill_`` of a resident output-sized tensor (the write-only
   floor of ``benchmarks.bounds.time_fill``).
+- ``track_ratio_native_forward_backward_over_copy``: ``native``'s forward-backward against the same ``copy_`` (the
+  floor a forward-backward's ``x copy_`` is over).
 
-A strategy's forward over a floor is then its paired ratio to native times native's paired ratio to that floor,
+A strategy's time over a floor is then its paired ratio to native times native's paired ratio to that floor, for
+the same pass,
 
     t_s / t_floor = (t_s / t_native) * (t_native / t_floor),
 
@@ -78,15 +81,20 @@ class _FloorSuite(SampledByProfile):
         use_exact_float32(device)
         self.seed = random.SystemRandom().randrange(1 << 30)
 
-    def _native_over(self, bound: str) -> dict:
+    def _native_over(self, which: str, bound: str) -> dict:
+        """One sample: native's ``which`` over one call of the floor ``bound``, paired in this process."""
         floor = Cell(FLOORS[bound], self.native.config, self.native.device)
-        return {"samples": [process_ratio((floor, self.native), "forward", self.profile, self.seed)], "number": 1}
+        ratio = process_ratio((floor, self.native), ("forward", which), self.profile, self.seed)
+        return {"samples": [ratio], "number": 1}
 
     def track_ratio_native_over_copy(self, config: str, device: str) -> dict:
-        return self._native_over("time_copy")
+        return self._native_over("forward", "time_copy")
 
     def track_ratio_native_over_fill(self, config: str, device: str) -> dict:
-        return self._native_over("time_fill")
+        return self._native_over("forward", "time_fill")
+
+    def track_ratio_native_forward_backward_over_copy(self, config: str, device: str) -> dict:
+        return self._native_over("forward_backward", "time_copy")
 
 
 class Quick(_FloorSuite):

@@ -34,13 +34,14 @@ from benchmarks.runner import PAIRED_REFERENCE
 REFERENCE = PAIRED_REFERENCE
 
 
-def process_ratio(cells: tuple[Cell, Cell], which: str, profile: Profile, seed: int) -> float:
-    """``cells[1]``'s time over ``cells[0]``'s for ``which``, measured paired in this process: the mean over
-    ``profile.placements`` placements of each placement's trimmed mean block log-ratio, exponentiated. ``seed``
-    draws the placements and which side is set up first."""
+def process_ratio(cells: tuple[Cell, Cell], which: str | tuple[str, str], profile: Profile, seed: int) -> float:
+    """``cells[1]``'s time over ``cells[0]``'s for ``which`` (the call both make, or each one's), measured paired in
+    this process: the mean over ``profile.placements`` placements of each placement's trimmed mean block log-ratio,
+    exponentiated. ``seed`` draws the placements and which side is set up first."""
+    passes = (which, which) if isinstance(which, str) else which
     flip = seed % 2 == 1
-    ordered = (cells[1], cells[0]) if flip else cells
-    rounds = measure_pair(ordered, which, profile.placements, profile.blocks, profile.placement_seconds, seed)
+    ordered, passes = ((cells[1], cells[0]), passes[::-1]) if flip else (cells, passes)
+    rounds = measure_pair(ordered, passes, profile.placements, profile.blocks, profile.placement_seconds, seed)
     log_ratio = sum(trimmed_mean(r["log_ratios"]) for r in rounds) / profile.placements
     return math.exp(-log_ratio if flip else log_ratio)
 

@@ -178,7 +178,7 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
 
 def measure_pair(
     cells: tuple,
-    which: str,
+    which: str | tuple[str, str],
     rounds: int,
     blocks: int,
     round_seconds: float,
@@ -188,21 +188,24 @@ def measure_pair(
     """``rounds`` rounds of one pair of cells (checked by the caller): each places fresh inputs (shared by both
     sides) behind a random spacer, makes two untimed warm-up blocks, then takes at most ``blocks`` blocks A B B A or
     ``round_seconds`` of them (at least 4); per round, the log-ratios log(second cell's time / first's) and its
-    seconds (``setup_seconds``: the placement and warm-up)."""
+    seconds (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or each side's
+    (a floor's forward against a strategy's forward-backward)."""
     from benchmarks.paired import timed_call
+
+    passes = (which, which) if isinstance(which, str) else which
 
     for round_ in range(rounds):
         round_started = time.monotonic()
         workloads, spacer = _fresh_workloads(cells, seed + round_, templates)
         for _ in range(2):  # warm-up blocks: first touches, lazy set-up, the allocator's threshold
             for side in (0, 1):
-                timed_call(workloads, side, which)
+                timed_call(workloads, side, passes[side])
         setup_seconds = time.monotonic() - round_started
         ratios = []
         end = time.monotonic() + round_seconds
         while len(ratios) < blocks and (len(ratios) < 4 or time.monotonic() < end):
-            a, b = timed_call(workloads, 0, which), timed_call(workloads, 1, which)
-            b2, a2 = timed_call(workloads, 1, which), timed_call(workloads, 0, which)
+            a, b = timed_call(workloads, 0, passes[0]), timed_call(workloads, 1, passes[1])
+            b2, a2 = timed_call(workloads, 1, passes[1]), timed_call(workloads, 0, passes[0])
             ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
         for workload in workloads:
             workload.reset()

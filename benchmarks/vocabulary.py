@@ -9,11 +9,12 @@ from __future__ import annotations
 
 PASSES: tuple[str, ...] = ("forward", "forward_backward")  # a call: the forward alone, or forward and backward
 DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a cell may run on
-# A write floor of the suite ``bounds`` -> the metric of the suite ``floors`` that holds native's forward over it,
-# paired per process (``benchmarks.floors``)
-FLOOR_RATIOS: dict[str, str] = {
-    "time_copy": "track_ratio_native_over_copy",
-    "time_fill": "track_ratio_native_over_fill",
+# (pass, write floor of the suite ``bounds``) -> the metric of the suite ``floors`` that holds native's time for that
+# pass over the floor's, paired per process (``benchmarks.floors``)
+FLOOR_RATIOS: dict[tuple[str, str], str] = {
+    ("forward", "time_copy"): "track_ratio_native_over_copy",
+    ("forward", "time_fill"): "track_ratio_native_over_fill",
+    ("forward_backward", "time_copy"): "track_ratio_native_forward_backward_over_copy",
 }
 
 

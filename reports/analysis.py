@@ -34,7 +34,7 @@ from asv.step_detect import detect_regressions, detect_steps
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
 from benchmarks.runner import FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
-from benchmarks.vocabulary import FLOOR_RATIOS, timed_metric
+from benchmarks.vocabulary import FLOOR_RATIOS, PASSES, timed_metric
 from reports.results import chained_ratio
 from reports.units import METRICS, RATIO_METRICS
 
@@ -113,10 +113,11 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     are dropped (a strategy that does not support the config, or a device this machine lacks). ``m:x_native`` is
     the paired ratio of the suite ``ratios`` where the run measured one (``m:x_native_paired``, with its interval
     across processes ``m:x_native_low``/``m:x_native_high``), else the quotient of the two medians (older runs).
-    The forward's ``m:x_bound`` (over ``copy_``) and ``m:x_fill`` (over ``fill_``) are chained through native where
-    the run measured both factors paired (``m:x_bound_paired``; ``benchmarks.floors``): the paired ratio to native
-    times native's paired ratio to the floor, with the product's interval (``m:x_bound_low``/``m:x_bound_high``,
-    ``m:x_fill_low``/``m:x_fill_high``); otherwise ``m:x_bound`` is the quotient of the two medians.
+    A time's ``m:x_bound`` (over ``copy_``) and the forward's ``m:x_fill`` (over ``fill_``) are chained through
+    native where the run measured both factors paired (``m:x_bound_paired``; ``benchmarks.floors``): the paired
+    ratio to native times native's paired ratio to the floor, with the product's interval
+    (``m:x_bound_low``/``m:x_bound_high``, ``m:x_fill_low``/``m:x_fill_high``); otherwise ``m:x_bound`` is the
+    quotient of the two medians.
     """
     rows = run_table[run_table.device == device]
     bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
@@ -161,7 +162,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, figure.bound)))
             line[f"{metric}:x_bound_low"] = line[f"{metric}:x_bound_high"] = math.nan
             line[f"{metric}:x_bound_paired"] = False
-            if metric == timed_metric("forward"):
+            if figure.paired is not None:
                 _chain_floors(line, metric, config, floors, paired, is_reference=strategy == REFERENCE_STRATEGY)
         out.append(line)
     return pd.DataFrame(out)
@@ -170,8 +171,9 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
 def _chain_floors(
     line: dict, metric: str, config: str, floors: pd.DataFrame, paired: pd.DataFrame, is_reference: bool
 ) -> None:
-    """Fill ``line``'s forward ``x_bound`` (copy_) and ``x_fill`` (fill_) chained through native's paired ratios to
-    the floors (``cell_table``), where the cell's own ratio to native is paired and the run measured the floor."""
+    """Fill ``line``'s time ``metric``'s ``x_bound`` (copy_) and, for the forward, ``x_fill`` (fill_) chained
+    through native's paired ratios to the floors (``cell_table``), where the cell's own ratio to native is paired
+    and the run measured the floor."""
     line[f"{metric}:x_fill"] = line[f"{metric}:x_fill_low"] = line[f"{metric}:x_fill_high"] = math.nan
     if not line[f"{metric}:x_native_paired"]:
         return
@@ -180,14 +182,18 @@ def _chain_floors(
         processes = paired.loc[(config, line["strategy"], METRICS[metric].paired), "processes"]
         to_native = tuple(line[f"{metric}:x_native{end}"] for end in ("", "_low", "_high")) + (processes,)
     for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):
-        key = (config, FLOOR_RATIOS[bound])
-        if key not in floors.index:
+        floor_metric = FLOOR_RATIOS.get((_TIMED_PASS[metric], bound))
+        key = (config, floor_metric)
+        if floor_metric is None or key not in floors.index:
             continue
         floor = floors.loc[key]
         measured = (float(floor.value), floor.low, floor.high, floor.processes)
         chained = measured[:3] if to_native is None else chained_ratio(to_native, measured)
         line[f"{metric}:{column}"], line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = chained
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
+
+
+_TIMED_PASS = {timed_metric(which): which for which in PASSES}  # "time_forward" -> "forward"
 
 
 ROOFLINE_PAIRS = {"time_forward": "track_net_peak_forward", "time_forward_backward": "track_net_peak_forward_backward"}

@@ -3,7 +3,7 @@
 Runs ``scripts/bench.py`` ``--runs`` times, one after another, each into a results directory of its own (asv keys
 a result by commit and environment, so two runs of one commit cannot share one), then reports, for the CPU cells:
 
-- every ratio to native the site shows, and every forward's ratio to ``copy_`` chained through native
+- every ratio to native the site shows, and every time's ratio to ``copy_`` chained through native
   (``benchmarks.floors``): the paired ratio's max/min across the runs (median, 90th percentile, worst), beside the
   same for the quotient of medians (what the site showed before the paired ratios);
 - calibration: how often one run's 95% interval holds another run's estimate (about 95% if the interval is
@@ -29,7 +29,6 @@ import pandas as pd
 
 from benchmarks.runner import scratch_config
 from benchmarks.trees import ROOT
-from benchmarks.vocabulary import timed_metric
 from reports import analysis
 from reports.results import load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
@@ -37,7 +36,6 @@ from reports.units import METRICS
 from unfold_bench.common_args import add_bench, add_profile
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
-FORWARD = timed_metric("forward")
 
 
 def run_bench(directory: Path, profile: str, bench: str) -> float:
@@ -64,12 +62,12 @@ def run_table(directory: Path, profile: str) -> pd.DataFrame:
     return analysis.select_run(table, newest)
 
 
-X_COPY = "x copy_"  # how a row of a forward's ratio to copy_, chained through native, is named beside the metrics
+X_COPY = "x copy_"  # how a row of a time's ratio to copy_, chained through native, is named beside the metrics
 
 
 def ratios(directory: Path, profile: str) -> pd.DataFrame:
     """The run's CPU cells: per (config, strategy, metric) the paired ratio with its interval and the quotient of
-    medians; a forward's ratio to ``copy_`` chained through native is the metric ``time_forward x copy_``."""
+    medians; a time's ratio to ``copy_`` chained through native is the metric ``<time metric> x copy_``."""
     table = run_table(directory, profile)
     cells = analysis.cell_table(table, "cpu")
     natives = cells[cells.strategy == analysis.REFERENCE_STRATEGY].set_index("config")
@@ -77,16 +75,18 @@ def ratios(directory: Path, profile: str) -> pd.DataFrame:
     copy_medians = copies.set_index("config").value
     rows = []
     for cell in cells.to_dict("records"):
-        if cell.get(f"{FORWARD}:status") == "ok" and cell.get(f"{FORWARD}:x_bound_paired", False):
+        for metric in TIMES:
+            if cell.get(f"{metric}:status") != "ok" or not cell.get(f"{metric}:x_bound_paired", False):
+                continue
             rows.append(
                 {
                     "config": cell["config"],
                     "strategy": cell["strategy"],
-                    "metric": f"{FORWARD} {X_COPY}",
-                    "paired": cell[f"{FORWARD}:x_bound"],
-                    "low": cell[f"{FORWARD}:x_bound_low"],
-                    "high": cell[f"{FORWARD}:x_bound_high"],
-                    "medians": cell[FORWARD] / copy_medians.get(cell["config"], np.nan),
+                    "metric": f"{metric} {X_COPY}",
+                    "paired": cell[f"{metric}:x_bound"],
+                    "low": cell[f"{metric}:x_bound_low"],
+                    "high": cell[f"{metric}:x_bound_high"],
+                    "medians": cell[metric] / copy_medians.get(cell["config"], np.nan),
                 }
             )
         if cell["strategy"] == analysis.REFERENCE_STRATEGY:
@@ -146,11 +146,13 @@ def report(frames: list[pd.DataFrame], run_picks: list[dict], seconds: list[floa
             continue
         quantiles = values.quantile([0.5, 0.9]).tolist()
         lines.append(f"{label:<26} {len(values):>5} {quantiles[0]:>6.3f}x {quantiles[1]:>6.3f}x {values.max():>6.3f}x")
-    for metric in [*TIMES, f"{FORWARD} {X_COPY}"]:
+    for metric, label in [
+        *((m, f"  paired, {METRICS[m].short}") for m in TIMES),
+        *((f"{m} {X_COPY}", f"  chained, {METRICS[m].short} {X_COPY}") for m in TIMES),
+    ]:
         values = spread(both[both.metric == metric], "paired")
         if not values.empty:
             quantiles = values.quantile([0.5, 0.9]).tolist()
-            label = f"  paired, {METRICS[metric].short}" if metric in METRICS else f"  chained, forward {X_COPY}"
             lines.append(
                 f"{label:<26} {len(values):>5} {quantiles[0]:>6.3f}x {quantiles[1]:>6.3f}x {values.max():>6.3f}x"
             )

@@ -209,7 +209,7 @@ def test_a_forward_paired_with_the_fill_floor_through_native_is_judged_by_its_in
         _row("unfold", "time_forward", 0.004, "truly_below"),
         paired("ratios", "track_ratio_forward", 0.2, 0.18, 0.22, "placed_well"),
         paired("ratios", "track_ratio_forward", 0.05, 0.045, 0.055, "truly_below"),
-        paired(FLOORS_SUITE, FLOOR_RATIOS["time_fill"], 6.0, 5.5, 6.5),  # native takes 6 fills
+        paired(FLOORS_SUITE, FLOOR_RATIOS["forward", "time_fill"], 6.0, 5.5, 6.5),  # native takes 6 fills
     ]
     problems = physics_problems(pd.DataFrame(rows))
     assert len(problems) == 1, problems

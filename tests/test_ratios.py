@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy import stats
 
-from benchmarks import floors
+from benchmarks import floors, ratios
 from benchmarks.cells import profile_config
 from benchmarks.profiles import QUICK
 from benchmarks.runner import FLOORS_SUITE, PAIRED_SUITE, plan, scratch_config
@@ -154,12 +154,17 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     # the forward over the floors, chained through native: both factors paired, one sample per process each
     floor_rows = table[table.suite == FLOORS_SUITE].set_index("metric")
     assert (floor_rows.status == "ok").all() and (floor_rows.processes == REPLICATES).all()
-    over_copy = floor_rows.loc[FLOOR_RATIOS["time_copy"], "value"]
+    over_copy = floor_rows.loc[FLOOR_RATIOS["forward", "time_copy"], "value"]
     assert cells.loc["cpp", "time_forward:x_bound_paired"] and cells.loc["native", "time_forward:x_bound_paired"]
     chained = cpp.loc["track_ratio_forward", "value"] * over_copy
     assert cells.loc["cpp", "time_forward:x_bound"] == pytest.approx(chained)
     assert cells.loc["cpp", "time_forward:x_fill_low"] < cells.loc["cpp", "time_forward:x_fill_high"]
-    assert not cells.loc["cpp", "time_forward_backward:x_bound_paired"]  # native's fwd+bwd is not paired with copy_
+    # the forward-backward over copy_, chained the same way through native's forward-backward over copy_'s forward
+    over_copy = floor_rows.loc[FLOOR_RATIOS["forward_backward", "time_copy"], "value"]
+    chained = cpp.loc["track_ratio_forward_backward", "value"] * over_copy
+    assert cells.loc["cpp", "time_forward_backward:x_bound_paired"]
+    assert cells.loc["cpp", "time_forward_backward:x_bound"] == pytest.approx(chained)
+    assert cells.loc["native", "time_forward_backward:x_bound"] == pytest.approx(over_copy)
 
     (result_file,) = (tmp_path / "results").glob("*/*-existing*.json")
     saved = json.loads(result_file.read_text())
@@ -170,6 +175,27 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
         [sys.executable, "-m", "asv", "--config", str(config), "publish"], cwd=ROOT, capture_output=True, text=True
     )
     assert published.returncode == 0, published.stdout + published.stderr
+
+
+@pytest.mark.parametrize("seed", [2, 3])  # even: the first cell is set up first; odd: the second
+def test_a_process_ratio_times_each_side_in_its_own_pass_whichever_is_set_up_first(monkeypatch, seed):
+    """A floor's forward against native's forward-backward: each side keeps its pass when the order flips, and the
+    ratio is always the second cell's time over the first's."""
+    calls = []
+
+    def measure_pair(cells, passes, *args):
+        calls.append((cells, passes))
+        log_ratio = math.log(2.0)  # log(second side's time / first side's), as measured in this order
+        return [{"log_ratios": [log_ratio] * 4}] * QUICK.placements
+
+    monkeypatch.setattr(ratios, "measure_pair", measure_pair)
+    floor, native = "floor cell", "native cell"
+    ratio = ratios.process_ratio((floor, native), ("forward", "forward_backward"), QUICK, seed)
+    ((cells, passes),) = calls
+    if seed % 2:
+        assert cells == (native, floor) and passes == ("forward_backward", "forward") and ratio == pytest.approx(0.5)
+    else:
+        assert cells == (floor, native) and passes == ("forward", "forward_backward") and ratio == pytest.approx(2.0)
 
 
 def test_the_floor_suite_times_native_against_resident_writes_and_skips_where_native_cannot_run():
