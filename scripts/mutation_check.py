@@ -408,7 +408,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "finding-met-with-ten-percent-slack",
-        "reports/findings.py",
+        "reports/findings/verdicts.py",
         "value <= limit * (1 + 1e-9)",
         "value <= limit * 1.1",
         ("tests/test_findings.py",),

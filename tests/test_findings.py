@@ -14,14 +14,15 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
-from reports import findings as module
 from reports.findings import NEW_TENSOR, PHYSICS, ROOFLINE, SOURCES, Finding, findings, format_text, render_html
+from reports.findings.physics import PHYSICS_FLOOR_NOTE
+from reports.findings.sources import ONEHOT_CLAIM, tensor_unfold_findings
 from reports.results import COLUMNS, Catalogue, catalogue_from_records, load_catalogue, load_results
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "report_results"
 MIB = 2**20
 MS = 1e-3
-FORWARD_CLAIM = module.ONEHOT_CLAIM.format(pass_name="forward")
+FORWARD_CLAIM = ONEHOT_CLAIM.format(pass_name="forward")
 DATE = pd.Timestamp(datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc))
 CATALOGUE = load_catalogue(FIXTURE)  # the registry's records, as the bench writes them beside its results
 
@@ -312,7 +313,7 @@ def test_a_forward_below_the_fill_floor_breaks_the_physics_check_and_says_how_to
     finding = _one(findings(tidy(cells, {"allcnnc-conv1": allcnnc_bounds()}), CATALOGUE), PHYSICS, "Every figure")
     assert finding.verdict == "does not hold: 1 figure contradicts the bounds"
     assert "below the write-only fill_ floor" in finding.evidence.problem.iloc[0]
-    assert finding.note == module.PHYSICS_FLOOR_NOTE
+    assert finding.note == PHYSICS_FLOOR_NOTE
 
 
 # --- torch, run by the bench and recorded -------------------------------------------------------------------------
@@ -324,7 +325,7 @@ def test_tensor_unfold_is_a_view_and_f_unfold_new_memory():
     from benchmarks.catalogue import torch_view_records
 
     live = catalogue_from_records([{"record": "written", "torch": torch.__version__}, *torch_view_records()], "here")
-    copies, fresh = module.tensor_unfold_findings(live)
+    copies, fresh = tensor_unfold_findings(live)
     assert copies.claim == "Tensor.unfold copies its input"
     assert copies.verdict.startswith("does not hold: it is a view")
     windows = copies.evidence.iloc[0]
@@ -335,7 +336,7 @@ def test_tensor_unfold_is_a_view_and_f_unfold_new_memory():
 
 
 def test_without_a_recorded_catalogue_the_torch_claims_are_not_measured_and_say_why():
-    for finding in module.tensor_unfold_findings(Catalogue()):
+    for finding in tensor_unfold_findings(Catalogue()):
         assert finding.verdict.startswith("not measured") and "catalogue" in finding.verdict
 
 

@@ -1,0 +1,178 @@
+"""What a finding is, the runs findings judge, and how a figure's verdict against a target is worked out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import pandas as pd
+
+from benchmarks.allocator import regime_of_machine
+from reports.analysis import cell_table, fastest_against_bounds, latest_runs, regime_label, select_run
+from reports.units import format_ratio
+
+SOURCES = "Claims of the source documents"
+ROOFLINE = "The fastest against the roofline and the analytic minimum: All-CNN-C layers, full profile"
+NEW_TENSOR = "The fastest that returns a new tensor, against its floors: All-CNN-C layers, full profile"
+PHYSICS = "Physics checks"
+TOPICS = (SOURCES, ROOFLINE, NEW_TENSOR, PHYSICS)
+ONEHOT = "onehot"  # unfoldNd's strategy
+ALLCNNC_PREFIX = "allcnnc-"
+FULL_PROFILE = "full"
+PASSES = {  # time metric -> (pass name, the net peak of that pass, its analytic minimum)
+    "time_forward": ("forward", "track_net_peak_forward", "track_min_peak_forward"),
+    "time_forward_backward": ("forward-backward", "track_net_peak_forward_backward", "track_min_peak_forward_backward"),
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Finding:
+    """One claim or target and its verdict, with the evidence and where it came from."""
+
+    topic: str  # one of TOPICS: the section of the page
+    claim: str
+    verdict: str  # "holds", "does not hold", "met on k of n" or "not measured", then ": " and the details
+    evidence: pd.DataFrame
+    source: str  # machine, commit, profile, regime and device, or how the verdict was computed
+    note: str = ""  # e.g. where a target is missed, or the verdict when output reuse is allowed
+    run: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # machine, commit, ... device
+
+    @property
+    def outcome(self) -> str:
+        """The verdict's kind: ``holds``, ``does not hold``, ``met`` (on every config), ``partly met``,
+        ``missed`` (on every config) or ``not measured``."""
+        if self.verdict.startswith("met on "):
+            met, measured = self.verdict.removeprefix("met on ").split(":")[0].split(" of ")
+            return "met" if met == measured else "missed" if int(met) == 0 else "partly met"
+        return self.verdict.split(":")[0]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One device of one run: its rows, its cells (``cell_table``) and how findings name it."""
+
+    run: Mapping[str, str]  # RUN_KEYS plus regime and device
+    rows: pd.DataFrame  # the run's rows on this device (unfold and bounds)
+    cells: pd.DataFrame
+
+    @property
+    def source(self) -> str:
+        r = self.run
+        return (
+            f"{r['machine']}, commit {r['commit'][:8]}, {r['profile']} profile, timed: {r['regime']}, "
+            f"{r['device'].upper()}"
+        )
+
+    def bound(self, config: str, metric: str) -> float:
+        """A bound measured in this run (``time_copy``, ``time_fresh_output``, ...); NaN unless ``ok``."""
+        rows = self.rows[(self.rows.suite == "bounds") & (self.rows.config == config) & (self.rows.metric == metric)]
+        ok = rows[rows.status == "ok"]
+        return float(ok.value.iloc[0]) if not ok.empty else math.nan
+
+
+def run_regime(run_rows: pd.DataFrame, machine: str) -> str:
+    label = regime_label(run_rows)
+    return regime_of_machine(machine).label if label == "unrecorded" else label
+
+
+def newest_runs(table: pd.DataFrame) -> list[Run]:
+    """Every device with figures of the newest run of each machine and profile."""
+    if table.empty:
+        return []
+    out = []
+    for run in latest_runs(table).sort_values(["machine", "profile"]).to_dict("records"):
+        run_rows = select_run(table, run)
+        regime = run_regime(run_rows, run["machine"])
+        for device in sorted(set(run_rows.device.dropna())):
+            cells = cell_table(run_rows, device)
+            if cells.empty:
+                continue  # every cell skipped (a device this machine lacks)
+            keys = {key: str(run[key]) for key in ("machine", "env", "profile", "commit")}
+            out.append(
+                Run(
+                    MappingProxyType({**keys, "regime": regime, "device": device}),
+                    run_rows[run_rows.device == device],
+                    cells,
+                )
+            )
+    return out
+
+
+def not_measured(topic: str, claim: str, reason: str, source: str = "", run: Run | None = None) -> Finding:
+    return Finding(
+        topic,
+        claim,
+        f"not measured: {reason}",
+        pd.DataFrame(),
+        run.source if run else source,
+        run=run.run if run else MappingProxyType({}),
+    )
+
+
+def judged(value: float, limit: float, unit: Callable[[float], str] = format_ratio) -> str:
+    """The verdict on a figure that must be at most ``limit``: met, missed by how much, or not measured."""
+    if value is None or pd.isna(value):
+        return "not measured"
+    return "met" if value <= limit * (1 + 1e-9) else f"missed by {unit(value - limit)}"  # 1e-9: float round-off
+
+
+def met_verdict(verdicts: Iterable[str], where: Iterable[str]) -> tuple[str, str]:
+    """The verdict over per-config verdicts ("met on k of n") and a note naming where it is missed."""
+    pairs = list(zip(verdicts, where))
+    measured = [(v, w) for v, w in pairs if v != "not measured"]
+    if not measured:
+        return "not measured: the run has none of the figures or bounds it needs", ""
+    met = sum(v == "met" for v, _ in measured)
+    verdict = f"met on {met} of {len(measured)}"
+    missed = [f"{w} ({v})" for v, w in measured if v != "met"]
+    unmeasured = [w for v, w in pairs if v == "not measured"]
+    note = ("Missed on " + ", ".join(missed) + ".") if missed else ""
+    if unmeasured:
+        note += (" " if note else "") + "Not measured on " + ", ".join(unmeasured) + "."
+    return verdict, note
+
+
+def full_allcnnc_runs(runs: list[Run]) -> list[Run]:
+    return [r for r in runs if r.run["profile"] == FULL_PROFILE and r.cells.config.str.startswith(ALLCNNC_PREFIX).any()]
+
+
+def allcnnc(cells: pd.DataFrame) -> pd.DataFrame:
+    return cells[cells.config.str.startswith(ALLCNNC_PREFIX)]
+
+
+def no_full_run(topic: str, claims: Iterable[str]) -> list[Finding]:
+    reason = "no full-profile run with All-CNN-C layers in the results (make bench-full)"
+    return [not_measured(topic, claim, reason, "the newest run of each machine and profile") for claim in claims]
+
+
+def fastest(cells: pd.DataFrame, set_aside: Mapping[str, str]) -> pd.DataFrame:
+    """``fastest_against_bounds`` indexed by (config, metric)."""
+    return fastest_against_bounds(cells, set_aside).set_index(["config", "metric"])
+
+
+def get(frame: pd.DataFrame, key: tuple, column: str) -> float | str | None:
+    return frame.loc[key, column] if key in frame.index else None
+
+
+# A target judged a second way, in evidence columns suffixed by the label: the phrase that opens its note.
+ALTERNATIVE_VERDICTS = {
+    " (reuse allowed)": "With output reuse allowed",
+    " (4 KiB pages)": "Without huge-page advice (4 KiB pages, against the fresh-output floor)",
+}
+
+
+def target_finding(topic: str, claim: str, run: Run, evidence: pd.DataFrame, why: str = "") -> Finding:
+    """A target's finding from its evidence: ``verdict`` per row (and ``verdict (reuse allowed)`` and the like,
+    ``ALTERNATIVE_VERDICTS``, if there).
+    ``why``: what the evidence's explanatory columns show, added to the note when the target is missed somewhere."""
+    where = [" ".join(str(v) for v in row) for row in evidence[[c for c in ("config", "pass") if c in evidence]].values]
+    verdict, note = met_verdict(evidence["verdict"], where)
+    if why and note.startswith("Missed"):
+        note += f" Why: {why}"
+    for label, phrase in ALTERNATIVE_VERDICTS.items():
+        if f"verdict{label}" in evidence:
+            alternative, _ = met_verdict(evidence[f"verdict{label}"], where)
+            note = (note + " " if note else "") + f"{phrase}: {alternative}."
+    return Finding(topic, claim, verdict, evidence, run.source, note, run.run)
