@@ -120,6 +120,7 @@ SUITES = (
     "unfold",
     "ratios",
     "floors",
+    "direct_floors",
     "bounds",
     "compile_time",
 )  # the asv modules in benchmarks/ that hold profile classes

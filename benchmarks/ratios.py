@@ -46,6 +46,22 @@ def process_ratio(cells: tuple[Cell, Cell], which: str | tuple[str, str], profil
     return math.exp(-log_ratio if flip else log_ratio)
 
 
+def gate_problems(verdicts: dict, cells: list[Cell]) -> dict[bool, str]:
+    """Why ``cells``' figures cannot count, per pass (``backward`` False: the forward, True: the forward-backward),
+    from the correctness gate's ``verdicts``; raises ``WrongResultError`` (in ``setup``: the cell fails) where a
+    cell's forward is wrong or unchecked, since then neither pass counts."""
+    problems: dict[bool, str] = {}
+    for backward in (False, True):
+        for cell in cells:
+            verdict = verdicts.get(cell.key)
+            problem = "not checked" if verdict is None else verdict.problem(backward=backward)
+            if problem is not None:
+                problems.setdefault(backward, f"{'/'.join(cell.key)}: {problem}")
+    if False in problems:
+        raise WrongResultError(problems[False])
+    return problems
+
+
 class _RatioSuite(CellSuite):
     unit = "ratio"
     reference = REFERENCE
@@ -70,16 +86,7 @@ class _RatioSuite(CellSuite):
             reason = cell.skip_reason()
             if reason is not None:
                 raise NotImplementedError(reason if cell.strategy.name == strategy else f"no reference: {reason}")
-        self.problems = {}
-        for backward in (False, True):
-            for cell in cells:
-                verdict = verdicts.get(cell.key)
-                name = "/".join(cell.key)
-                problem = "not checked" if verdict is None else verdict.problem(backward=backward)
-                if problem is not None:
-                    self.problems.setdefault(backward, f"{name}: {problem}")
-            if not backward and False in self.problems:
-                raise WrongResultError(self.problems[False])
+        self.problems = gate_problems(verdicts, cells)
         use_exact_float32(device)
         self.cells = (cells[0], cells[1])
         self.seed = random.SystemRandom().randrange(1 << 30)

@@ -84,7 +84,9 @@ def suite_cells(profile: Profile, suites: tuple[str, ...] = SUITES) -> list[tupl
 
 PAIRED_SUITE = "ratios"  # every strategy over the reference, paired per process
 FLOORS_SUITE = "floors"  # the reference over each write floor, paired per process (benchmarks.floors)
-PAIRED_SUITES = (PAIRED_SUITE, FLOORS_SUITE)  # their cells run in several processes each, an asv run per replicate
+DIRECT_FLOORS_SUITE = "direct_floors"  # a strategy over each floor where the reference cannot run
+# their cells run in several processes each, an asv run per replicate
+PAIRED_SUITES = (PAIRED_SUITE, FLOORS_SUITE, DIRECT_FLOORS_SUITE)
 PAIRED_REFERENCE = "native"  # the strategy the paired suite measures every other against
 
 

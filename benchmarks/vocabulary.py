@@ -16,6 +16,13 @@ FLOOR_RATIOS: dict[tuple[str, str], str] = {
     ("forward", "time_fill"): "track_ratio_native_over_fill",
     ("forward_backward", "time_copy"): "track_ratio_native_forward_backward_over_copy",
 }
+# The same (pass, write floor) -> the metric of the suite ``direct_floors`` that holds a strategy's time for that pass
+# over the floor's, paired per process, on a config the reference cannot run (``benchmarks.direct_floors``)
+DIRECT_FLOOR_RATIOS: dict[tuple[str, str], str] = {
+    ("forward", "time_copy"): "track_ratio_forward_over_copy",
+    ("forward", "time_fill"): "track_ratio_forward_over_fill",
+    ("forward_backward", "time_copy"): "track_ratio_forward_backward_over_copy",
+}
 
 
 def timed_metric(which: str) -> str:

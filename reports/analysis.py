@@ -32,9 +32,9 @@ import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
-from benchmarks.runner import FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE
+from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
-from benchmarks.vocabulary import FLOOR_RATIOS, PASSES, timed_metric
+from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS, PASSES, timed_metric
 from reports.results import chained_ratio
 from reports.units import METRICS, RATIO_METRICS
 
@@ -116,8 +116,9 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     A time's ``m:x_bound`` (over ``copy_``) and the forward's ``m:x_fill`` (over ``fill_``) are chained through
     native where the run measured both factors paired (``m:x_bound_paired``; ``benchmarks.floors``): the paired
     ratio to native times native's paired ratio to the floor, with the product's interval
-    (``m:x_bound_low``/``m:x_bound_high``, ``m:x_fill_low``/``m:x_fill_high``); otherwise ``m:x_bound`` is the
-    quotient of the two medians.
+    (``m:x_bound_low``/``m:x_bound_high``, ``m:x_fill_low``/``m:x_fill_high``); on a config native cannot run,
+    they are the strategy's own paired ratios to the floors (``benchmarks.direct_floors``); otherwise ``m:x_bound``
+    is the quotient of the two medians.
     """
     rows = run_table[run_table.device == device]
     bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
@@ -127,6 +128,8 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     natives = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])["value"]
     paired = rows[(rows.suite == PAIRED_SUITE) & (rows.status == "ok")].set_index(["config", "strategy", "metric"])
     floors = rows[(rows.suite == FLOORS_SUITE) & (rows.status == "ok")].set_index(["config", "metric"])
+    direct = rows[(rows.suite == DIRECT_FLOORS_SUITE) & (rows.status == "ok")]
+    direct = direct.set_index(["config", "strategy", "metric"])
     out = []
     for (config, strategy), cell in cells.groupby(["config", "strategy"], sort=False):
         by_metric = cell.set_index("metric")
@@ -164,6 +167,8 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:x_bound_paired"] = False
             if figure.paired is not None:
                 _chain_floors(line, metric, config, floors, paired, is_reference=strategy == REFERENCE_STRATEGY)
+                if ok:
+                    _direct_floors(line, metric, config, direct)
         out.append(line)
     return pd.DataFrame(out)
 
@@ -190,6 +195,22 @@ def _chain_floors(
         measured = (float(floor.value), floor.low, floor.high, floor.processes)
         chained = measured[:3] if to_native is None else chained_ratio(to_native, measured)
         line[f"{metric}:{column}"], line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = chained
+        line[f"{metric}:x_bound_paired"] |= column == "x_bound"
+
+
+def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame) -> None:
+    """Fill ``line``'s time ``metric``'s ``x_bound`` and ``x_fill`` from the strategy's own paired ratios to the
+    floors (``benchmarks.direct_floors``: a config the reference cannot run), where the run measured them and
+    nothing was chained."""
+    if line[f"{metric}:x_bound_paired"]:
+        return
+    for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):
+        key = (config, line["strategy"], DIRECT_FLOOR_RATIOS.get((_TIMED_PASS[metric], bound)))
+        if key[2] is None or key not in direct.index:
+            continue
+        measured = direct.loc[key]
+        line[f"{metric}:{column}"] = float(measured.value)
+        line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = measured.low, measured.high
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
 
 
@@ -354,22 +375,24 @@ TIE_TEXT = (
 def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per row of one config's ``rows`` (``ok`` in ``metric``): its time over the fastest row's (``relative``) with
     an interval (``low``, ``high``). Where every row has a paired ratio to the reference (``m:x_native_paired``)
-    these come from the paired ratios and their intervals across processes; otherwise (a config the reference
-    does not run, an older run) from the medians, with asv's interval of each median (NaN where it has none, and
+    these come from the paired ratios and their intervals across processes; where the reference does not run and
+    every row has a paired ratio to ``copy_`` (``m:x_bound_paired``: ``benchmarks.direct_floors``), from those;
+    otherwise (an older run) from the medians, with asv's interval of each median (NaN where it has none, and
     a lower end at or below zero, which asv's normal approximation gives a few wide samples, NaN too: a time has
     no such bound, and a geometric mean of the ends cannot take it)."""
-    paired_column = f"{metric}:x_native_paired"
-    if paired_column in rows and rows[paired_column].fillna(False).astype(bool).all():
-        ratio = rows[f"{metric}:x_native"].astype(float)
-        fastest = ratio.min()
-        return pd.DataFrame(
-            {
-                "relative": ratio / fastest,
-                "low": rows[f"{metric}:x_native_low"].astype(float) / fastest,
-                "high": rows[f"{metric}:x_native_high"].astype(float) / fastest,
-            },
-            index=rows.index,
-        )
+    for yardstick in ("x_native", "x_bound"):
+        paired_column = f"{metric}:{yardstick}_paired"
+        if paired_column in rows and rows[paired_column].fillna(False).astype(bool).all():
+            ratio = rows[f"{metric}:{yardstick}"].astype(float)
+            fastest = ratio.min()
+            return pd.DataFrame(
+                {
+                    "relative": ratio / fastest,
+                    "low": rows[f"{metric}:{yardstick}_low"].astype(float) / fastest,
+                    "high": rows[f"{metric}:{yardstick}_high"].astype(float) / fastest,
+                },
+                index=rows.index,
+            )
     time = rows[metric].astype(float)
     ends = [rows[f"{metric}:{end}"].astype(float) if f"{metric}:{end}" in rows else math.nan for end in ("low", "high")]
     if isinstance(ends[0], pd.Series):

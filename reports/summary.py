@@ -105,7 +105,8 @@ UNPAIRED_FLOOR = "below the write-only fill_ floor"  # how a forward below a flo
 
 
 def _chained_fill(table: pd.DataFrame, devices) -> dict[tuple[str, str, str], tuple[float, float, float]]:
-    """(device, config, strategy) -> the forward's ratio to ``fill_`` chained through native, and its interval."""
+    """(device, config, strategy) -> the forward's ratio to ``fill_`` paired inside processes (chained through
+    native, or direct where native cannot run), and its interval."""
     found = {}
     for device in devices:
         cells = cell_table(table, device)
@@ -121,7 +122,7 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
     """Figures that contradict the bounds measured in the same run (each means a measurement is wrong).
 
     A forward faster than the ``fill_`` floor counts only beyond the run's own noise. Where the run measured the
-    forward's ratio to ``fill_`` chained through native, paired inside processes (``analysis.cell_table``'s
+    forward's ratio to ``fill_`` paired inside processes, chained through native or direct (``analysis.cell_table``'s
     ``x_fill``, with its interval across processes), it counts when the whole interval lies below 1. Otherwise the
     forward and the floor come from different processes: when both have asv's interquartile range, the forward's
     upper quartile must lie below the floor's lower quartile (a forward that writes as fast as ``fill_`` has
@@ -144,8 +145,8 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
                 if high < 1:
                     problems.append(
                         f"{row.strategy} forward on {row.config} ({row.device}) took "
-                        f"{format_ratio_interval(ratio, low, high)} the write-only fill_ floor's time, both paired "
-                        "with native inside processes: the whole interval is below 1"
+                        f"{format_ratio_interval(ratio, low, high)} the write-only fill_ floor's time, paired "
+                        "inside processes: the whole interval is below 1"
                     )
                 continue
             if key not in bounds.index:

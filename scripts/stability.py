@@ -3,9 +3,10 @@
 Runs ``scripts/bench.py`` ``--runs`` times, one after another, each into a results directory of its own (asv keys
 a result by commit and environment, so two runs of one commit cannot share one), then reports, for the CPU cells:
 
-- every ratio to native the site shows, and every time's ratio to ``copy_`` chained through native
-  (``benchmarks.floors``): the paired ratio's max/min across the runs (median, 90th percentile, worst), beside the
-  same for the quotient of medians (what the site showed before the paired ratios);
+- every ratio to native the site shows, and every time's paired ratio to ``copy_`` (chained through native,
+  ``benchmarks.floors``, or direct where native cannot run, ``benchmarks.direct_floors``): the paired ratio's
+  max/min across the runs (median, 90th percentile, worst), beside the same for the quotient of medians (what
+  the site showed before the paired ratios);
 - calibration: how often one run's 95% interval holds another run's estimate (about 95% if the interval is
   honest about the run-to-run spread);
 - the which-to-ship picks of every run, and whether they agree or every disagreement is a declared tie;
@@ -62,12 +63,12 @@ def run_table(directory: Path, profile: str) -> pd.DataFrame:
     return analysis.select_run(table, newest)
 
 
-X_COPY = "x copy_"  # how a row of a time's ratio to copy_, chained through native, is named beside the metrics
+X_COPY = "x copy_"  # how a row of a time's paired ratio to copy_ is named beside the metrics
 
 
 def ratios(directory: Path, profile: str) -> pd.DataFrame:
     """The run's CPU cells: per (config, strategy, metric) the paired ratio with its interval and the quotient of
-    medians; a time's ratio to ``copy_`` chained through native is the metric ``<time metric> x copy_``."""
+    medians; a time's paired ratio to ``copy_`` is the metric ``<time metric> x copy_``."""
     table = run_table(directory, profile)
     cells = analysis.cell_table(table, "cpu")
     natives = cells[cells.strategy == analysis.REFERENCE_STRATEGY].set_index("config")
@@ -134,7 +135,7 @@ def report(frames: list[pd.DataFrame], run_picks: list[dict], seconds: list[floa
         + f": {len(frames)} runs of one commit, one after another, CPU cells",
         "run wall times: " + ", ".join(f"{s / 60:.1f} min" for s in seconds),
         "",
-        "max/min across runs of each ratio the site shows, to native and (forward) to copy_ chained through native",
+        "max/min across runs of each ratio the site shows: to native, and to copy_ (paired through native or directly)",
         "(cells with a paired ratio in every run):",
         f"{'':<26} {'cells':>5} {'median':>7} {'p90':>7} {'worst':>7}",
     ]
@@ -148,7 +149,7 @@ def report(frames: list[pd.DataFrame], run_picks: list[dict], seconds: list[floa
         lines.append(f"{label:<26} {len(values):>5} {quantiles[0]:>6.3f}x {quantiles[1]:>6.3f}x {values.max():>6.3f}x")
     for metric, label in [
         *((m, f"  paired, {METRICS[m].short}") for m in TIMES),
-        *((f"{m} {X_COPY}", f"  chained, {METRICS[m].short} {X_COPY}") for m in TIMES),
+        *((f"{m} {X_COPY}", f"  paired, {METRICS[m].short} {X_COPY}") for m in TIMES),
     ]:
         values = spread(both[both.metric == metric], "paired")
         if not values.empty:

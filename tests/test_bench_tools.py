@@ -17,11 +17,11 @@ from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.cells import Cell
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
 from benchmarks.profiles import QUICK
-from benchmarks.runner import FLOORS_SUITE
+from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE
 from benchmarks.trees import ROOT
-from benchmarks.vocabulary import DEVICES, FLOOR_RATIOS
+from benchmarks.vocabulary import DEVICES, DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from impls import STRATEGIES
-from reports.analysis import cell_table
+from reports.analysis import cell_table, relative_times
 from reports.results import chained_ratio, process_interval
 from reports.summary import physics_problems, summary_tables
 from reports.units import MIB
@@ -214,11 +214,44 @@ def test_a_forward_paired_with_the_fill_floor_through_native_is_judged_by_its_in
     problems = physics_problems(pd.DataFrame(rows))
     assert len(problems) == 1, problems
     assert problems[0].startswith("truly_below forward on c (cpu) took 0.30x [0.27, 0.33] the write-only fill_")
-    assert "paired with native inside processes" in problems[0]
+    assert "paired inside processes" in problems[0]
     cells = cell_table(pd.DataFrame(rows), "cpu").set_index("strategy")
     assert cells.loc["placed_well", "time_forward:x_fill"] == pytest.approx(1.2)
     assert cells.loc["native", "time_forward:x_fill_low"] == 5.5  # native's own: the floor ratio as measured
     assert not cells.loc["native", "time_forward:x_bound_paired"]  # no paired copy_ floor in this run
+
+
+def test_where_native_cannot_run_the_floors_and_the_picks_come_from_each_strategys_own_paired_ratios():
+    """A 3-d config: no ratio to native, so x copy_, the fill_ check and the ranking come from the suite
+    direct_floors (each strategy against the floors inside processes), with their intervals."""
+
+    def direct(metric: str, value: float, low: float, high: float, strategy: str) -> dict:
+        return {**_row(DIRECT_FLOORS_SUITE, metric, value, strategy), "low": low, "high": high, "processes": 4}
+
+    over_copy, over_fill = DIRECT_FLOOR_RATIOS["forward", "time_copy"], DIRECT_FLOOR_RATIOS["forward", "time_fill"]
+    rows = [
+        _row("bounds", "time_fill", 0.010),
+        _row("bounds", "time_copy", 0.020),
+        _row("bounds", "track_min_peak_forward", 2 * MIB),
+        _row("unfold", "time_forward", 0.008, "placed_well"),  # below the floor's median from other processes
+        _row("unfold", "time_forward", 0.008, "truly_below"),
+        _row("unfold", "time_forward", 0.030, "slow"),
+        direct(over_copy, 0.9, 0.8, 1.0, "placed_well"),
+        direct(over_fill, 1.5, 1.3, 1.7, "placed_well"),
+        direct(over_copy, 0.4, 0.35, 0.45, "truly_below"),
+        direct(over_fill, 0.6, 0.55, 0.65, "truly_below"),
+        direct(over_copy, 0.95, 0.7, 1.3, "slow"),
+    ]
+    table = pd.DataFrame(rows)
+    problems = physics_problems(table)
+    assert len(problems) == 1 and problems[0].startswith("truly_below forward on c (cpu) took 0.60x [0.55, 0.65]")
+    cells = cell_table(table, "cpu").set_index("strategy")
+    assert cells["time_forward:x_bound_paired"].all() and not cells["time_forward:x_native_paired"].any()
+    assert cells.loc["placed_well", "time_forward:x_bound"] == 0.9  # not 0.008 / 0.020 from other processes
+    assert (cells.loc["slow", "time_forward:x_bound_low"], cells.loc["slow", "time_forward:x_bound_high"]) == (0.7, 1.3)
+    relative = relative_times(cells.reset_index(), "time_forward").set_index(cells.index)
+    assert relative.loc["slow", "relative"] == pytest.approx(0.95 / 0.4)  # not the medians' 0.030 / 0.008
+    assert relative.loc["placed_well", "low"] == pytest.approx(0.8 / 0.4)
 
 
 def test_a_chained_ratio_multiplies_and_its_interval_adds_the_factors_spreads():

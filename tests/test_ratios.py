@@ -13,12 +13,12 @@ import pytest
 import torch
 from scipy import stats
 
-from benchmarks import floors, ratios
-from benchmarks.cells import profile_config
+from benchmarks import direct_floors, floors, ratios
+from benchmarks.cells import Cell, WrongResultError, gate, profile_config
 from benchmarks.profiles import QUICK
-from benchmarks.runner import FLOORS_SUITE, PAIRED_SUITE, plan, scratch_config
+from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_SUITE, plan, scratch_config
 from benchmarks.trees import ROOT
-from benchmarks.vocabulary import FLOOR_RATIOS
+from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from reports import analysis
 from reports.results import load_results, process_interval
 
@@ -130,13 +130,21 @@ REPLICATES = 2  # fewer than the profile's: the test needs two samples appended,
 @pytest.mark.slow
 def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publishes_it(tmp_path):
     config = scratch_config(tmp_path, ROOT)
-    selection = r"'(native|cpp)', 'example', 'cpu'|floors\..*'example', 'cpu'"
+    # cpp and native on a 2-d config, the floors there, and cpp over the floors on a 3-d one (native cannot run it)
+    selection = r"'(native|cpp)', 'example', 'cpu'|(?<!direct_)floors\..*'example', 'cpu'"
+    selection += r"|direct_floors\..*'cpp', 'vol3d-conv', 'cpu'"
     command = [sys.executable, "-m", "unfold_bench.cli", "bench", "--config", str(config), "--bench", selection]
     command += ["--ratio-processes", str(REPLICATES)]
     ran = subprocess.run([*command, "--summaries", str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     table = load_results(tmp_path / "results")
+    direct = table[(table.suite == DIRECT_FLOORS_SUITE) & (table.config == "vol3d-conv") & (table.device == "cpu")]
+    direct = direct[direct.strategy == "cpp"].set_index("metric")
+    assert set(direct.index) == set(DIRECT_FLOOR_RATIOS.values()) and (direct.status == "ok").all()
+    assert (direct.processes == REPLICATES).all()
+    assert ((direct.low <= direct.value) & (direct.value <= direct.high)).all()
     table = table[(table.config == "example") & (table.device == "cpu")]  # asv lists the unselected cells too
+    assert table[table.suite == DIRECT_FLOORS_SUITE].empty  # native runs example: its floors are chained through it
     paired = table[table.suite == PAIRED_SUITE].set_index(["strategy", "metric"])
     cpp = paired.loc["cpp"]
     assert set(cpp.index) == {"track_ratio_forward", "track_ratio_forward_backward"}
@@ -210,6 +218,23 @@ def test_the_floor_suite_times_native_against_resident_writes_and_skips_where_na
     if not torch.cuda.is_available():
         with pytest.raises(NotImplementedError, match="no CUDA device"):
             suite.setup("example", "cuda")
+
+
+def test_the_direct_floor_suite_pairs_a_strategy_with_the_floors_only_where_the_reference_cannot_run():
+    suite = direct_floors.Quick()
+    assert {name for name in dir(suite) if name.startswith("track_")} == set(DIRECT_FLOOR_RATIOS.values())
+    assert suite.params[1] == [c.name for c in QUICK.configs() if c.spatial_dims == 3]  # native: 1-d and 2-d
+    verdicts = gate([Cell.from_names("as_strided", "vol3d-conv", "cpu", QUICK)])
+    suite.setup(verdicts, "as_strided", "vol3d-conv", "cpu")
+    for metric in DIRECT_FLOOR_RATIOS.values():
+        measured = getattr(suite, metric)(verdicts, "as_strided", "vol3d-conv", "cpu")
+        assert measured["number"] == 1 and len(measured["samples"]) == 1 and measured["samples"][0] > 0
+    with pytest.raises(NotImplementedError, match="native runs example: over the floors through it"):
+        suite.setup(verdicts, "as_strided", "example", "cpu")
+    with pytest.raises(NotImplementedError, match="strategy 'native' supports spatial dims"):
+        suite.setup(verdicts, "native", "vol3d-conv", "cpu")
+    with pytest.raises(WrongResultError, match="gather/vol3d-conv/cpu: not checked"):
+        suite.setup(verdicts, "gather", "vol3d-conv", "cpu")
 
 
 def test_a_floor_writes_one_resident_output_sized_tensor():
