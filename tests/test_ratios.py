@@ -231,8 +231,7 @@ def test_the_direct_floor_suite_pairs_a_strategy_with_the_floors_only_where_the_
         assert measured["number"] == 1 and len(measured["samples"]) == 1 and measured["samples"][0] > 0
     with pytest.raises(NotImplementedError, match="native runs example: over the floors through it"):
         suite.setup(verdicts, "as_strided", "example", "cpu")
-    with pytest.raises(NotImplementedError, match="strategy 'native' supports spatial dims"):
-        suite.setup(verdicts, "native", "vol3d-conv", "cpu")
+    assert "native" not in suite.params[0]  # it could never run here
     with pytest.raises(WrongResultError, match="gather/vol3d-conv/cpu: not checked"):
         suite.setup(verdicts, "gather", "vol3d-conv", "cpu")
 
