@@ -11,8 +11,9 @@ Pure pandas, no plotting, so the tests can check every claim the site makes:
   never become numbers.
 - ``recommend``: the stated rule (``Rule``) applied per config and per device.
 - ``pareto_front``: the strategies no other beats on both time and memory.
-- ``fastest_against_bounds``: per config, the fastest strategy's time over the roofline and its net peak
-  over the analytic minimum; ``floors_against_copy``: the fill and fresh-output floors over the roofline;
+- ``fastest``: one config's fastest strategy, ranked by the paired ratios, and those tied with it;
+  ``fastest_against_bounds``: per config, the fastest strategy's time over the roofline and its net peak over the
+  analytic minimum; ``floors_against_copy``: the fill and fresh-output floors over the roofline;
   ``with_bandwidth``: the fastest's achieved bandwidth beside ``copy_``'s measured one.
 - ``steps``: asv's own step detection (``asv.step_detect``) on each series across commits. The site calls
   what it finds steps; a "regression" is only ever the CI gate's verdict (``reports.compare``).
@@ -221,10 +222,12 @@ ROOFLINE_PAIRS = {"time_forward": "track_net_peak_forward", "time_forward_backwa
 
 
 def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType({})) -> pd.DataFrame:
-    """Per config and time metric of ``cell_table``: the fastest ``ok`` strategy, its time over the ``copy_``
-    roofline and its net peak over the analytic minimum (how close the suite's best comes to the hardware).
-    ``set_aside`` strategies (name -> why) are never the fastest, as in ``recommend``."""
-    columns = ["config", "metric", "strategy", "time", "x_copy", "peak", "peak_x_minimum"]
+    """Per config and time metric of ``cell_table``: the fastest ``ok`` strategy (``fastest``: ranked by the paired
+    ratios, with the strategies ``tied`` with it), its time over the ``copy_`` roofline with that ratio's interval,
+    and its net peak over the analytic minimum (how close the suite's best comes to the hardware). ``set_aside``
+    strategies (name -> why) are never the fastest, as in ``recommend``."""
+    columns = ["config", "metric", "strategy", "tied", "time", "x_copy", "x_copy_low", "x_copy_high", "peak"]
+    columns.append("peak_x_minimum")
     if cells.empty:
         return pd.DataFrame(columns=columns)
     out = []
@@ -233,14 +236,17 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
             ok = rows[(rows[f"{time_metric}:status"] == "ok") & ~rows.strategy.isin(list(set_aside))]
             if ok.empty:
                 continue
-            best = ok.loc[ok[time_metric].idxmin()]
+            best, tied = fastest(ok, time_metric)
             out.append(
                 {
                     "config": config,
                     "metric": time_metric,
                     "strategy": best.strategy,
+                    "tied": tied,
                     "time": best[time_metric],
                     "x_copy": best[f"{time_metric}:x_bound"],
+                    "x_copy_low": best.get(f"{time_metric}:x_bound_low", math.nan),
+                    "x_copy_high": best.get(f"{time_metric}:x_bound_high", math.nan),
                     "peak": best.get(memory_metric, math.nan),
                     "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan),
                 }
@@ -401,6 +407,16 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     return pd.DataFrame(
         {"relative": time / fastest, "low": ends[0] / fastest, "high": ends[1] / fastest}, index=rows.index
     )
+
+
+def fastest(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, list[str]]:
+    """The fastest of one config's ``rows`` (each ``ok`` in ``metric``) as ``relative_times`` ranks them (by the
+    paired ratios where every row has one, not by medians from different processes), and the other strategies
+    statistically tied with it (``tied_with_leader``), by name."""
+    times = relative_times(rows, metric)
+    leader = times.relative.idxmin()
+    tied = tied_with_leader(times.relative, times.low, times.high)
+    return rows.loc[leader], sorted(rows.loc[i, "strategy"] for i in tied if i != leader)
 
 
 def tied_with_leader(relative: pd.Series, low: pd.Series, high: pd.Series) -> list:

@@ -27,6 +27,7 @@ from reports.analysis import (
     RUN_KEYS,
     TIE_TEXT,
     cell_table,
+    fastest,
     fastest_against_bounds,
     floors_against_copy,
     other_regime_picks,
@@ -177,16 +178,21 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str])
     ok = ok[~ok.strategy.isin(list(aside))]
     if ok.empty:
         return "-"
-    best = ok.loc[ok[metric].idxmin()]
     unit = METRICS[metric].unit
+    best, tied = fastest(ok, metric) if unit is SECONDS else (ok.loc[ok[metric].idxmin()], [])
     shown = _x_native(best, metric) if ratio == "x_native" else _x_bound(best, metric)
-    return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({shown})"
+    if shown == "-" and ratio == "x_native" and best.get(f"{metric}:x_bound_paired", False):
+        shown = f"{_x_bound(best, metric)} x copy_"  # the reference does not run this config
+    tie = f"; tie: {', '.join(tied)}" if tied else ""
+    return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({shown}{tie})"
 
 
 def compact_table(table: pd.DataFrame, device: str, aside: Mapping[str, str]) -> pd.DataFrame:
     """One line per config of one run on ``device``: the fastest forward (its ratio to copy_), the fastest
-    forward-backward (its ratio to native) and the lowest forward-backward net peak (its ratio to the analytic
-    minimum), among the strategies that can be shipped (``aside`` left out: ``reports.set_aside``)."""
+    forward-backward (its ratio to native, or to copy_ where native does not run) and the lowest forward-backward
+    net peak (its ratio to the analytic minimum), among the strategies that can be shipped (``aside`` left out:
+    ``reports.set_aside``). The fastest is ranked by the paired ratios (``analysis.fastest``), and the strategies
+    statistically tied with it are named."""
     cells = cell_table(table, device)
     lines = [
         {
@@ -328,7 +334,11 @@ def _print_run(
                 "config": best.config,
                 "metric": best.metric,
                 "fastest": best.strategy,
-                "xcopy": best.x_copy.map("{:.2f}".format),
+                "tied": best.tied.map(lambda names: ", ".join(names) or "-"),
+                "xcopy": [
+                    format_ratio_interval(*ends, suffix="")
+                    for ends in zip(best.x_copy, best.x_copy_low, best.x_copy_high)
+                ],
                 "fresh-output floor xcopy": floor.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}"),
                 "its net peak xmin": best.peak_x_minimum.map("{:.2f}".format),
                 "GB/s": best.gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
@@ -339,7 +349,8 @@ def _print_run(
         print(
             f"\nFastest per config against the bounds [{device}] (a new output written on first touch cannot beat"
             " the fresh-output floor; GB/s: the least bytes an unfold moves, input read and output written,"
-            " twice that with the backward, over its time; copy_ GB/s: copy_'s bytes over its time in the same run):"
+            " twice that with the backward, over its time; copy_ GB/s: copy_'s bytes over its time in the same run;"
+            " fastest: ranked by the paired ratios, tied: the others whose intervals overlap its own):"
         )
         print(shown.to_string(index=False))
         for name, why in aside.items():

@@ -21,9 +21,9 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DEVICES, DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from impls import STRATEGIES
-from reports.analysis import cell_table, relative_times
+from reports.analysis import cell_table, fastest_against_bounds, relative_times
 from reports.results import chained_ratio, process_interval
-from reports.summary import physics_problems, summary_tables
+from reports.summary import compact_table, physics_problems, summary_tables
 from reports.units import MIB
 from tests.helpers import RUN_REGRESS_MAIN
 
@@ -252,6 +252,35 @@ def test_where_native_cannot_run_the_floors_and_the_picks_come_from_each_strateg
     relative = relative_times(cells.reset_index(), "time_forward").set_index(cells.index)
     assert relative.loc["slow", "relative"] == pytest.approx(0.95 / 0.4)  # not the medians' 0.030 / 0.008
     assert relative.loc["placed_well", "low"] == pytest.approx(0.8 / 0.4)
+
+
+def test_the_fastest_is_ranked_by_the_paired_ratios_and_names_those_tied_with_it():
+    """The fastest per config in the summary and against the roofline: the least paired ratio to native, not the
+    least median (one process placed luckily), with the strategies whose intervals overlap it named as tied."""
+
+    def paired(metric: str, value: float, low: float, high: float, strategy: str | None = None) -> dict:
+        suite = FLOORS_SUITE if strategy is None else "ratios"
+        return {**_row(suite, metric, value, strategy), "low": low, "high": high, "processes": 4}
+
+    rows = [
+        _row("bounds", "time_copy", 0.010),
+        _row("unfold", "time_forward", 0.040, "native"),
+        _row("unfold", "time_forward", 0.005, "lucky"),  # its median's process was placed well
+        _row("unfold", "time_forward", 0.008, "steady"),
+        _row("unfold", "time_forward", 0.009, "close"),
+        paired("track_ratio_forward", 0.5, 0.45, 0.55, "lucky"),
+        paired("track_ratio_forward", 0.2, 0.18, 0.22, "steady"),
+        paired("track_ratio_forward", 0.21, 0.19, 0.24, "close"),
+        paired(FLOOR_RATIOS["forward", "time_copy"], 4.0, 4.0, 4.0),
+    ]
+    table = pd.DataFrame(rows)
+    best = fastest_against_bounds(cell_table(table, "cpu")).set_index("metric").loc["time_forward"]
+    assert (best.strategy, best.tied) == ("steady", ["close"])
+    assert best.x_copy == pytest.approx(0.8) and best.x_copy_low < 0.8 < best.x_copy_high  # chained through native
+    line = compact_table(table, "cpu", {}).iloc[0]["fastest forward (x copy_)"]
+    assert line.startswith("steady 8 ms (0.80 [") and line.endswith("]; tie: close)"), line
+    no_tie = compact_table(table[table.strategy != "close"], "cpu", {}).iloc[0]["fastest forward (x copy_)"]
+    assert "tie" not in no_tie
 
 
 def test_a_chained_ratio_multiplies_and_its_interval_adds_the_factors_spreads():
