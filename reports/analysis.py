@@ -7,8 +7,8 @@ Pure pandas, no plotting, so the tests can check every claim the site makes:
 - ``cell_table``: for one run and device, one row per config x strategy with the four figures (forward and
   forward-backward time and net peak memory), their status, and their ratios to ``native`` and to the bound
   (time: the ``copy_`` roofline; memory: the analytic minimum) measured in the same run.
-- ``winners``: the best ``ok`` figure of each config and metric. Skipped and failed cells never win and
-  never become numbers.
+- ``winners``: the best ``ok`` figure of each config and metric (a time's ranked by the paired ratios, with those
+  tied with it). Skipped and failed cells never win and never become numbers.
 - ``recommend``: the stated rule (``Rule``) applied per config and per device.
 - ``pareto_front``: the strategies no other beats on both time and memory.
 - ``fastest``: one config's fastest strategy, ranked by the paired ratios, and those tied with it;
@@ -37,7 +37,7 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENC
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
 from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS, PASSES, timed_metric
 from reports.results import chained_ratio
-from reports.units import METRICS, RATIO_METRICS
+from reports.units import METRICS, RATIO_METRICS, SECONDS
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
 # the four figures of a cell as (label, unit shown, scale from seconds/bytes, bound metric), for code that
@@ -301,14 +301,22 @@ def _ratio(value: float, reference: float | None) -> float:
 
 
 def winners(cells: pd.DataFrame) -> pd.DataFrame:
-    """The best (lowest) ``ok`` figure per config and metric: columns config, metric, strategy, value; every
-    strategy that ties for the best gets a row."""
+    """The best ``ok`` figure per config and metric: columns config, metric, strategy, value. A time's best is
+    ``fastest``'s, ranked by the paired ratios, and every strategy statistically tied with it gets a row too; a net
+    peak's is the lowest, and every strategy equal to it gets a row."""
     out = []
     for config, rows in cells.groupby("config", sort=False):
         for metric in METRICS:
             ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
-            for best in ok[ok[metric] == ok[metric].min()].itertuples():
-                out.append({"config": config, "metric": metric, "strategy": best.strategy, "value": ok[metric].min()})
+            if ok.empty:
+                continue
+            if METRICS[metric].unit is SECONDS:
+                leader, tied = fastest(ok, metric)
+                best = ok[ok.strategy.isin([leader.strategy, *tied])]
+            else:
+                best = ok[ok[metric] == ok[metric].min()]
+            for strategy, value in zip(best.strategy, best[metric]):
+                out.append({"config": config, "metric": metric, "strategy": strategy, "value": value})
     return pd.DataFrame(out, columns=["config", "metric", "strategy", "value"])
 
 

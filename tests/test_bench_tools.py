@@ -21,7 +21,7 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DEVICES, DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from impls import STRATEGIES
-from reports.analysis import cell_table, fastest_against_bounds, relative_times
+from reports.analysis import cell_table, fastest_against_bounds, relative_times, winners
 from reports.results import chained_ratio, process_interval
 from reports.summary import compact_table, physics_problems, summary_tables
 from reports.units import MIB
@@ -281,6 +281,8 @@ def test_the_fastest_is_ranked_by_the_paired_ratios_and_names_those_tied_with_it
     assert line.startswith("steady 8 ms (0.80 [") and line.endswith("]; tie: close)"), line
     no_tie = compact_table(table[table.strategy != "close"], "cpu", {}).iloc[0]["fastest forward (x copy_)"]
     assert "tie" not in no_tie
+    site_bold = winners(cell_table(table, "cpu")).set_index("metric").loc["time_forward", "strategy"]
+    assert sorted(site_bold) == ["close", "steady"]
 
 
 def test_a_chained_ratio_multiplies_and_its_interval_adds_the_factors_spreads():
