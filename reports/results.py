@@ -118,6 +118,20 @@ def unroll_result(result: Results, names: Iterable[str] | None = None) -> Iterat
             yield ResultCell(name, params_shown, value, stat, sample, status_of(value))
 
 
+def ratio_samples(results_dir: str | Path, prefix: str) -> dict[str, list[float]]:
+    """The per-process samples of every ``ok`` paired-ratio cell under ``results_dir`` whose benchmark starts with
+    ``prefix`` (e.g. ``ratios.Quick.``), keyed ``strategy:config:call`` (``track_ratio_forward`` -> ``forward``)."""
+    out: dict[str, list[float]] = {}
+    for result in iter_results(str(results_dir)):
+        names = [name for name in result.get_all_result_keys() if name.startswith(prefix)]
+        for cell in unroll_result(result, names):
+            if cell.ok and cell.samples:
+                strategy, config, _ = cell.params
+                call = cell.benchmark.rsplit(".", 1)[1].removeprefix("track_ratio_")
+                out.setdefault(f"{strategy}:{config}:{call}", []).extend(cell.samples)
+    return out
+
+
 def timing_regime(machine_params: dict) -> str:
     """The timing regime a result was taken in (``benchmarks.allocator``): recorded since the regimes exist;
     before, every process that pinned glibc's mmap threshold timed in the fresh-pages regime."""

@@ -1,16 +1,22 @@
 """Do the harness's times agree with an independent timer? The entry point of `make agreement`.
 
-A few cells are timed twice in one run, in the same timing regime and with the same number of threads: by the
-asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``), and by
-``torch.utils.benchmark.Timer.blocked_autorange`` in as many processes per round as the harness gives each cell,
-each calling every strategy directly in an order of its own (inputs made with the same seeds; for a strategy
-that compiles, one untimed call first). It prints both
-medians per cell and round, then per cell the ratio of the two timers' medians over the rounds, and each
-timer's spread over its processes (slowest process over fastest). Processes differ from each other (on a
-shared VM one process's median can differ from another's for the same code by more than the timers differ),
-so a round proves little and the ratio is taken between medians over rounds. A ratio far from 1, beyond that
-spread, means the harness measures something a user's process does not see. This is a check to run by hand,
-not a test: both are timings on a shared machine.
+A few cells are timed in one run, in the same timing regime and with the same number of threads, in several
+rounds: by the asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``),
+and by ``torch.utils.benchmark.Timer.blocked_autorange`` in processes of its own, each calling every strategy
+directly in an order of its own (inputs made with the same seeds; for a strategy that compiles, one untimed call
+first). Two figures are compared:
+
+- **times**: the harness's median of a cell (asv's ``rounds`` processes) against the Timer's median over as many
+  processes, each over the rounds: their ratio, each timer's spread (slowest round over fastest) and whether the
+  two ranges over the rounds overlap;
+- **paired ratios to native** (what the picks rank by): the harness's ``ratios`` suite (``Profile.ratio_processes``
+  replicate processes a round, ``native`` and the strategy interleaved on the same inputs) against, in each Timer
+  process, the strategy's time over ``native``'s; each side's geometric mean and 95% interval over every process
+  of every round (``reports.results.process_interval``), their ratio, and whether the intervals overlap.
+
+Processes differ from each other (on a shared VM one process's median can differ from another's for the same code
+by more than the timers differ), so one round proves little. This is a check to run by hand, not a test: both are
+timings on a shared machine.
 """
 
 from __future__ import annotations
@@ -22,17 +28,23 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.cells import Cell
 from benchmarks.children import run_json_child
-from benchmarks.profiles import PROFILES
-from benchmarks.runner import scratch_config
+from benchmarks.profiles import PROFILES, Profile
+from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import PASSES
+from reports.results import process_interval, ratio_samples
+from reports.units import format_ratio_interval
 from unfold_bench.common_args import add_profile, add_regime
+
+WIDTH = 115  # the tables' width, which the prose above them wraps to
+WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN) and 1 + WITHIN
 
 DEFAULT_CELLS = (
     "native:allcnnc-conv2:forward",
@@ -115,17 +127,37 @@ def main() -> int:
 
     machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]
     keys = [f"{s}:{c}:{call}" for s, c, call in cells]
+    paired_keys = [key for key in keys if reference_key(key) is not None]
+    # the Timer times each paired cell's reference in its processes too, for the ratio
+    partners = [tuple(r.split(":")) for r in dict.fromkeys(map(reference_key, paired_keys)) if r not in keys]
+    timed = cells + partners
+    processes = max(profile.rounds, profile.ratio_processes)
     by_harness: dict[str, list[float]] = {key: [] for key in keys}
     by_timer: dict[str, list[float]] = {key: [] for key in keys}
+    harness_ratios: dict[str, list[float]] = {key: [] for key in paired_keys}
+    timer_paired: dict[str, list[float]] = {key: [] for key in paired_keys}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    print(f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of harness then Timer", flush=True)
+    print(
+        f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of the harness (asv: "
+        f"{profile.rounds} processes a cell, {profile.ratio_processes} replicates of the paired ratios) then "
+        f"{processes} Timer processes",
+        flush=True,
+    )
     for round_ in range(1, args.rounds + 1):
-        harness = _time_by_harness(cells, profile.class_name, machine, commit, env)
-        independent = _time_by_timer(cells, profile.name, env, profile.rounds)
+        harness, ratios = _time_by_harness(cells, profile, machine, commit, env)
+        rows = _time_by_timer(timed, profile.name, env, processes)
+        independent = {
+            key: statistics.median(found)
+            for key in keys
+            if (found := [row[key] for row in rows[: profile.rounds] if key in row])
+        }
         for key in keys:
             for found, kept in ((harness, by_harness), (independent, by_timer)):
                 if key in found:
                     kept[key].append(found[key])
+        for key in paired_keys:
+            harness_ratios[key] += ratios.get(key, [])
+            timer_paired[key] += timer_ratios(rows, key)
         print(
             f"round {round_} (harness/Timer): "
             + ", ".join(
@@ -136,23 +168,48 @@ def main() -> int:
     lines = [
         f"make agreement: machine {machine_name(regime.name)}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}",
         f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
-        f"ratio: the harness's median over the rounds / torch.utils.benchmark's median over the rounds (each round, "
-        f"{profile.rounds} processes",
-        "per cell for each timer: asv's rounds, and as many Timer processes); spread: a timer's slowest round over its",
-        "fastest",
         "",
-        f"{'cell':<42} {'harness ms':>10} {'Timer ms':>9} {'ratio':>6} {'harness spread':>15} {'Timer spread':>13}",
+        *textwrap.wrap(
+            f"Times: each timer's median per round ({profile.rounds} processes a cell: asv's rounds, and as many Timer "
+            "processes); harness ms and Timer ms: the median over the rounds; ratio: harness over Timer; spread: a "
+            "timer's slowest round over its fastest; overlap: whether the two ranges over the rounds overlap",
+            WIDTH,
+        ),
+        "",
+        f"{'cell':<46} {'harness ms':>10} {'Timer ms':>9} {'ratio':>6} {'spread h':>8} {'spread T':>8} {'overlap':>8}",
     ]
+    within = overlapping = judged = 0
     for key in keys:
-        h, t = by_harness[key], by_timer[key]
-        if not h or not t:
-            lines.append(f"{key:<42} {'failed':>10}")
+        if not by_harness[key] or not by_timer[key]:
+            lines.append(f"{key:<46} {'failed':>10}")
             continue
-        ratio = statistics.median(h) / statistics.median(t)
-        lines.append(
-            f"{key:<42} {statistics.median(h) * 1e3:>10.3g} {statistics.median(t) * 1e3:>9.3g} {ratio:>6.2f} "
-            f"{max(h) / min(h):>15.2f} {max(t) / min(t):>13.2f}"
-        )
+        line, close, ranges = time_line(key, by_harness[key], by_timer[key])
+        lines.append(line)
+        judged, within, overlapping = judged + 1, within + close, overlapping + (ranges == "yes")
+    lines.append(f"within {WITHIN:.0%}: {within} of {judged}; ranges overlap: {overlapping} of {judged}")
+    if paired_keys:
+        lines += [
+            "",
+            *textwrap.wrap(
+                f"Paired ratios to {PAIRED_REFERENCE}: the harness's suite ratios ({profile.ratio_processes} replicate "
+                f"processes a round) and, in each of {processes} Timer processes a round, the strategy's time over "
+                f"{PAIRED_REFERENCE}'s; each side's geometric mean over every process of every round with its 95% "
+                "interval (n: processes); ratio: harness over Timer; overlap: whether the intervals overlap",
+                WIDTH,
+            ),
+            "",
+            f"{'cell':<46} {'harness x native':>20} {'n':>3} {'Timer x native':>20} {'n':>3} {'ratio':>6} "
+            f"{'overlap':>8}",
+        ]
+        within = overlapping = judged = 0
+        for key in paired_keys:
+            if not harness_ratios[key] or not timer_paired[key]:
+                lines.append(f"{key:<46} {'failed':>20}")
+                continue
+            line, close, intervals = ratio_line(key, harness_ratios[key], timer_paired[key])
+            lines.append(line)
+            judged, within, overlapping = judged + 1, within + close, overlapping + (intervals == "yes")
+        lines.append(f"within {WITHIN:.0%}: {within} of {judged}; intervals overlap: {overlapping} of {judged}")
     print("\n" + "\n".join(lines))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -162,48 +219,97 @@ def main() -> int:
 
 
 def _time_by_harness(
-    cells: list[tuple[str, str, str]], class_name: str, machine: str, commit: str, env: dict
-) -> dict[str, float]:
-    """The asv suite's medians of ``cells``, saved to a scratch results directory."""
+    cells: list[tuple[str, str, str]], profile: Profile, machine: str, commit: str, env: dict
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """The asv suite's medians of ``cells`` (suite unfold), and the per-process samples of their paired ratios to
+    the reference (suite ratios, ``profile.ratio_processes`` replicate asv runs), saved to a scratch results
+    directory."""
     from reports.results import load_results
 
-    names = "|".join(rf"unfold\.{class_name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
+    name = profile.class_name
+    times = "|".join(rf"unfold\.{name}\.time_{call}\('{s}', '{c}', 'cpu'\)" for s, c, call in cells)
+    paired = tuple(
+        cell_name(PAIRED_SUITE, name, f"track_ratio_{call}", (s, c, "cpu"))
+        for s, c, call in cells
+        if s != PAIRED_REFERENCE
+    )
+    chunks = [["-b", f"^(?:{times})$"]]
+    chunks += [Chunk("", paired, r, profile.ratio_processes).arguments() for r in range(1, profile.ratio_processes + 1)]
     with tempfile.TemporaryDirectory() as scratch:
         config = str(scratch_config(Path(scratch), ROOT))
-        command = [
-            sys.executable,
-            "-m",
-            "asv",
-            "--config",
-            config,
-            "run",
-            "--python=same",
-            "--set-commit-hash",
-            commit,
-            "--machine",
-            machine,
-            "-b",
-            f"^(?:{names})$",
-        ]
-        subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
+        for selection in chunks if paired else chunks[:1]:
+            command = [sys.executable, "-m", "asv", "--config", config, "run", "--python=same"]
+            command += ["--set-commit-hash", commit, "--machine", machine, *selection]
+            subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
         table = load_results(Path(scratch) / "results")
-    return {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in table.itertuples() if r.status == "ok"}
+        samples = ratio_samples(Path(scratch) / "results", f"{PAIRED_SUITE}.{name}.")
+    medians = {
+        f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value
+        for r in table.itertuples()
+        if r.status == "ok" and r.suite == "unfold"
+    }
+    return medians, samples
 
 
-def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: dict, processes: int) -> dict[str, float]:
-    """``torch.utils.benchmark``'s figure of each of ``cells``: the median over ``processes`` processes (as many as
-    the harness gives each cell: the profile's ``rounds``), each timing every cell in an order of its own."""
+def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: dict, processes: int) -> list[dict]:
+    """``torch.utils.benchmark``'s figures of ``cells`` in each of ``processes`` processes, each timing every cell in
+    an order of its own: one dict (cell key -> seconds) per process."""
     import random
 
-    found: dict[str, list[float]] = {}
+    found = []
     for _ in range(processes):
         order = random.sample(cells, len(cells))
         rows, why = run_json_child([sys.executable, "-c", _TIMER, json.dumps(order), profile_name], None, env, 1800)
         if why or not rows:
             raise RuntimeError(f"torch.utils.benchmark's process: {why or 'printed no figure'}")
-        for key, value in rows[-1].items():
-            found.setdefault(key, []).append(value)
-    return {key: statistics.median(values) for key, values in found.items()}
+        found.append(rows[-1])
+    return found
+
+
+def reference_key(key: str) -> str | None:
+    """The cell ``key`` (``strategy:config:call``) of the reference its paired ratio is over (None: it is the
+    reference)."""
+    strategy, config, call = key.split(":")
+    return None if strategy == PAIRED_REFERENCE else f"{PAIRED_REFERENCE}:{config}:{call}"
+
+
+def timer_ratios(processes: list[dict[str, float]], key: str) -> list[float]:
+    """The Timer's paired ratio of ``key`` in each process that timed it and its reference: its time over the
+    reference's in that process."""
+    reference = reference_key(key)
+    return [p[key] / p[reference] for p in processes if reference and key in p and p.get(reference, 0) > 0]
+
+
+def overlap(first: tuple[float, float], second: tuple[float, float]) -> str:
+    """ "yes" when the ranges ``[low, high]`` overlap, "no" when not, "-" when either lacks an end."""
+    if any(math.isnan(v) for v in (*first, *second)):
+        return "-"
+    return "yes" if first[0] <= second[1] and second[0] <= first[1] else "no"
+
+
+def time_line(key: str, harness: list[float], timer: list[float]) -> tuple[str, bool, str]:
+    """The times table's line of ``key`` from each timer's medians over the rounds, whether the ratio of their
+    medians is within ``WITHIN``, and whether their ranges overlap."""
+    ratio = statistics.median(harness) / statistics.median(timer)
+    ranges = overlap((min(harness), max(harness)), (min(timer), max(timer)))
+    line = (
+        f"{key:<46} {statistics.median(harness) * 1e3:>10.3g} {statistics.median(timer) * 1e3:>9.3g} {ratio:>6.2f} "
+        f"{max(harness) / min(harness):>8.2f} {max(timer) / min(timer):>8.2f} {ranges:>8}"
+    )
+    return line, abs(math.log(ratio)) <= math.log(1 + WITHIN), ranges
+
+
+def ratio_line(key: str, harness: list[float], timer: list[float]) -> tuple[str, bool, str]:
+    """The paired table's line of ``key`` from each side's per-process ratios to the reference (every round's),
+    whether the ratio of their geometric means is within ``WITHIN``, and whether their intervals overlap."""
+    (h, h_low, h_high), (t, t_low, t_high) = process_interval(harness), process_interval(timer)
+    ratio = h / t
+    intervals = overlap((h_low, h_high), (t_low, t_high))
+    line = (
+        f"{key:<46} {format_ratio_interval(h, h_low, h_high, suffix=''):>20} {len(harness):>3} "
+        f"{format_ratio_interval(t, t_low, t_high, suffix=''):>20} {len(timer):>3} {ratio:>6.2f} {intervals:>8}"
+    )
+    return line, abs(math.log(ratio)) <= math.log(1 + WITHIN), intervals
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""`make agreement`'s arithmetic: the Timer's paired ratios and the judgements of agreement (no timing: the check
+itself is run by hand; reading the harness's samples back is checked with the suite ratios, ``tests/test_ratios``)."""
+
+from __future__ import annotations
+
+import math
+
+from scripts import agreement
+
+
+def test_the_timers_paired_ratio_is_each_process_strategy_over_its_own_native():
+    processes = [
+        {"gather:c:forward": 2.0, "native:c:forward": 4.0},
+        {"gather:c:forward": 3.0, "native:c:forward": 3.0},
+        {"native:c:forward": 1.0},  # this process lost the strategy's figure: no ratio from it
+        {"gather:c:forward": 1.0},  # nor from one without the reference's
+    ]
+    assert agreement.timer_ratios(processes, "gather:c:forward") == [0.5, 1.0]
+    assert agreement.timer_ratios(processes, "native:c:forward") == []  # the reference has no ratio to itself
+    assert agreement.reference_key("cpp:allcnnc-conv2:forward_backward") == "native:allcnnc-conv2:forward_backward"
+
+
+def test_agreement_is_judged_within_ten_percent_either_way_and_by_overlapping_intervals():
+    assert agreement.overlap((1.0, 2.0), (1.9, 3.0)) == "yes"
+    assert agreement.overlap((1.0, 2.0), (2.1, 3.0)) == "no"
+    assert agreement.overlap((1.0, math.nan), (0.5, 3.0)) == "-"
+    _, close, ranges = agreement.time_line("k", [1.0e-3, 1.2e-3], [1.09e-3, 1.3e-3])
+    assert close and ranges == "yes"
+    _, close, ranges = agreement.time_line("k", [1.0e-3, 1.05e-3], [1.2e-3, 1.3e-3])  # harness 0.86x: beyond 10%
+    assert not close and ranges == "no"
+    line, close, intervals = agreement.ratio_line("k", [0.50, 0.52, 0.49, 0.51], [0.60, 0.62, 0.59, 0.61])
+    assert not close and intervals == "no" and "0.50 [" in line
+    _, close, intervals = agreement.ratio_line("k", [0.50, 0.60, 0.45, 0.55], [0.52, 0.50, 0.62, 0.48])
+    assert close and intervals == "yes"
