@@ -1,9 +1,9 @@
 """The site's plotly figures, each built from a table of ``reports.analysis``.
 
-Every figure has axis titles with units, a legend, and hover text with the exact value and its spread
-(asv's interquartile range). Several configs or metrics share one figure through a dropdown, so a page
-holds a handful of figures rather than hundreds. Nothing here decides anything: the analysis does. Labels, units
-and bounds come from ``reports.units``.
+Every figure has axis titles with units, a legend, and hover text with the exact value and its spread (a paired
+ratio's 95% interval across processes, or asv's interquartile range). Several configs or metrics share one figure
+through a dropdown, so a page holds a handful of figures rather than hundreds. Nothing here decides anything: the
+analysis does. Labels, units and bounds come from ``reports.units``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.units import METRICS, SHOWN_METRICS, format_number, format_ratio
+from reports.units import METRICS, SHOWN_METRICS, format_number, format_ratio_interval
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
@@ -57,31 +57,53 @@ def _dropdown(labels: list[str], visibility: list[list[bool]], titles: list[str]
     return [menu]
 
 
+def _ends(rows: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
+    """The interval of ``rows``' ratio ``column`` (``column_low``, ``column_high``), NaN where it has none."""
+    missing = pd.Series(math.nan, index=rows.index)
+    return tuple(
+        rows[f"{column}_{end}"].astype(float) if f"{column}_{end}" in rows else missing for end in ("low", "high")
+    )
+
+
 def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) -> go.Figure:
     """Per config, one bar per strategy: each figure as a multiple of its bound (time / copy_ roofline,
-    memory / analytic minimum); a dropdown picks the metric. Missing bars are skipped or failed cells."""
+    memory / analytic minimum), a paired time with its 95% interval across processes as the error bar; a dropdown
+    picks the metric. Missing bars are skipped or failed cells."""
     figure = go.Figure()
     metrics = [m for m in METRICS if f"{m}:x_bound" in cells]
     for k, metric in enumerate(metrics):
         label, unit, scale = _shown(metric)
         for strategy, rows in cells.groupby("strategy", sort=True):
+            ratio = rows[f"{metric}:x_bound"].astype(float)
+            low, high = _ends(rows, f"{metric}:x_bound")
+            native_low, native_high = _ends(rows, f"{metric}:x_native")
             figure.add_bar(
                 x=rows.config,
-                y=rows[f"{metric}:x_bound"],
+                y=ratio,
                 name=strategy,
                 legendgroup=strategy,
                 marker_color=colors[strategy],
                 visible=k == 0,
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=(high - ratio).clip(lower=0),
+                    arrayminus=(ratio - low).clip(lower=0),
+                ),
                 hovertext=[
                     f"<b>{strategy}</b> on {config}<br>{label}: {_number(value * scale, unit)}<br>"
                     + (
-                        f"{format_ratio(bound)} the bound"
+                        f"{format_ratio_interval(bound, bound_low, bound_high)} the bound"
                         if not pd.isna(bound)
                         else "the bound is 0 (a view): no ratio"
                     )
-                    + (f", {format_ratio(native)} native" if not pd.isna(native) else ", native has no figure here")
-                    for config, value, bound, native in zip(
-                        rows.config, rows[metric], rows[f"{metric}:x_bound"], rows[f"{metric}:x_native"]
+                    + (
+                        f", {format_ratio_interval(native, n_low, n_high)} native"
+                        if not pd.isna(native)
+                        else ", native has no figure here"
+                    )
+                    for config, value, bound, bound_low, bound_high, native, n_low, n_high in zip(
+                        rows.config, rows[metric], ratio, low, high, rows[f"{metric}:x_native"], native_low, native_high
                     )
                 ],
                 hoverinfo="text",

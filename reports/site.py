@@ -31,7 +31,7 @@ from reports.findings import findings, render_html
 from reports.results import Catalogue, load_capabilities, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
 from reports.templates import macro, render
-from reports.units import METRICS, SECONDS, SHOWN_METRICS, format_ratio, format_ratio_interval
+from reports.units import METRICS, SECONDS, SHOWN_METRICS, format_ratio, format_ratio_interval, format_spread
 
 PAGES = {
     "index.html": "Which to ship",
@@ -129,7 +129,11 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
     if status != "ok":
         return STATUS_TEXT.get(status, status), status.replace(" ", "-")
     bound = figure.bound_info.short
-    parts = [figure.format(row[metric], digits=3), _x_native_text(row, metric)]
+    if figure.unit is SECONDS:
+        value = format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), figure.unit.recorded)
+    else:
+        value = figure.format(row[metric], digits=3)
+    parts = [value, _x_native_text(row, metric)]
     parts.append(_x_bound_text(row, metric, bound))
     return ("★ " if best else "") + " · ".join(parts), "num best" if best else "num"
 

@@ -38,13 +38,17 @@ from reports.analysis import (
 )
 from reports.results import Catalogue, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
-from reports.units import BYTES, METRICS, SECONDS, format_number, format_ratio, format_ratio_interval
+from reports.units import BYTES, METRICS, SECONDS, format_number, format_ratio, format_ratio_interval, format_spread
 
 LEGEND = (
+    "value: a time's median over the samples of every process, with their interquartile range (IQR); a net peak, "
+    f"measured with glibc's mmap threshold pinned, repeats to within its {NET_PEAK_RESOLUTION // 1024} KiB "
+    "resolution (docs/methodology.md); "
     "xnat: time over native's on the same config, paired inside each process, with its 95% interval across "
     "processes (*: a quotient of medians, from a run without paired ratios); "
-    "xcopy: ratio to copy_ of the output's size (roofline), for the forward chained through native's paired "
-    "ratios (benchmarks.floors) with its interval (*: a quotient of medians from different processes); "
+    "xcopy: ratio to copy_ of the output's size (roofline), chained through native's paired ratios "
+    "(benchmarks.floors), or paired with copy_ itself where native does not run (benchmarks.direct_floors), with its "
+    "interval (*: a quotient of medians from different processes); "
     "xmin: ratio to the analytic minimum (forward: output; forward-backward: + grad_output + grad_input)."
 )
 
@@ -86,7 +90,13 @@ def summary_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
                     continue
                 ok = status == "ok"
                 label = figure.column
-                line[(label, "value")] = _format(figure.unit.scaled(cell[metric])) if ok else status
+                if not ok:
+                    line[(label, "value")] = status
+                elif figure.unit is SECONDS:
+                    quartiles = cell[f"{metric}:q_25"], cell[f"{metric}:q_75"]
+                    line[(label, "value")] = format_spread(cell[metric], *quartiles, "seconds", with_unit=False)
+                else:
+                    line[(label, "value")] = _format(figure.unit.scaled(cell[metric]))
                 line[(label, "xnat")] = _x_native(cell, metric) if ok else ""
                 line[(label, figure.bound_info.ratio_label)] = _x_bound(cell, metric) if ok else ""
             lines.append(line)
@@ -179,20 +189,23 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str])
     if ok.empty:
         return "-"
     unit = METRICS[metric].unit
-    best, tied = fastest(ok, metric) if unit is SECONDS else (ok.loc[ok[metric].idxmin()], [])
+    if unit is not SECONDS:
+        best = ok.loc[ok[metric].idxmin()]
+        return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_x_bound(best, metric)})"
+    best, tied = fastest(ok, metric)
     shown = _x_native(best, metric) if ratio == "x_native" else _x_bound(best, metric)
     if shown == "-" and ratio == "x_native" and best.get(f"{metric}:x_bound_paired", False):
         shown = f"{_x_bound(best, metric)} x copy_"  # the reference does not run this config
-    tie = f"; tie: {', '.join(tied)}" if tied else ""
-    return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({shown}{tie})"
+    return f"{best.strategy} {shown}" + (f"; tie: {', '.join(tied)}" if tied else "")
 
 
 def compact_table(table: pd.DataFrame, device: str, aside: Mapping[str, str]) -> pd.DataFrame:
     """One line per config of one run on ``device``: the fastest forward (its ratio to copy_), the fastest
     forward-backward (its ratio to native, or to copy_ where native does not run) and the lowest forward-backward
     net peak (its ratio to the analytic minimum), among the strategies that can be shipped (``aside`` left out:
-    ``reports.set_aside``). The fastest is ranked by the paired ratios (``analysis.fastest``), and the strategies
-    statistically tied with it are named."""
+    ``reports.set_aside``). The fastest is ranked by the paired ratios (``analysis.fastest``) and shown by its
+    ratio with its interval (its time, with its spread, is in the full table), and the strategies statistically
+    tied with it are named."""
     cells = cell_table(table, device)
     lines = [
         {

@@ -11,8 +11,8 @@ writes a figure through this module, as ``torch.utils.benchmark``'s ``common.py`
   analytic minimum) measured in the same run.
 - ``BOUNDS``: each bound's names (the ratio's column label and the word the site uses).
 - ``RATIO_METRICS``: the paired ratios to native (``benchmarks.ratios``); ``SHOWN_METRICS``: both kinds.
-- ``format_interval``: a figure with its interval, the one way every report writes one; ``format_ratio`` and
-  ``format_ratio_interval``: a ratio, alone and with its interval.
+- ``format_spread``: a median time with the interquartile range of its samples; ``format_ratio`` and
+  ``format_ratio_interval``: a ratio, alone and with its interval, the one way every report writes one.
 """
 
 from __future__ import annotations
@@ -165,13 +165,19 @@ METRICS = {
 }
 
 
-def format_interval(value: float | None, low: float | None, high: float | None, unit: str, digits: int = 3) -> str:
-    """``value`` in its shown unit followed by its interval ``[low, high]`` (none when either end is missing)."""
-    text = format_value(value, unit, digits)
-    if is_missing(value) or is_missing(low) or is_missing(high):
-        return text
+def format_spread(
+    value: float | None, q_25: float | None, q_75: float | None, unit: str, digits: int = 3, with_unit: bool = True
+) -> str:
+    """A median ``value`` in its shown unit (without it: ``with_unit`` False, where a column names it) followed by
+    the interquartile range of its samples, ``(IQR low-high)``, how far its calls spread over every process (none
+    when a quartile is missing); "-" when there is no value."""
+    if is_missing(value):
+        return "-"
     shown = UNITS[unit]
-    return f"{text} [{format_number(shown.scaled(low), digits)}, {format_number(shown.scaled(high), digits)}]"
+    text = format_value(value, unit, digits) if with_unit else format_number(shown.scaled(value), digits)
+    if is_missing(q_25) or is_missing(q_75):
+        return text
+    return f"{text} (IQR {format_number(shown.scaled(q_25), digits)}-{format_number(shown.scaled(q_75), digits)})"
 
 
 # The paired ratios (benchmarks.ratios): a time over native's, measured paired inside each process.

@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 from markupsafe import escape
 
+from benchmarks.runner import FLOORS_SUITE
+from benchmarks.vocabulary import FLOOR_RATIOS
 from reports.findings import NEW_TENSOR, PHYSICS, ROOFLINE, SOURCES, Finding, findings, format_text, render_html
 from reports.findings.physics import PHYSICS_FLOOR_NOTE
 from reports.findings.sources import ONEHOT_CLAIM, tensor_unfold_findings
@@ -149,6 +151,34 @@ def test_a_forward_at_0_9x_copy_misses_the_roofline_target_by_0_1x():
     assert backward.verdict == "met on 1 of 1" and backward.evidence.iloc[0]["x copy_"] == pytest.approx(1.5)
     peak = _one(found, ROOFLINE, "The fastest strategy's net peak")
     assert peak.verdict == "met on 2 of 2"  # native's peaks are the minimum, forward and forward-backward
+
+
+def test_a_roofline_verdict_whose_paired_interval_spans_the_target_is_within_the_noise():
+    """With paired ratios, the fastest is read over copy_ through native with its interval: the forward's target
+    (0.8x copy_) is met only when the whole interval is within it, missed only when the whole interval is beyond."""
+    configs = ("allcnnc-conv1", "allcnnc-conv2", "allcnnc-conv3")
+    cells = {(c, s): (ms, 3 * ms, 100.0, 200.0) for c in configs for s, ms in (("native", 10.0), ("tiling", 30.0))}
+    table = tidy(cells, {c: allcnnc_bounds() for c in configs})
+    run = table.iloc[0][["commit", "date", "env", "machine", "profile", "timing_regime", "device"]].to_dict()
+    ok = {**dict.fromkeys(COLUMNS), **run, "status": "ok", "unit": "ratio", "processes": 4}
+    floor = FLOOR_RATIOS["forward", "time_copy"]
+    paired = [  # native's forward over copy_, and tiling's over native's, paired in 4 processes
+        {**ok, "suite": FLOORS_SUITE, "metric": floor, "config": c, "value": v, "low": lo, "high": hi}
+        for c, v, lo, hi in zip(configs, (0.75, 1.2, 0.7), (0.70, 1.1, 0.65), (0.85, 1.3, 0.75))
+    ] + [
+        {**ok, "suite": "ratios", "metric": m, "strategy": "tiling", "config": c, "value": 3.0, "low": 2.9, "high": 3.1}
+        for c in configs
+        for m in ("track_ratio_forward", "track_ratio_forward_backward")
+    ]
+    table = pd.concat([table, pd.DataFrame(paired, columns=COLUMNS)], ignore_index=True)
+    forward = _one(findings(table, CATALOGUE), ROOFLINE, "The fastest forward takes")
+    assert forward.verdict == "met on 1 of 3"
+    assert forward.evidence["fastest"].tolist() == ["native"] * 3
+    assert forward.evidence["x copy_ interval"].tolist() == ["[0.70, 0.85]", "[1.10, 1.30]", "[0.65, 0.75]"]
+    noise = "within the noise: 0.75x [0.70, 0.85] spans 0.80x"
+    assert forward.evidence["verdict"].tolist() == [noise, "missed by 0.40x", "met"]
+    assert "Missed on allcnnc-conv2 (missed by 0.40x)." in forward.note
+    assert "Within the noise on allcnnc-conv1 (0.75x [0.70, 0.85] spans 0.80x)." in forward.note
 
 
 def test_the_roofline_targets_count_the_output_reusing_strategies_apart():

@@ -20,6 +20,7 @@ from reports.findings.verdicts import (
     fastest,
     full_allcnnc_runs,
     get,
+    interval_text,
     judged,
     no_full_run,
     not_measured,
@@ -70,9 +71,11 @@ def roofline_findings(runs: list[Run], aside: Mapping[str, str]) -> list[Finding
                 line = {"config": config}
                 for label, best in (("", new), (" (reuse allowed)", reuse)):
                     ratio = get(best, key, "x_copy")
+                    interval = None if ratio is None else (get(best, key, "x_copy_low"), get(best, key, "x_copy_high"))
                     line[f"fastest{label}"] = get(best, key, "strategy")
                     line[f"x copy_{label}"] = math.nan if ratio is None else ratio
-                    line[f"verdict{label}"] = judged(ratio, limit)
+                    line[f"x copy_ interval{label}"] = interval_text(interval)
+                    line[f"verdict{label}"] = judged(ratio, limit, interval=interval)
                 lines.append(line)
             out.append(target_finding(ROOFLINE, ROOFLINE_CLAIMS[metric], run, pd.DataFrame(lines)))
         lines = []

@@ -11,7 +11,7 @@ import pandas as pd
 
 from benchmarks.allocator import regime_of_machine
 from reports.analysis import cell_table, fastest_against_bounds, latest_runs, regime_label, select_run
-from reports.units import format_ratio
+from reports.units import format_ratio, format_ratio_interval
 
 SOURCES = "Claims of the source documents"
 ROOFLINE = "The fastest against the roofline and the analytic minimum: All-CNN-C layers, full profile"
@@ -111,27 +111,50 @@ def not_measured(topic: str, claim: str, reason: str, source: str = "", run: Run
     )
 
 
-def judged(value: float, limit: float, unit: Callable[[float], str] = format_ratio) -> str:
-    """The verdict on a figure that must be at most ``limit``: met, missed by how much, or not measured."""
+UNDECIDED = "within the noise"  # a verdict whose figure's interval spans the limit
+
+
+def judged(
+    value: float,
+    limit: float,
+    unit: Callable[[float], str] = format_ratio,
+    interval: tuple[float, float] | None = None,
+) -> str:
+    """The verdict on a figure that must be at most ``limit``: met, missed by how much, or not measured. With the
+    figure's ``interval`` (both ends known), met only when all of it is within the limit, missed only when all of it
+    is beyond, and otherwise ``UNDECIDED``, saying the interval."""
     if value is None or pd.isna(value):
         return "not measured"
+    if interval is not None and not any(pd.isna(end) for end in interval):
+        low, high = interval
+        if low <= limit * (1 + 1e-9) < high:
+            return f"{UNDECIDED}: {format_ratio_interval(value, low, high)} spans {unit(limit)}"
     return "met" if value <= limit * (1 + 1e-9) else f"missed by {unit(value - limit)}"  # 1e-9: float round-off
 
 
+def interval_text(interval: tuple[float, float] | None) -> str:
+    """A figure's 95% interval across processes as an evidence column shows it, "[low, high]"; "-" without one."""
+    if interval is None or any(pd.isna(end) for end in interval):
+        return "-"
+    return f"[{format_ratio(interval[0], suffix='')}, {format_ratio(interval[1], suffix='')}]"
+
+
 def met_verdict(verdicts: Iterable[str], where: Iterable[str]) -> tuple[str, str]:
-    """The verdict over per-config verdicts ("met on k of n") and a note naming where it is missed."""
+    """The verdict over per-config verdicts ("met on k of n") and a note naming where it is missed, where its
+    interval spans the limit, and where it was not measured."""
     pairs = list(zip(verdicts, where))
     measured = [(v, w) for v, w in pairs if v != "not measured"]
     if not measured:
         return "not measured: the run has none of the figures or bounds it needs", ""
     met = sum(v == "met" for v, _ in measured)
     verdict = f"met on {met} of {len(measured)}"
-    missed = [f"{w} ({v})" for v, w in measured if v != "met"]
+    missed = [f"{w} ({v})" for v, w in measured if v.startswith("missed")]
+    undecided = [f"{w} ({v.removeprefix(UNDECIDED + ': ')})" for v, w in measured if v.startswith(UNDECIDED)]
     unmeasured = [w for v, w in pairs if v == "not measured"]
-    note = ("Missed on " + ", ".join(missed) + ".") if missed else ""
-    if unmeasured:
-        note += (" " if note else "") + "Not measured on " + ", ".join(unmeasured) + "."
-    return verdict, note
+    notes = [("Missed on " + ", ".join(missed) + ".") if missed else ""]
+    notes.append(f"Within the noise on {', '.join(undecided)}." if undecided else "")
+    notes.append(("Not measured on " + ", ".join(unmeasured) + ".") if unmeasured else "")
+    return verdict, " ".join(n for n in notes if n)
 
 
 def full_allcnnc_runs(runs: list[Run]) -> list[Run]:
