@@ -21,6 +21,7 @@ import json
 import math
 import os
 import random
+import resource
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -176,6 +177,11 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
         seed += int(spec["rounds"])
 
 
+def minor_faults() -> int:
+    """The minor page faults this process has taken so far (every thread's): a page touched for the first time."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def measure_pair(
     cells: tuple,
     which: str | tuple[str, str],
@@ -187,9 +193,11 @@ def measure_pair(
 ) -> Iterator[dict]:
     """``rounds`` rounds of one pair of cells (checked by the caller): each places fresh inputs (shared by both
     sides) behind a random spacer, makes two untimed warm-up blocks, then takes at most ``blocks`` blocks A B B A or
-    ``round_seconds`` of them (at least 4); per round, the log-ratios log(second cell's time / first's) and its
-    seconds (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or each side's
-    (a floor's forward against a strategy's forward-backward)."""
+    ``round_seconds`` of them (at least 4); per round, the log-ratios log(second cell's time / first's), the minor
+    page faults each block took (``minor_faults``: a call whose output lands on fresh pages faults once per page,
+    which adds time to both sides whatever their work and pulls a fast side's ratio towards 1) and its seconds
+    (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or each side's (a
+    floor's forward against a strategy's forward-backward)."""
     from benchmarks.paired import timed_call
 
     passes = (which, which) if isinstance(which, str) else which
@@ -201,11 +209,13 @@ def measure_pair(
             for side in (0, 1):
                 timed_call(workloads, side, passes[side])
         setup_seconds = time.monotonic() - round_started
-        ratios = []
+        ratios, faults = [], []
         end = time.monotonic() + round_seconds
         while len(ratios) < blocks and (len(ratios) < 4 or time.monotonic() < end):
+            before = minor_faults()
             a, b = timed_call(workloads, 0, passes[0]), timed_call(workloads, 1, passes[1])
             b2, a2 = timed_call(workloads, 1, passes[1]), timed_call(workloads, 0, passes[0])
+            faults.append(minor_faults() - before)
             ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
         for workload in workloads:
             workload.reset()
@@ -213,6 +223,7 @@ def measure_pair(
         yield {
             "round": round_,
             "log_ratios": ratios,
+            "minor_faults": faults,
             "seconds": time.monotonic() - round_started,
             "setup_seconds": setup_seconds,
         }

@@ -191,6 +191,13 @@ def units_for(cells: Sequence[str], against: str, tree: str, device: str = "cpu"
     return units
 
 
+def faulted_share(rows: Sequence[Mapping]) -> str:
+    """The share of ``rows``' blocks that took at least one minor page fault, in %; "n/a" where none were counted
+    (rows from before the count)."""
+    faults = [f for r in rows for f in r.get("minor_faults", [])]
+    return "n/a" if not faults else f"{100 * sum(f > 0 for f in faults) / len(faults):.0f}%"
+
+
 def report(
     rows: Sequence[Mapping], target: float, alpha: float, power: float, margin: float, confidence: float = 0.95
 ) -> str:
@@ -198,12 +205,13 @@ def report(
     from scipy.stats import t as student
 
     lines = [
-        "Variance components of log(B / A), as standard deviations in % of the ratio; seconds per repetition.",
+        "Variance components of log(B / A), as standard deviations in % of the ratio; seconds per repetition;",
+        "faulted: the share of blocks that took a minor page fault (an output on fresh pages, which both sides pay).",
         f"Gate design: the cheapest (processes, rounds, blocks) whose resolution reaches {target:g}x "
         f"(one-sided alpha {alpha:g}, power {power:g}, margin {margin:g}).",
         "",
         f"{'unit':<40} {'ratio':>7} {'block':>6} {'round':>6} {'proc':>6} {'run':>6} "
-        f"{'s/proc':>7} {'s/round':>7} {'ms/blk':>7}  gate design (k x m x n: resolution, s)",
+        f"{'s/proc':>7} {'s/round':>7} {'ms/blk':>7} {'faulted':>7}  gate design (k x m x n: resolution, s)",
     ]
     for key in dict.fromkeys(r["key"] for r in rows):
         mine = [r for r in rows if r["key"] == key]
@@ -225,7 +233,8 @@ def report(
         )
         lines.append(
             f"{key:<40} {ratio:7.3f} {pct(c.block):>6} {pct(c.round):>6} {pct(c.process):>6} {pct(c.run):>6} "
-            f"{c.process_seconds:7.1f} {c.round_seconds:7.2f} {1000 * c.block_seconds:7.2f}  {plan}"
+            f"{c.process_seconds:7.1f} {c.round_seconds:7.2f} {1000 * c.block_seconds:7.2f} "
+            f"{faulted_share(mine):>7}  {plan}"
         )
     runs = len({r["run"] for r in rows if "run" in r})
     processes = len({(r["run"], r["process"]) for r in rows if "run" in r})

@@ -25,7 +25,7 @@ from benchmarks.replicates import (
     trimmed_mean,
 )
 from benchmarks.trees import ROOT
-from benchmarks.variance import Components, components, design
+from benchmarks.variance import Components, components, design, faulted_share, report
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from reports.compare import Thresholds, paired_table
@@ -117,6 +117,17 @@ def test_the_components_recover_the_levels_a_model_was_drawn_with():
     assert one.blocks_per_round == 30
 
 
+def test_the_report_gives_the_share_of_blocks_that_took_a_page_fault():
+    rows = _rows(np.random.default_rng(1), {"block": 0.05, "round": 0.01, "process": 0.01, "run": 0.0}, runs=1)
+    for i, row in enumerate(rows):  # one round in four put its outputs on fresh pages in every block
+        row["minor_faults"] = [1728 if i % 4 == 0 else 0] * len(row["log_ratios"])
+    assert faulted_share(rows) == "25%"
+    assert faulted_share([{"log_ratios": [0.1]}]) == "n/a"  # rows recorded before the count
+    text = report(rows, target=1.1, alpha=ALPHA, power=POWER, margin=0.0)
+    header, line = (next(t for t in text.splitlines() if t.startswith(start)) for start in ("unit ", "k "))
+    assert header.split().index("faulted") == line.split().index("25%")  # the column under its heading
+
+
 def test_a_design_is_costed_and_resolved_by_hand():
     c = Components(
         block=0.04,
@@ -176,6 +187,7 @@ def test_a_round_gives_the_second_over_the_first_and_each_round_places_the_input
     cells = (Cell(plain, EXAMPLE, "cpu"), Cell(_slower(4.0), EXAMPLE, "cpu"))
     rounds = list(measure_pair(cells, "forward", rounds=3, blocks=8, round_seconds=0.05, seed=1))
     assert [r["round"] for r in rounds] == [0, 1, 2] and all(len(r["log_ratios"]) >= 4 for r in rounds)
+    assert all(len(r["minor_faults"]) == len(r["log_ratios"]) and min(r["minor_faults"]) >= 0 for r in rounds)
     assert all(np.median(r["log_ratios"]) > math.log(2) for r in rounds)  # four times as slow: far above 1
     assert len(set(inputs)) == 3  # one input per round, at an address of its own, shared within the round
 
