@@ -30,6 +30,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
@@ -178,15 +179,7 @@ def main() -> int:
         "",
         f"{'cell':<46} {'harness ms':>10} {'Timer ms':>9} {'ratio':>6} {'spread h':>8} {'spread T':>8} {'overlap':>8}",
     ]
-    within = overlapping = judged = 0
-    for key in keys:
-        if not by_harness[key] or not by_timer[key]:
-            lines.append(f"{key:<46} {'failed':>10}")
-            continue
-        line, close, ranges = time_line(key, by_harness[key], by_timer[key])
-        lines.append(line)
-        judged, within, overlapping = judged + 1, within + close, overlapping + (ranges == "yes")
-    lines.append(f"within {WITHIN:.0%}: {within} of {judged}; ranges overlap: {overlapping} of {judged}")
+    lines += table_lines(keys, by_harness, by_timer, time_line, 10, "ranges")
     if paired_keys:
         lines += [
             "",
@@ -201,21 +194,37 @@ def main() -> int:
             f"{'cell':<46} {'harness x native':>20} {'n':>3} {'Timer x native':>20} {'n':>3} {'ratio':>6} "
             f"{'overlap':>8}",
         ]
-        within = overlapping = judged = 0
-        for key in paired_keys:
-            if not harness_ratios[key] or not timer_paired[key]:
-                lines.append(f"{key:<46} {'failed':>20}")
-                continue
-            line, close, intervals = ratio_line(key, harness_ratios[key], timer_paired[key])
-            lines.append(line)
-            judged, within, overlapping = judged + 1, within + close, overlapping + (intervals == "yes")
-        lines.append(f"within {WITHIN:.0%}: {within} of {judged}; intervals overlap: {overlapping} of {judged}")
+        lines += table_lines(paired_keys, harness_ratios, timer_paired, ratio_line, 20, "intervals")
     print("\n" + "\n".join(lines))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("\n".join(lines) + "\n")
         print(f"written to {args.out}")
     return 0
+
+
+def table_lines(
+    keys: list[str],
+    harness: Mapping[str, list[float]],
+    timer: Mapping[str, list[float]],
+    line_of: Callable[[str, list[float], list[float]], tuple[str, bool, str]],
+    width: int,
+    overlapping: str,
+) -> list[str]:
+    """One table's rows, each ``line_of(key, harness[key], timer[key])`` ("failed" where either timer has no figure),
+    and a last line counting the cells within ``WITHIN`` and those whose ``overlapping`` (ranges, intervals)
+    overlap."""
+    lines, judged = [], []
+    for key in keys:
+        if not harness[key] or not timer[key]:
+            lines.append(f"{key:<46} {'failed':>{width}}")
+            continue
+        line, close, overlap = line_of(key, harness[key], timer[key])
+        lines.append(line)
+        judged.append((close, overlap == "yes"))
+    within, overlaps = sum(c for c, _ in judged), sum(o for _, o in judged)
+    lines.append(f"within {WITHIN:.0%}: {within} of {len(judged)}; {overlapping} overlap: {overlaps} of {len(judged)}")
+    return lines
 
 
 def _time_by_harness(

@@ -32,3 +32,11 @@ def test_agreement_is_judged_within_ten_percent_either_way_and_by_overlapping_in
     assert not close and intervals == "no" and "0.50 [" in line
     _, close, intervals = agreement.ratio_line("k", [0.50, 0.60, 0.45, 0.55], [0.52, 0.50, 0.62, 0.48])
     assert close and intervals == "yes"
+
+
+def test_a_table_names_a_cell_a_timer_failed_and_counts_the_cells_judged():
+    harness = {"a:c:forward": [1.0e-3, 1.1e-3], "b:c:forward": [], "d:c:forward": [1.0e-3, 1.02e-3]}
+    timer = {"a:c:forward": [1.05e-3, 1.2e-3], "b:c:forward": [1.0e-3], "d:c:forward": [2.0e-3, 2.2e-3]}
+    lines = agreement.table_lines(list(harness), harness, timer, agreement.time_line, 10, "ranges")
+    assert lines[1].split() == ["b:c:forward", "failed"]
+    assert lines[-1] == "within 10%: 1 of 2; ranges overlap: 1 of 2"  # b is not judged
