@@ -23,9 +23,9 @@ import random
 
 from benchmarks.cell_suite import CellSuite
 from benchmarks.cells import Cell, WrongResultError, gate, use_exact_float32
-from benchmarks.floors import FLOORS
+from benchmarks.floors import over_floor
 from benchmarks.profiles import FULL, QUICK, Profile
-from benchmarks.ratios import REFERENCE, gate_problems, process_ratio
+from benchmarks.ratios import REFERENCE, gate_problems
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 
@@ -72,9 +72,7 @@ class _DirectFloorSuite(CellSuite):
         backward = which != "forward"
         if backward in self.problems:
             raise WrongResultError(self.problems[backward])
-        floor = Cell(FLOORS[bound], self.cell.config, self.cell.device)
-        ratio = process_ratio((floor, self.cell), ("forward", which), self.profile, self.seed)
-        return {"samples": [ratio], "number": 1}
+        return over_floor(self.cell, which, bound, self.profile, self.seed)
 
     def track_ratio_forward_over_copy(self, verdicts: dict, strategy: str, config: str, device: str) -> dict:
         return self._over("forward", "time_copy")

@@ -65,6 +65,13 @@ FLOORS = {
 }
 
 
+def over_floor(cell: Cell, which: str, bound: str, profile: Profile, seed: int) -> dict:
+    """One asv sample: ``cell``'s ``which`` over one call of the floor ``bound`` on its config and device, paired in
+    this process (``benchmarks.ratios.process_ratio``)."""
+    floor = Cell(FLOORS[bound], cell.config, cell.device)
+    return {"samples": [process_ratio((floor, cell), ("forward", which), profile, seed)], "number": 1}
+
+
 class _FloorSuite(SampledByProfile):
     profile: Profile
     param_names = ("config", "device")
@@ -83,9 +90,7 @@ class _FloorSuite(SampledByProfile):
 
     def _native_over(self, which: str, bound: str) -> dict:
         """One sample: native's ``which`` over one call of the floor ``bound``, paired in this process."""
-        floor = Cell(FLOORS[bound], self.native.config, self.native.device)
-        ratio = process_ratio((floor, self.native), ("forward", which), self.profile, self.seed)
-        return {"samples": [ratio], "number": 1}
+        return over_floor(self.native, which, bound, self.profile, self.seed)
 
     def track_ratio_native_over_copy(self, config: str, device: str) -> dict:
         return self._native_over("forward", "time_copy")
