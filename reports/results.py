@@ -9,8 +9,9 @@ metric, strategy, config, device, value, unit, spread (asv's interquartile range
 
 Benchmark names are ``<suite>.<Profile>.<metric>``; parameter names come from asv's ``benchmarks.json``.
 A paired ratio (unit ``ratio``, ``benchmarks.ratios``) holds one sample per process; its ``value`` is their
-geometric mean and ``low``/``high`` its 95% Student-t interval across the processes (``process_interval``): the
-process, not the call, is the unit of replication. A timing's ``low``/``high`` are asv's 99% interval.
+geometric mean, ``low``/``high`` its 95% Student-t interval across the processes (``process_interval``) and
+``samples`` the per-process ratios themselves: the process, not the call, is the unit of replication. A timing's
+``low``/``high`` are asv's 99% interval.
 Machine details (CPU, GPU, torch, allocator, timing regime) come from each result's ``params``, which asv
 copies from the machine entry written by ``scripts/bench.py``.
 
@@ -66,6 +67,7 @@ COLUMNS = [
     "low",
     "high",
     "processes",
+    "samples",
     "status",
     *MACHINE_FIELDS,
 ]
@@ -116,20 +118,6 @@ def unroll_result(result: Results, names: Iterable[str] | None = None) -> Iterat
         for combo, value, stat, sample in zip(combos, values, stats, samples):
             params_shown = tuple(_unquote(p) for p in combo)
             yield ResultCell(name, params_shown, value, stat, sample, status_of(value))
-
-
-def ratio_samples(results_dir: str | Path, prefix: str) -> dict[str, list[float]]:
-    """The per-process samples of every ``ok`` paired-ratio cell under ``results_dir`` whose benchmark starts with
-    ``prefix`` (e.g. ``ratios.Quick.``), keyed ``strategy:config:call`` (``track_ratio_forward`` -> ``forward``)."""
-    out: dict[str, list[float]] = {}
-    for result in iter_results(str(results_dir)):
-        names = [name for name in result.get_all_result_keys() if name.startswith(prefix)]
-        for cell in unroll_result(result, names):
-            if cell.ok and cell.samples:
-                strategy, config, _ = cell.params
-                call = cell.benchmark.rsplit(".", 1)[1].removeprefix("track_ratio_")
-                out.setdefault(f"{strategy}:{config}:{call}", []).extend(cell.samples)
-    return out
 
 
 def timing_regime(machine_params: dict) -> str:
@@ -215,10 +203,10 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
             params = dict(zip(info.get("param_names", []), cell.params))
             stat = cell.stats or {}
             value, low, high = cell.value if cell.ok else None, stat.get("ci_99_a"), stat.get("ci_99_b")
-            processes = math.nan
+            processes, samples = math.nan, None
             if info.get("unit") == "ratio" and cell.ok and cell.samples:
                 value, low, high = process_interval(cell.samples)
-                processes = len(cell.samples)
+                processes, samples = len(cell.samples), list(cell.samples)
             rows.append(
                 {
                     "commit": result.commit_hash,
@@ -240,6 +228,7 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                     "low": low,
                     "high": high,
                     "processes": processes,
+                    "samples": samples,
                     "status": cell.status,
                     **{field: machine_params.get(field) for field in MACHINE_FIELDS},
                     "timing_regime": timing_regime(machine_params),

@@ -40,7 +40,7 @@ from benchmarks.profiles import PROFILES, Profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import PASSES
-from reports.results import process_interval, ratio_samples
+from reports.results import process_interval
 from reports.units import format_ratio_interval
 from unfold_bench.common_args import add_profile, add_regime
 
@@ -251,11 +251,11 @@ def _time_by_harness(
             command += ["--set-commit-hash", commit, "--machine", machine, *selection]
             subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
         table = load_results(Path(scratch) / "results")
-        samples = ratio_samples(Path(scratch) / "results", f"{PAIRED_SUITE}.{name}.")
-    medians = {
-        f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value
-        for r in table.itertuples()
-        if r.status == "ok" and r.suite == "unfold"
+    ok = table[(table.status == "ok") & (table.profile == profile.name)]
+    medians = {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in ok[ok.suite == "unfold"].itertuples()}
+    samples = {
+        f"{r.strategy}:{r.config}:{r.metric.removeprefix('track_ratio_')}": r.samples
+        for r in ok[ok.suite == PAIRED_SUITE].itertuples()
     }
     return medians, samples
 
