@@ -164,6 +164,30 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{seconds:02d}"
 
 
+def remaining_seconds(measured: list[tuple[Chunk, float]], remaining: list[Chunk]) -> float:
+    """How long the ``remaining`` chunks should take, from the ``measured`` ones (each with its seconds): a replicate
+    of the paired ratios takes about as long as the replicates before it, a config's figures its cells at the rate of
+    the configs before it; a kind not yet measured is costed at the rate, per cell, of every chunk measured so far."""
+    if not measured:
+        return 0.0
+
+    def rate(chunks: list[tuple[Chunk, float]]) -> float:
+        return sum(seconds for _, seconds in chunks) / max(1, sum(len(chunk.cells) for chunk, _ in chunks))
+
+    overall = rate(measured)
+    replicates = [(chunk, seconds) for chunk, seconds in measured if chunk.replicate is not None]
+    figures = rate([(chunk, seconds) for chunk, seconds in measured if chunk.replicate is None] or measured)
+    total = 0.0
+    for chunk in remaining:
+        if chunk.replicate is None:
+            total += figures * len(chunk.cells)
+        elif replicates:
+            total += sum(seconds for _, seconds in replicates) / len(replicates)
+        else:
+            total += overall * len(chunk.cells)
+    return total
+
+
 def run_chunks(
     chunks: list[Chunk],
     asv_command: list[str],
@@ -185,6 +209,7 @@ def run_chunks(
         print_line(f"resume: {skipped} of {total} cells already measured for this commit, environment and regime")
     done = skipped
     start, worst = time.monotonic(), 0
+    measured: list[tuple[Chunk, float]] = []
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         for index, chunk in enumerate(chunks, 1):
@@ -193,6 +218,7 @@ def run_chunks(
             log.write(f"\n### chunk {chunk.name}: {len(chunk.cells)} cells\n".encode())
             log.flush()
             selection = {SELECTION_VARIABLE: chunk.regex()}
+            chunk_started = time.monotonic()
             status = run_guarded([*asv_command, *chunk.arguments()], {**env, **selection}, cwd, log)
             if status not in (0, 2):  # asv itself failed: nothing of this chunk was saved
                 print_line(f"asv exited with status {status} on {chunk.name}; see {log_path}")
@@ -202,8 +228,8 @@ def run_chunks(
             ledger.record(finished)
             done += len(chunk.cells)
             elapsed = time.monotonic() - start
-            measured = done - skipped
-            eta = elapsed / measured * (total - done) if measured else 0.0
+            measured.append((chunk, time.monotonic() - chunk_started))
+            eta = remaining_seconds(measured, [c for c in chunks[index:] if c.name not in finished])
             note = " (a cell failed)" if status else ""
             print_line(
                 f"[{index:>2}/{len(chunks)}] {chunk.name:<19} {done:>4}/{total} cells, "

@@ -18,7 +18,15 @@ from asv.benchmarks import Benchmarks
 
 from benchmarks.process_guard import kill_session, session_members, stat_fields
 from benchmarks.profiles import FULL, QUICK
-from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, plan, scratch_config, suite_cells
+from benchmarks.runner import (
+    PAIRED_REFERENCE,
+    PAIRED_SUITE,
+    Chunk,
+    plan,
+    remaining_seconds,
+    scratch_config,
+    suite_cells,
+)
 from benchmarks.trees import ROOT
 from benchmarks.unfold import selects_a_compiling_cell
 from reports.results import load_results
@@ -43,6 +51,17 @@ def test_a_chunk_regex_selects_exactly_its_cells_as_asv_matches_them():
 def _reference_ratio(name: str, params: dict) -> bool:
     """A cell of the reference's ratio to itself, which no run measures."""
     return name.startswith(f"{PAIRED_SUITE}.") and params["strategy"] == PAIRED_REFERENCE
+
+
+def test_the_time_left_costs_each_kind_of_chunk_by_the_chunks_of_its_kind():
+    figures = [Chunk(f"config{i}", tuple(f"cell{j}" for j in range(cells))) for i, cells in enumerate((10, 20, 30))]
+    replicates = [Chunk("", tuple(f"ratio{j}" for j in range(100)), r, 3) for r in (1, 2, 3)]
+    assert remaining_seconds([], [*figures, *replicates]) == 0.0  # nothing measured: nothing to go by
+    # before any replicate has run, every chunk is costed per cell at the rate measured so far (1 s a cell)
+    assert remaining_seconds([(figures[0], 10.0)], [*figures[1:], *replicates]) == pytest.approx(50 + 300)
+    # a replicate is costed as the replicates measured (here 40 s), whatever its number of cells
+    measured = [(figures[0], 10.0), (replicates[0], 40.0)]
+    assert remaining_seconds(measured, [figures[2], *replicates[1:]]) == pytest.approx(30 + 80)
 
 
 def test_the_chunk_regex_is_read_by_asv_as_it_is_by_the_plan():
