@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.runner import PAIRED_SUITE, scratch_config
+from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
+from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, PASSES, timed_metric
 from reports import analysis
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
@@ -92,7 +93,10 @@ def ratios(directory: Path, profile: str) -> pd.DataFrame:
     table = run_table(directory, profile)
     cells = analysis.cell_table(table, "cpu")
     natives = cells[cells.strategy == analysis.REFERENCE_STRATEGY].set_index("config")
-    paired = table[(table.suite == PAIRED_SUITE) & (table.device == "cpu")].set_index(["config", "strategy", "metric"])
+    by_cell = ["config", "strategy", "metric"]
+    paired = table[(table.suite == PAIRED_SUITE) & (table.device == "cpu")].set_index(by_cell)
+    direct = table[(table.suite == DIRECT_FLOORS_SUITE) & (table.device == "cpu")].set_index(by_cell)
+    passes = {timed_metric(which): which for which in PASSES}
     copies = table[(table.suite == "bounds") & (table.metric == "time_copy") & (table.device == "cpu")]
     copy_medians = copies.set_index("config").value
     rows = []
@@ -109,7 +113,10 @@ def ratios(directory: Path, profile: str) -> pd.DataFrame:
                     "low": cell[f"{metric}:x_bound_low"],
                     "high": cell[f"{metric}:x_bound_high"],
                     "medians": cell[metric] / copy_medians.get(cell["config"], np.nan),
-                    "processes": np.nan,  # chained through native: two factors' processes, no one count
+                    # paired directly where native cannot run; chained through it: two factors' processes, no count
+                    "processes": direct.processes.get(
+                        (cell["config"], cell["strategy"], DIRECT_FLOOR_RATIOS[passes[metric], "time_copy"]), np.nan
+                    ),
                 }
             )
         if cell["strategy"] == analysis.REFERENCE_STRATEGY:
@@ -151,16 +158,21 @@ def spread(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def calibration(frames: list[pd.DataFrame]) -> list[str]:
-    """Per kind of ratio (paired directly to native; to copy_, chained through native), how often one run's 95%
-    interval holds another run's estimate over every (run, other run, cell) triple, and for the direct ratios how
-    often it would if the runs differed only by their processes (``expected_coverage``)."""
+    """Per kind of ratio (paired directly: to native, or to copy_ where native cannot run; to copy_ chained through
+    native, whose rows have no process count), how often one run's 95% interval holds another run's estimate over
+    every (run, other run, cell) triple, and for the direct ratios how often it would if the runs differed only by
+    their processes (``expected_coverage``)."""
     keyed = [f.set_index(["config", "strategy", "metric"]) for f in frames]
     lines = []
-    for label, direct in (("paired to native", True), (f"{X_COPY}, chained through native", False)):
+    kinds = (
+        ("paired to native (or directly to copy_ where native cannot run)", True),
+        (f"{X_COPY}, chained through native", False),
+    )
+    for label, direct in kinds:
         covered, expected, total = 0, 0.0, 0
         for one, other in itertools.permutations(keyed, 2):
             shared = one.index.intersection(other.index)
-            shared = shared[shared.get_level_values("metric").str.endswith(X_COPY) != direct]
+            shared = shared[one.loc[shared, "processes"].notna().to_numpy() == direct]
             estimate = other.loc[shared, "paired"]
             held = (one.loc[shared, "low"] <= estimate) & (estimate <= one.loc[shared, "high"])
             covered, total = covered + int(held.sum()), total + len(shared)
