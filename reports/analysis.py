@@ -185,15 +185,15 @@ def _chain_floors(
         return
     to_native = None  # the reference's own row: the floor ratio is its figure
     if not is_reference:
-        processes = paired.loc[(config, line["strategy"], METRICS[metric].paired), "processes"]
-        to_native = tuple(line[f"{metric}:x_native{end}"] for end in ("", "_low", "_high")) + (processes,)
+        df = paired.loc[(config, line["strategy"], METRICS[metric].paired), "df"]
+        to_native = tuple(line[f"{metric}:x_native{end}"] for end in ("", "_low", "_high")) + (df,)
     for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):
         floor_metric = FLOOR_RATIOS.get((_TIMED_PASS[metric], bound))
         key = (config, floor_metric)
         if floor_metric is None or key not in floors.index:
             continue
         floor = floors.loc[key]
-        measured = (float(floor.value), floor.low, floor.high, floor.processes)
+        measured = (float(floor.value), floor.low, floor.high, floor.df)
         chained = measured[:3] if to_native is None else chained_ratio(to_native, measured)
         line[f"{metric}:{column}"], line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = chained
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"

@@ -9,8 +9,10 @@ metric, strategy, config, device, value, unit, spread (asv's interquartile range
 
 Benchmark names are ``<suite>.<Profile>.<metric>``; parameter names come from asv's ``benchmarks.json``.
 A paired ratio (unit ``ratio``, ``benchmarks.ratios``) holds one sample per process; its ``value`` is their
-geometric mean, ``low``/``high`` its 95% Student-t interval across the processes (``process_interval``) and
-``samples`` the per-process ratios themselves: the process, not the call, is the unit of replication. A timing's
+geometric mean, ``low``/``high`` its 95% Student-t interval across the processes (``ratio_interval``), widened
+by the machine's recorded run level where the stability check measured one (``reports.run_level``: its variance in
+``run_variance``), ``df`` that interval's degrees of freedom, and ``samples`` the per-process ratios themselves:
+the process, not the call, is the unit of replication. A timing's
 ``low``/``high`` are asv's 99% interval.
 Machine details (CPU, GPU, torch, allocator, timing regime) come from each result's ``params``, which asv
 copies from the machine entry written by ``scripts/bench.py``.
@@ -34,6 +36,7 @@ from asv.results import Results, iter_results
 
 from benchmarks.catalogue import CATALOGUE_FILE
 from benchmarks.traffic import Sizes
+from reports.run_level import RunLevel, load_run_levels
 
 MACHINE_FIELDS = (
     "python_version",
@@ -67,6 +70,8 @@ COLUMNS = [
     "low",
     "high",
     "processes",
+    "df",
+    "run_variance",
     "samples",
     "status",
     *MACHINE_FIELDS,
@@ -132,38 +137,53 @@ def timing_regime(machine_params: dict) -> str:
 INTERVAL_LEVEL = 0.95  # the two-sided level of a paired ratio's interval across processes
 
 
-def process_interval(samples: Iterable[float], level: float = INTERVAL_LEVEL) -> tuple[float, float, float]:
-    """The geometric mean of per-process ratios and its two-sided Student-t interval at ``level`` (on the logs,
-    ``n - 1`` degrees of freedom); NaN ends with fewer than two processes."""
+def ratio_interval(
+    samples: Iterable[float], level: float = INTERVAL_LEVEL, run_level: RunLevel | None = None
+) -> tuple[float, float, float, float]:
+    """The geometric mean of per-process ratios, its two-sided Student-t interval at ``level`` on the logs, and that
+    interval's degrees of freedom. Across the processes alone the variance of the mean log is :math:`s^2/n` at
+    :math:`n - 1` degrees of freedom; with a recorded ``run_level`` (``reports.run_level``) its variance is added,
+    the degrees of freedom then Welch-Satterthwaite's. NaN ends with fewer than two processes."""
     from scipy.stats import t as student
 
     logs = [math.log(v) for v in samples if v is not None and v > 0]
     if not logs:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan, math.nan, math.nan
     mean = sum(logs) / len(logs)
     if len(logs) < 2:
-        return math.exp(mean), math.nan, math.nan
-    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))
-    half = float(student.ppf(0.5 + level / 2, len(logs) - 1)) * sd / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+        return math.exp(mean), math.nan, math.nan, math.nan
+    error = sum((v - mean) ** 2 for v in logs) / (len(logs) - 1) / len(logs)
+    df = float(len(logs) - 1)
+    if run_level is not None and run_level.variance > 0:
+        total = error + run_level.variance
+        df = total**2 / (error**2 / df + run_level.variance**2 / run_level.df)
+        error = total
+    half = float(student.ppf(0.5 + level / 2, df)) * math.sqrt(error)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), df
+
+
+def process_interval(samples: Iterable[float], level: float = INTERVAL_LEVEL) -> tuple[float, float, float]:
+    """The geometric mean of per-process ratios and its two-sided Student-t interval at ``level`` across the
+    processes alone (``ratio_interval`` without a run level)."""
+    return ratio_interval(samples, level)[:3]
 
 
 def chained_ratio(
     first: tuple[float, float, float, float], second: tuple[float, float, float, float], level: float = INTERVAL_LEVEL
 ) -> tuple[float, float, float]:
-    """The product of two ratios measured in separate processes, each ``(value, low, high, processes)`` with its
-    ``process_interval``, and the interval of the product: on the logs the standard errors add in quadrature (each
-    read back from its interval's half-width), with Welch-Satterthwaite's degrees of freedom. NaN ends where either
-    factor has no interval."""
+    """The product of two ratios measured in separate processes, each ``(value, low, high, df)`` with its
+    ``ratio_interval`` and that interval's degrees of freedom, and the interval of the product: on the logs the
+    standard errors add in quadrature (each read back from its interval's half-width), with Welch-Satterthwaite's
+    degrees of freedom. NaN ends where either factor has no interval."""
     from scipy.stats import t as student
 
     value = first[0] * second[0]
     errors = []
-    for _, low, high, processes in (first, second):
-        if any(pd.isna(v) or v <= 0 for v in (low, high)) or pd.isna(processes) or processes < 2:
+    for _, low, high, df in (first, second):
+        if any(pd.isna(v) or v <= 0 for v in (low, high)) or pd.isna(df) or df < 1:
             return value, math.nan, math.nan
-        quantile = float(student.ppf(0.5 + level / 2, processes - 1))
-        errors.append(((math.log(high) - math.log(low)) / (2 * quantile), processes - 1))
+        quantile = float(student.ppf(0.5 + level / 2, df))
+        errors.append(((math.log(high) - math.log(low)) / (2 * quantile), df))
     variance = sum(error**2 for error, _ in errors)
     if variance == 0:
         return value, value, value
@@ -187,11 +207,17 @@ def environment_label(env_name: str, machine_params: dict, requirements: dict) -
     return "-".join(parts)
 
 
-def load_results(results_dir: str | Path) -> pd.DataFrame:
-    """The tidy table of every result under ``results_dir`` (empty, with the columns, if there are none)."""
+def load_results(
+    results_dir: str | Path, run_levels: Mapping[tuple[str, str, str], RunLevel] | None = None
+) -> pd.DataFrame:
+    """The tidy table of every result under ``results_dir`` (empty, with the columns, if there are none); the paired
+    ratios' intervals include the run levels recorded there (``reports.run_level``), or ``run_levels`` if given
+    ((machine, profile, suite) -> ``RunLevel``; ``{}``: across the processes alone)."""
     results_dir = Path(results_dir)
     benchmarks_file = results_dir / "benchmarks.json"
     benchmarks = json.loads(benchmarks_file.read_text()) if benchmarks_file.exists() else {}
+    if run_levels is None:
+        run_levels = load_run_levels(results_dir)
     rows = []
     for result in iter_results(str(results_dir)):
         machine_params = result.params
@@ -203,10 +229,12 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
             params = dict(zip(info.get("param_names", []), cell.params))
             stat = cell.stats or {}
             value, low, high = cell.value if cell.ok else None, stat.get("ci_99_a"), stat.get("ci_99_b")
-            processes, samples = math.nan, None
+            processes, df, added, samples = math.nan, math.nan, math.nan, None
             if info.get("unit") == "ratio" and cell.ok and cell.samples:
-                value, low, high = process_interval(cell.samples)
+                level = run_levels.get((machine_params.get("machine"), profile.lower(), suite))
+                value, low, high, df = ratio_interval(cell.samples, run_level=level)
                 processes, samples = len(cell.samples), list(cell.samples)
+                added = level.variance if level is not None else math.nan
             rows.append(
                 {
                     "commit": result.commit_hash,
@@ -228,6 +256,8 @@ def load_results(results_dir: str | Path) -> pd.DataFrame:
                     "low": low,
                     "high": high,
                     "processes": processes,
+                    "df": df,
+                    "run_variance": added,
                     "samples": samples,
                     "status": cell.status,
                     **{field: machine_params.get(field) for field in MACHINE_FIELDS},

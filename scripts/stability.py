@@ -35,6 +35,7 @@ from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, PASSES, timed_metric
 from reports import analysis
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results
+from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, write_run_levels
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
 from unfold_bench.common_args import add_bench, add_profile
@@ -58,9 +59,10 @@ def run_bench(directory: Path, profile: str, bench: str) -> float:
     return seconds
 
 
-def run_table(directory: Path, profile: str) -> pd.DataFrame:
-    """The results of the run in ``directory``: its newest commit's, in ``profile``."""
-    table = load_results(directory / "results")
+def run_table(directory: Path, profile: str, run_levels: dict | None = None) -> pd.DataFrame:
+    """The results of the run in ``directory``: its newest commit's, in ``profile``; the intervals across its
+    processes alone, or with ``run_levels`` ((machine, profile, suite) -> ``RunLevel``) added."""
+    table = load_results(directory / "results", run_levels=run_levels or {})
     table = table[table.profile == profile]
     newest = analysis.runs(table).iloc[-1]
     return analysis.select_run(table, newest)
@@ -87,10 +89,10 @@ def expected_coverage(processes: int, other_processes: int, level: float = INTER
     return float(2 * student.cdf(bound, df) - 1)
 
 
-def ratios(directory: Path, profile: str) -> pd.DataFrame:
-    """The run's CPU cells: per (config, strategy, metric) the paired ratio with its interval and the quotient of
-    medians; a time's paired ratio to ``copy_`` is the metric ``<time metric> x copy_``."""
-    table = run_table(directory, profile)
+def ratios(directory: Path, profile: str, run_levels: dict | None = None) -> pd.DataFrame:
+    """The run's CPU cells: per (config, strategy, metric) the paired ratio with its interval (``run_table``) and
+    the quotient of medians; a time's paired ratio to ``copy_`` is the metric ``<time metric> x copy_``."""
+    table = run_table(directory, profile, run_levels)
     cells = analysis.cell_table(table, "cpu")
     natives = cells[cells.strategy == analysis.REFERENCE_STRATEGY].set_index("config")
     by_cell = ["config", "strategy", "metric"]
@@ -157,11 +159,11 @@ def spread(frame: pd.DataFrame, column: str) -> pd.Series:
     return (grouped.max() / grouped.min()).dropna()
 
 
-def calibration(frames: list[pd.DataFrame]) -> list[str]:
+def calibration(frames: list[pd.DataFrame], with_expected: bool = True, prefix: str = "calibration") -> list[str]:
     """Per kind of ratio (paired directly: to native, or to copy_ where native cannot run; to copy_ chained through
     native, whose rows have no process count), how often one run's 95% interval holds another run's estimate over
-    every (run, other run, cell) triple, and for the direct ratios how often it would if the runs differed only by
-    their processes (``expected_coverage``)."""
+    every (run, other run, cell) triple, and, if ``with_expected``, for the direct ratios how often it would if the runs
+    differed only by their processes (``expected_coverage``). Each line starts with ``prefix``."""
     keyed = [f.set_index(["config", "strategy", "metric"]) for f in frames]
     lines = []
     kinds = (
@@ -173,27 +175,34 @@ def calibration(frames: list[pd.DataFrame]) -> list[str]:
         for one, other in itertools.permutations(keyed, 2):
             shared = one.index.intersection(other.index)
             shared = shared[one.loc[shared, "processes"].notna().to_numpy() == direct]
-            estimate = other.loc[shared, "paired"]
-            held = (one.loc[shared, "low"] <= estimate) & (estimate <= one.loc[shared, "high"])
+            theirs = other.loc[shared, "paired"]
+            held = (one.loc[shared, "low"] <= theirs) & (theirs <= one.loc[shared, "high"])
             covered, total = covered + int(held.sum()), total + len(shared)
-            if direct:
+            if direct and with_expected:
                 counts = zip(one.loc[shared, "processes"], other.loc[shared, "processes"])
                 expected += sum(expected_coverage(int(k), int(k_other)) for k, k_other in counts)
         if not total:
             continue
-        line = f"calibration, {label}: one run's 95% interval holds another run's estimate in {covered}/{total} "
+        line = f"{prefix}, {label}: one run's 95% interval holds another run's estimate in {covered}/{total} "
         line += f"({covered / total:.0%}) of the (run, other run, cell) triples"
-        if direct:
+        if direct and with_expected:
             line += f"; {expected / total:.0%} if the runs differed only by their processes"
         lines.append(line)
     return lines
 
 
 def report(
-    frames: list[pd.DataFrame], run_picks: list[dict], seconds: list[float], args: argparse.Namespace, provenance: str
+    frames: list[pd.DataFrame],
+    run_picks: list[dict],
+    seconds: list[float],
+    args: argparse.Namespace,
+    provenance: str,
+    levels: dict[str, RunLevel],
+    widened: list[pd.DataFrame],
 ) -> str:
-    """The stability report of the runs' ``frames`` (``ratios``), picks and wall ``seconds``; ``provenance`` names the
-    machine, commit and date on its first line."""
+    """The stability report of the runs' ``frames`` (``ratios``, intervals across processes alone), picks and wall
+    ``seconds``, the run ``levels`` they show per suite and the calibration of the ``widened`` frames (intervals
+    with those levels); ``provenance`` names the machine, commit and date on its first line."""
     both = pd.concat([f.assign(run=i) for i, f in enumerate(frames)], ignore_index=True)
     lines = [
         f"python scripts/stability.py --runs {args.runs} --profile {args.profile}"
@@ -225,7 +234,16 @@ def report(
             )
     worst = spread(both, "paired").sort_values().tail(5)
     lines.append("widest paired cells: " + "; ".join(f"{c} {s} {m}: {v:.2f}x" for (c, s, m), v in worst.items()))
+    lines += [
+        "",
+        f"run level of each suite's paired ratios (reports.run_level; recorded in results/<machine>/{RUN_LEVEL_FILE})",
+    ]
+    lines.append("  the variance between runs of the mean log-ratio beyond what the runs' processes predict:")
+    lines += [
+        f"  {suite:<14} sd {math.sqrt(level.variance):.3f} ({level.df:.0f} df)" for suite, level in levels.items()
+    ]
     lines += ["", *calibration(frames)]
+    lines += calibration(widened, with_expected=False, prefix="with the run level (in-sample: these runs estimated it)")
     lines += ["", "which to ship (CPU), per run: pick (statistical tie)"]
     for rule in analysis.RULES:
         shown = [
@@ -252,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=ROOT / ".asv" / "stability", help="where the runs' results go")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     parser.add_argument("--from-runs", action="store_true", help="report the runs already in --keep, measure nothing")
+    parser.add_argument(
+        "--record-in",
+        type=Path,
+        default=ROOT / "results",
+        help="the results directory whose <machine>/run-level.jsonl records the run levels found (results/)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 2:
         parser.error(f"--runs {args.runs}: a spread needs at least 2 runs")
@@ -267,8 +291,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {index}/{args.runs}: {seconds[-1] / 60:.1f} min", flush=True)
     frames = [ratios(d, args.profile) for d in directories]
     first = run_table(directories[0], args.profile)
-    provenance = f"{first.machine.iloc[0]}, commit {first.commit.iloc[0][:8]}, {time.strftime('%Y-%m-%d')}"
-    text = report(frames, [picks(d, args.profile) for d in directories], seconds, args, provenance)
+    machine, commit = first.machine.iloc[0], first.commit.iloc[0]
+    provenance = f"{machine}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
+    levels = estimate(run_table(d, args.profile) for d in directories)
+    recorded = {"command": f"unfold-bench stability --runs {args.runs}", "runs": args.runs, "commit": commit}
+    write_run_levels(args.record_in / machine, args.profile, levels, recorded)
+    keyed = {(machine, args.profile, suite): level for suite, level in levels.items()}
+    widened = [ratios(d, args.profile, keyed) for d in directories]
+    picked = [picks(d, args.profile) for d in directories]
+    text = report(frames, picked, seconds, args, provenance, levels, widened)
     print(text)
     if args.out:
         args.out.write_text(text)

@@ -202,7 +202,7 @@ def test_a_forward_paired_with_the_fill_floor_through_native_is_judged_by_its_in
     processes, is no contradiction; one whose chained interval lies below 1 is, and is said so."""
 
     def paired(suite: str, metric: str, value: float, low: float, high: float, strategy: str | None = None) -> dict:
-        return {**_row(suite, metric, value, strategy), "low": low, "high": high, "processes": 4}
+        return {**_row(suite, metric, value, strategy), "low": low, "high": high, "processes": 4, "df": 3}
 
     rows = [
         _row("bounds", "time_fill", 0.005),
@@ -229,7 +229,7 @@ def test_where_native_cannot_run_the_floors_and_the_picks_come_from_each_strateg
     direct_floors (each strategy against the floors inside processes), with their intervals."""
 
     def direct(metric: str, value: float, low: float, high: float, strategy: str) -> dict:
-        return {**_row(DIRECT_FLOORS_SUITE, metric, value, strategy), "low": low, "high": high, "processes": 4}
+        return {**_row(DIRECT_FLOORS_SUITE, metric, value, strategy), "low": low, "high": high, "processes": 4, "df": 3}
 
     over_copy, over_fill = DIRECT_FLOOR_RATIOS["forward", "time_copy"], DIRECT_FLOOR_RATIOS["forward", "time_fill"]
     rows = [
@@ -263,7 +263,7 @@ def _paired_run() -> pd.DataFrame:
 
     def paired(metric: str, value: float, low: float, high: float, strategy: str | None = None) -> dict:
         suite = FLOORS_SUITE if strategy is None else "ratios"
-        return {**_row(suite, metric, value, strategy), "low": low, "high": high, "processes": 4}
+        return {**_row(suite, metric, value, strategy), "low": low, "high": high, "processes": 4, "df": 3}
 
     return pd.DataFrame(
         [
@@ -307,13 +307,13 @@ def test_a_chained_ratio_multiplies_and_its_interval_adds_the_factors_spreads():
     rng = random.Random(5)
     first = [2.0 * math.exp(rng.gauss(0, 0.05)) for _ in range(4)]
     second = [3.0 * math.exp(rng.gauss(0, 0.10)) for _ in range(6)]
-    a, b = (*process_interval(first), 4), (*process_interval(second), 6)
+    a, b = (*process_interval(first), 3), (*process_interval(second), 5)  # df: processes - 1
     value, low, high = chained_ratio(a, b)
     assert value == pytest.approx(a[0] * b[0]) and low < value < high
     assert (value, low, high) == pytest.approx(chained_ratio(b, a))  # the order of the factors does not matter
     for factor in (a, b):  # wider, on the logs, than either factor alone
         assert math.log(high / low) > math.log(factor[2] / factor[1])
-    exact = chained_ratio((1.5, 1.5, 1.5, 4), b)  # a factor without spread adds none
+    exact = chained_ratio((1.5, 1.5, 1.5, 3), b)  # a factor without spread adds none
     assert exact == pytest.approx((1.5 * b[0], 1.5 * b[1], 1.5 * b[2]))
-    one_process = chained_ratio((2.0, math.nan, math.nan, 1), b)
+    one_process = chained_ratio((2.0, math.nan, math.nan, math.nan), b)
     assert one_process[0] == pytest.approx(2.0 * b[0]) and math.isnan(one_process[1]) and math.isnan(one_process[2])

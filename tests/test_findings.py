@@ -160,7 +160,7 @@ def test_a_roofline_verdict_whose_paired_interval_spans_the_target_is_within_the
     cells = {(c, s): (ms, 3 * ms, 100.0, 200.0) for c in configs for s, ms in (("native", 10.0), ("tiling", 30.0))}
     table = tidy(cells, {c: allcnnc_bounds() for c in configs})
     run = table.iloc[0][["commit", "date", "env", "machine", "profile", "timing_regime", "device"]].to_dict()
-    ok = {**dict.fromkeys(COLUMNS), **run, "status": "ok", "unit": "ratio", "processes": 4}
+    ok = {**dict.fromkeys(COLUMNS), **run, "status": "ok", "unit": "ratio", "processes": 4, "df": 3}
     floor = FLOOR_RATIOS["forward", "time_copy"]
     paired = [  # native's forward over copy_, and tiling's over native's, paired in 4 processes
         {**ok, "suite": FLOORS_SUITE, "metric": floor, "config": c, "value": v, "low": lo, "high": hi}

@@ -21,6 +21,7 @@ from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from reports import analysis
 from reports.results import load_results, process_interval
+from reports.run_level import RunLevel, write_run_levels
 
 TRAINING = analysis.RULES[0]
 
@@ -183,6 +184,16 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     assert [len(samples) for samples in cpp.samples] == [REPLICATES, REPLICATES]
     forward = cpp.loc["track_ratio_forward"]
     assert process_interval(forward.samples)[0] == pytest.approx(forward.value)
+    # a run level recorded for the machine's floors widens their intervals and leaves the ratios to native as they are
+    (machine_dir,) = (p.parent for p in (tmp_path / "results").glob("*/machine.json"))
+    write_run_levels(machine_dir, "quick", {FLOORS_SUITE: RunLevel(0.01, 2.0), PAIRED_SUITE: RunLevel(0.0, 2.0)}, {})
+    again = load_results(tmp_path / "results")
+    again = again[(again.config == "example") & (again.device == "cpu")]
+    floors_again = again[again.suite == FLOORS_SUITE].set_index("metric")
+    assert (floors_again.run_variance == 0.01).all() and (floors_again.value == floor_rows.value).all()
+    assert (floors_again.high / floors_again.low > floor_rows.high / floor_rows.low).all()
+    cpp_again = again[(again.suite == PAIRED_SUITE) & (again.strategy == "cpp")].set_index("metric")
+    assert (cpp_again.low == cpp.low).all() and (cpp_again.df == REPLICATES - 1).all()
     published = subprocess.run(
         [sys.executable, "-m", "asv", "--config", str(config), "publish"], cwd=ROOT, capture_output=True, text=True
     )

@@ -1,0 +1,106 @@
+"""The run level of a paired ratio: how far it moves between runs of one commit beyond what one run's processes show.
+
+One run's interval of a paired ratio (``reports.results.ratio_interval``) is built from its processes. If every
+run of the same commit also carried an effect of its own, shared by all of its processes, that interval would be
+too narrow, and no single run could tell. Following Kalibera and Jones ("Rigorous benchmarking in reasonable time",
+ISMM 2013), the level is measured once with repeated runs (``unfold-bench stability``), recorded per machine,
+profile and suite, and added to the variance of every later interval of that machine's ratios.
+
+With :math:`R` runs of one cell, run :math:`r`'s mean log-ratio :math:`m_r` over :math:`n_r` processes of sample
+variance :math:`s_r^2`, the method of moments gives
+
+.. math::
+
+    \\hat\\sigma^2_{\\mathrm{run}} = \\operatorname{Var}_r(m_r) - \\frac{1}{R} \\sum_r s_r^2 / n_r,
+
+averaged over the suite's cells and floored at 0; its degrees of freedom are :math:`R - 1`, since the cells of one
+run share whatever moved that run, so it is only as well known as the number of runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+RUN_LEVEL_FILE = "run-level.jsonl"  # results/<machine>/: one record per (profile, suite); asv reads only *.json
+
+
+@dataclass(frozen=True)
+class RunLevel:
+    """The variance between runs, on the logs of a suite's paired ratios, beyond what their processes predict,
+    and the degrees of freedom of that estimate."""
+
+    variance: float
+    df: float
+
+
+def _log_means(table: pd.DataFrame) -> pd.DataFrame:
+    """Per paired cell of one run's table (rows with per-process ``samples``): the mean log-ratio and its squared
+    standard error across the processes."""
+    rows = []
+    for row in table.itertuples():
+        logs = np.log([v for v in (row.samples or []) if v is not None and v > 0])
+        if len(logs) < 2:
+            continue
+        rows.append(
+            {
+                "suite": row.suite,
+                "cell": (row.config, row.strategy, row.metric, row.device),
+                "mean": float(logs.mean()),
+                "error": float(logs.var(ddof=1) / len(logs)),
+            }
+        )
+    return pd.DataFrame(rows, columns=["suite", "cell", "mean", "error"])
+
+
+def estimate(runs: Iterable[pd.DataFrame]) -> dict[str, RunLevel]:
+    """Per suite, the run level of its paired ratios from several runs' tidy tables (``load_results`` of each
+    run's own results): the method of moments over the cells measured in every run."""
+    frames = [_log_means(table).assign(run=index) for index, table in enumerate(runs)]
+    count = len(frames)
+    if count < 2:
+        raise ValueError(f"runs: {count} given; a variance between runs needs at least 2")
+    both = pd.concat(frames, ignore_index=True)
+    out = {}
+    for suite, rows in both.groupby("suite"):
+        per_cell = rows.groupby("cell").agg(runs=("run", "nunique"), between=("mean", "var"), within=("error", "mean"))
+        per_cell = per_cell[per_cell.runs == count]
+        if per_cell.empty:
+            continue
+        variance = float((per_cell.between - per_cell.within).mean())
+        out[str(suite)] = RunLevel(max(variance, 0.0), float(count - 1))
+    return out
+
+
+def write_run_levels(machine_dir: Path, profile: str, levels: dict[str, RunLevel], provenance: dict) -> Path:
+    """Record ``levels`` of ``profile`` in ``machine_dir``, replacing that profile's earlier records and keeping the
+    others'; ``provenance`` (command, runs, commit, date) goes into each record. The file's path."""
+    path = Path(machine_dir) / RUN_LEVEL_FILE
+    kept = [r for r in _records(path) if r.get("profile") != profile]
+    written = time.strftime("%Y-%m-%d")
+    new = [{"profile": profile, "suite": s, **asdict(v), "date": written, **provenance} for s, v in levels.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text("".join(json.dumps(r) + "\n" for r in [*kept, *new]))
+    partial.replace(path)
+    return path
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def load_run_levels(results_dir: str | Path) -> dict[tuple[str, str, str], RunLevel]:
+    """Every recorded run level under ``results_dir``: (machine, profile, suite) -> its ``RunLevel``, the machine
+    named by its results directory (asv's machine name)."""
+    out = {}
+    for path in Path(results_dir).glob(f"*/{RUN_LEVEL_FILE}"):
+        for record in _records(path):
+            out[path.parent.name, record["profile"], record["suite"]] = RunLevel(record["variance"], record["df"])
+    return out
