@@ -35,7 +35,7 @@ from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, PASSES, timed_metric
 from reports import analysis
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results
-from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, write_run_levels
+from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, write_run_levels
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
 from unfold_bench.common_args import add_bench, add_profile
@@ -199,10 +199,13 @@ def report(
     provenance: str,
     levels: dict[str, RunLevel],
     widened: list[pd.DataFrame],
+    held_out: list[pd.DataFrame],
 ) -> str:
     """The stability report of the runs' ``frames`` (``ratios``, intervals across processes alone), picks and wall
     ``seconds``, the run ``levels`` they show per suite and the calibration of the ``widened`` frames (intervals
-    with those levels); ``provenance`` names the machine, commit and date on its first line."""
+    with those levels) and of the ``held_out`` ones (with the levels recorded before, by other runs: the check that
+    a recorded level holds; empty where none was); ``provenance`` names the machine, commit and date on its first
+    line."""
     both = pd.concat([f.assign(run=i) for i, f in enumerate(frames)], ignore_index=True)
     lines = [
         f"python scripts/stability.py --runs {args.runs} --profile {args.profile}"
@@ -244,6 +247,8 @@ def report(
     ]
     lines += ["", *calibration(frames)]
     lines += calibration(widened, with_expected=False, prefix="with the run level (in-sample: these runs estimated it)")
+    if held_out:
+        lines += calibration(held_out, with_expected=False, prefix="with the run level recorded before (held out)")
     lines += ["", "which to ship (CPU), per run: pick (statistical tie)"]
     for rule in analysis.RULES:
         shown = [
@@ -293,13 +298,16 @@ def main(argv: list[str] | None = None) -> int:
     first = run_table(directories[0], args.profile)
     machine, commit = first.machine.iloc[0], first.commit.iloc[0]
     provenance = f"{machine}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
+    earlier = {k: v for k, v in load_run_levels(args.record_in).items() if k[:2] == (machine, args.profile)}
+    # measured now, the runs are held out from a level recorded before them; re-read, they may be the runs it came from
+    held_out = [ratios(d, args.profile, earlier) for d in directories] if earlier and not args.from_runs else []
     levels = estimate(run_table(d, args.profile) for d in directories)
     recorded = {"command": f"unfold-bench stability --runs {args.runs}", "runs": args.runs, "commit": commit}
-    write_run_levels(args.record_in / machine, args.profile, levels, recorded)
     keyed = {(machine, args.profile, suite): level for suite, level in levels.items()}
     widened = [ratios(d, args.profile, keyed) for d in directories]
     picked = [picks(d, args.profile) for d in directories]
-    text = report(frames, picked, seconds, args, provenance, levels, widened)
+    text = report(frames, picked, seconds, args, provenance, levels, widened, held_out)
+    write_run_levels(args.record_in / machine, args.profile, levels, recorded)
     print(text)
     if args.out:
         args.out.write_text(text)
