@@ -13,8 +13,12 @@ variance :math:`s_r^2`, the method of moments gives
 
     \\hat\\sigma^2_{\\mathrm{run}} = \\operatorname{Var}_r(m_r) - \\frac{1}{R} \\sum_r s_r^2 / n_r,
 
-averaged over the suite's cells and floored at 0; its degrees of freedom are :math:`R - 1`, since the cells of one
-run share whatever moved that run, so it is only as well known as the number of runs.
+averaged over the suite's cells; its degrees of freedom are :math:`R - 1`, since the cells of one run share
+whatever moved that run, so it is only as well known as the number of runs. Each set of runs is recorded with its
+own estimate (negative where the runs moved less than their processes predict); the level an interval uses pools
+every set recorded for the machine, profile and suite, weighted by degrees of freedom, and is floored at 0 only
+then, so that the noise of small sets averages out instead of adding up. Delete a record to start afresh (after a
+change of the harness or the machine).
 """
 
 from __future__ import annotations
@@ -73,18 +77,33 @@ def estimate(runs: Iterable[pd.DataFrame]) -> dict[str, RunLevel]:
         per_cell = per_cell[per_cell.runs == count]
         if per_cell.empty:
             continue
-        variance = float((per_cell.between - per_cell.within).mean())
-        out[str(suite)] = RunLevel(max(variance, 0.0), float(count - 1))
+        out[str(suite)] = RunLevel(float((per_cell.between - per_cell.within).mean()), float(count - 1))
     return out
 
 
-def write_run_levels(machine_dir: Path, profile: str, levels: dict[str, RunLevel], provenance: dict) -> Path:
-    """Record ``levels`` of ``profile`` in ``machine_dir``, replacing that profile's earlier records and keeping the
-    others'; ``provenance`` (command, runs, commit, date) goes into each record. The file's path."""
+def pool(levels: Iterable[RunLevel]) -> RunLevel:
+    """Several sets of runs' estimates of one run level as one: their mean weighted by degrees of freedom, at
+    their summed degrees of freedom, floored at 0."""
+    levels = list(levels)
+    df = sum(level.df for level in levels)
+    if not levels or df <= 0:
+        raise ValueError(f"levels: {levels!r}; pooling needs at least one estimate with degrees of freedom")
+    return RunLevel(max(sum(level.variance * level.df for level in levels) / df, 0.0), float(df))
+
+
+def write_run_levels(
+    machine_dir: Path, profile: str, levels: dict[str, RunLevel], measured: str, provenance: dict
+) -> Path:
+    """Record the estimates ``levels`` of one set of runs of ``profile``, first ``measured`` at that date and time,
+    in ``machine_dir`` beside the other sets' (a set recorded again replaces its own records); ``provenance``
+    (command, runs, commit) goes into each record. The file's path."""
     path = Path(machine_dir) / RUN_LEVEL_FILE
-    kept = [r for r in _records(path) if r.get("profile") != profile]
+    kept = [r for r in _records(path) if (r.get("profile"), r.get("measured")) != (profile, measured)]
     written = time.strftime("%Y-%m-%d")
-    new = [{"profile": profile, "suite": s, **asdict(v), "date": written, **provenance} for s, v in levels.items()]
+    new = [
+        {"profile": profile, "suite": s, **asdict(v), "measured": measured, "date": written, **provenance}
+        for s, v in levels.items()
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     partial.write_text("".join(json.dumps(r) + "\n" for r in [*kept, *new]))
@@ -96,11 +115,15 @@ def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def load_run_levels(results_dir: str | Path) -> dict[tuple[str, str, str], RunLevel]:
-    """Every recorded run level under ``results_dir``: (machine, profile, suite) -> its ``RunLevel``, the machine
-    named by its results directory (asv's machine name)."""
-    out = {}
+def load_run_levels(results_dir: str | Path, leave_out: str | None = None) -> dict[tuple[str, str, str], RunLevel]:
+    """The run levels recorded under ``results_dir``: (machine, profile, suite) -> the ``pool`` of every set of
+    runs recorded for it (but the set first ``measured`` at ``leave_out``), the machine named by its results
+    directory (asv's machine name)."""
+    found: dict[tuple[str, str, str], list[RunLevel]] = {}
     for path in Path(results_dir).glob(f"*/{RUN_LEVEL_FILE}"):
         for record in _records(path):
-            out[path.parent.name, record["profile"], record["suite"]] = RunLevel(record["variance"], record["df"])
-    return out
+            if leave_out is not None and record.get("measured") == leave_out:
+                continue
+            key = (path.parent.name, record["profile"], record["suite"])
+            found.setdefault(key, []).append(RunLevel(record["variance"], record["df"]))
+    return {key: pool(levels) for key, levels in found.items()}

@@ -203,8 +203,8 @@ def report(
 ) -> str:
     """The stability report of the runs' ``frames`` (``ratios``, intervals across processes alone), picks and wall
     ``seconds``, the run ``levels`` they show per suite and the calibration of the ``widened`` frames (intervals
-    with those levels) and of the ``held_out`` ones (with the levels recorded before, by other runs: the check that
-    a recorded level holds; empty where none was); ``provenance`` names the machine, commit and date on its first
+    with those levels) and of the ``held_out`` ones (with the level recorded from the other sets of runs: the check
+    that a recorded level holds; empty where none was); ``provenance`` names the machine, commit and date on its first
     line."""
     both = pd.concat([f.assign(run=i) for i, f in enumerate(frames)], ignore_index=True)
     lines = [
@@ -241,14 +241,17 @@ def report(
         "",
         f"run level of each suite's paired ratios (reports.run_level; recorded in results/<machine>/{RUN_LEVEL_FILE})",
     ]
-    lines.append("  the variance between runs of the mean log-ratio beyond what the runs' processes predict:")
+    lines.append("  these runs' estimate of the variance between runs of the mean log-ratio beyond what their")
+    lines.append("  processes predict (negative: they moved less), and the standard deviation it gives:")
     lines += [
-        f"  {suite:<14} sd {math.sqrt(level.variance):.3f} ({level.df:.0f} df)" for suite, level in levels.items()
+        f"  {suite:<14} {level.variance:+.5f}, sd {math.sqrt(max(level.variance, 0.0)):.3f} ({level.df:.0f} df)"
+        for suite, level in levels.items()
     ]
     lines += ["", *calibration(frames)]
     lines += calibration(widened, with_expected=False, prefix="with the run level (in-sample: these runs estimated it)")
     if held_out:
-        lines += calibration(held_out, with_expected=False, prefix="with the run level recorded before (held out)")
+        held = "with the run level recorded from the other sets of runs (held out)"
+        lines += calibration(held_out, with_expected=False, prefix=held)
     lines += ["", "which to ship (CPU), per run: pick (statistical tie)"]
     for rule in analysis.RULES:
         shown = [
@@ -298,16 +301,20 @@ def main(argv: list[str] | None = None) -> int:
     first = run_table(directories[0], args.profile)
     machine, commit = first.machine.iloc[0], first.commit.iloc[0]
     provenance = f"{machine}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
-    earlier = {k: v for k, v in load_run_levels(args.record_in).items() if k[:2] == (machine, args.profile)}
-    # measured now, the runs are held out from a level recorded before them; re-read, they may be the runs it came from
-    held_out = [ratios(d, args.profile, earlier) for d in directories] if earlier and not args.from_runs else []
+    measured = str(first.date.min())
+    others = load_run_levels(args.record_in, leave_out=measured)  # the level recorded from every other set of runs
+    others = {k: v for k, v in others.items() if k[:2] == (machine, args.profile)}
+    held_out = [ratios(d, args.profile, others) for d in directories] if others else []
     levels = estimate(run_table(d, args.profile) for d in directories)
     recorded = {"command": f"unfold-bench stability --runs {args.runs}", "runs": args.runs, "commit": commit}
     keyed = {(machine, args.profile, suite): level for suite, level in levels.items()}
     widened = [ratios(d, args.profile, keyed) for d in directories]
     picked = [picks(d, args.profile) for d in directories]
     text = report(frames, picked, seconds, args, provenance, levels, widened, held_out)
-    write_run_levels(args.record_in / machine, args.profile, levels, recorded)
+    write_run_levels(args.record_in / machine, args.profile, levels, measured, recorded)
+    pooled = {k[2]: v for k, v in load_run_levels(args.record_in).items() if k[:2] == (machine, args.profile)}
+    text += "\nrun level recorded now, pooled over every set of runs in the record (what later intervals add):\n"
+    text += "".join(f"  {suite:<14} sd {math.sqrt(v.variance):.3f} ({v.df:.0f} df)\n" for suite, v in pooled.items())
     print(text)
     if args.out:
         args.out.write_text(text)

@@ -186,7 +186,8 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     assert process_interval(forward.samples)[0] == pytest.approx(forward.value)
     # a run level recorded for the machine's floors widens their intervals and leaves the ratios to native as they are
     (machine_dir,) = (p.parent for p in (tmp_path / "results").glob("*/machine.json"))
-    write_run_levels(machine_dir, "quick", {FLOORS_SUITE: RunLevel(0.01, 2.0), PAIRED_SUITE: RunLevel(0.0, 2.0)}, {})
+    levels = {FLOORS_SUITE: RunLevel(0.01, 2.0), PAIRED_SUITE: RunLevel(-0.001, 2.0)}
+    write_run_levels(machine_dir, "quick", levels, "one set of runs", {})
     again = load_results(tmp_path / "results")
     again = again[(again.config == "example") & (again.device == "cpu")]
     floors_again = again[again.suite == FLOORS_SUITE].set_index("metric")
