@@ -137,28 +137,53 @@ def timing_regime(machine_params: dict) -> str:
 INTERVAL_LEVEL = 0.95  # the two-sided level of a paired ratio's interval across processes
 
 
+def summed_error(terms: Iterable[tuple[float, float]], level: float = INTERVAL_LEVEL) -> tuple[float, float]:
+    """The half-width at ``level`` and the degrees of freedom of a Student-t interval on a sum of independent error
+    variances, each term ``(variance, df)``: Welch-Satterthwaite's degrees of freedom
+    :math:`(\\sum v_i)^2 / \\sum (v_i^2 / \\nu_i)`, and a half-width never narrower than any term's own
+    :math:`t_{\\nu_i} \\sqrt{v_i}`. At few degrees of freedom t's quantile falls faster with the approximated
+    degrees of freedom than the variance grows, so adding a small, well-known term would otherwise narrow the
+    interval; a further source of error must never make a figure look surer. Where that floor holds, the degrees of
+    freedom returned are those at which the half-width is t's quantile times the summed standard error, so that an
+    interval read back (``chained_ratio``) gives the summed variance. Terms without variance add nothing; with
+    none, the half-width is 0 at the fewest degrees of freedom given."""
+    from scipy.optimize import brentq
+    from scipy.stats import t as student
+
+    def quantile(df: float) -> float:
+        return float(student.ppf(0.5 + level / 2, df))
+
+    terms = list(terms)
+    spread = [(variance, df) for variance, df in terms if variance > 0]
+    if not spread:
+        return 0.0, min(df for _, df in terms)
+    if len(spread) == 1:
+        return quantile(spread[0][1]) * math.sqrt(spread[0][0]), spread[0][1]
+    error = math.sqrt(sum(v for v, _ in spread))
+    df = error**4 / sum(v**2 / nu for v, nu in spread)
+    floor, floor_df = max((quantile(nu) * math.sqrt(v), nu) for v, nu in spread)
+    if floor <= quantile(df) * error:
+        return quantile(df) * error, df
+    return floor, brentq(lambda nu: quantile(nu) * error - floor, floor_df, df)
+
+
 def ratio_interval(
     samples: Iterable[float], level: float = INTERVAL_LEVEL, run_level: RunLevel | None = None
 ) -> tuple[float, float, float, float]:
     """The geometric mean of per-process ratios, its two-sided Student-t interval at ``level`` on the logs, and that
     interval's degrees of freedom. Across the processes alone the variance of the mean log is :math:`s^2/n` at
-    :math:`n - 1` degrees of freedom; with a recorded ``run_level`` (``reports.run_level``) its variance is added,
-    the degrees of freedom then Welch-Satterthwaite's. NaN ends with fewer than two processes."""
-    from scipy.stats import t as student
-
+    :math:`n - 1` degrees of freedom; a recorded ``run_level`` (``reports.run_level``) adds its variance
+    (``summed_error``). NaN ends with fewer than two processes."""
     logs = [math.log(v) for v in samples if v is not None and v > 0]
     if not logs:
         return math.nan, math.nan, math.nan, math.nan
     mean = sum(logs) / len(logs)
     if len(logs) < 2:
         return math.exp(mean), math.nan, math.nan, math.nan
-    error = sum((v - mean) ** 2 for v in logs) / (len(logs) - 1) / len(logs)
-    df = float(len(logs) - 1)
+    terms = [(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1) / len(logs), float(len(logs) - 1))]
     if run_level is not None and run_level.variance > 0:
-        total = error + run_level.variance
-        df = total**2 / (error**2 / df + run_level.variance**2 / run_level.df)
-        error = total
-    half = float(student.ppf(0.5 + level / 2, df)) * math.sqrt(error)
+        terms.append((run_level.variance, run_level.df))
+    half, df = summed_error(terms, level)
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half), df
 
 
@@ -173,22 +198,18 @@ def chained_ratio(
 ) -> tuple[float, float, float]:
     """The product of two ratios measured in separate processes, each ``(value, low, high, df)`` with its
     ``ratio_interval`` and that interval's degrees of freedom, and the interval of the product: on the logs the
-    standard errors add in quadrature (each read back from its interval's half-width), with Welch-Satterthwaite's
-    degrees of freedom. NaN ends where either factor has no interval."""
+    factors' error variances (each read back from its interval's half-width) add (``summed_error``). NaN ends where
+    either factor has no interval."""
     from scipy.stats import t as student
 
     value = first[0] * second[0]
-    errors = []
+    terms = []
     for _, low, high, df in (first, second):
         if any(pd.isna(v) or v <= 0 for v in (low, high)) or pd.isna(df) or df < 1:
             return value, math.nan, math.nan
         quantile = float(student.ppf(0.5 + level / 2, df))
-        errors.append(((math.log(high) - math.log(low)) / (2 * quantile), df))
-    variance = sum(error**2 for error, _ in errors)
-    if variance == 0:
-        return value, value, value
-    freedom = variance**2 / sum(error**4 / df for error, df in errors)
-    half = float(student.ppf(0.5 + level / 2, freedom)) * math.sqrt(variance)
+        terms.append((((math.log(high) - math.log(low)) / (2 * quantile)) ** 2, df))
+    half, _ = summed_error(terms, level)
     return value, math.exp(math.log(value) - half), math.exp(math.log(value) + half)
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reports.results import process_interval, ratio_interval
+from reports.results import chained_ratio, process_interval, ratio_interval, summed_error
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, pool, write_run_levels
 
 SAMPLES = [0.8, 1.0, 1.1, 0.9]
@@ -25,7 +25,7 @@ def test_without_a_run_level_the_interval_is_the_processes_alone():
 
 
 def test_a_run_level_adds_its_variance_with_welch_satterthwaites_degrees_of_freedom():
-    level = RunLevel(0.01, 2.0)
+    level = RunLevel(0.01, 8.0)
     value, low, high, df = ratio_interval(SAMPLES, run_level=level)
     logs = np.log(SAMPLES)
     error = logs.var(ddof=1) / len(logs)
@@ -36,6 +36,39 @@ def test_a_run_level_adds_its_variance_with_welch_satterthwaites_degrees_of_free
     assert (low, high) == pytest.approx((value * math.exp(-half), value * math.exp(half)))
     _, narrow_low, narrow_high = process_interval(SAMPLES)
     assert low < narrow_low and high > narrow_high
+
+
+def test_a_run_level_never_narrows_the_interval_and_the_degrees_of_freedom_match_its_half_width():
+    # two processes and a small, well-known run level: Welch-Satterthwaite alone would narrow the interval
+    # (t at 1.04 degrees of freedom is far below t at 1), as it did on CI's samples
+    samples = [0.8, 1.3]
+    level = RunLevel(0.001, 4.0)
+    _, low, high = process_interval(samples)
+    value, wide_low, wide_high, df = ratio_interval(samples, run_level=level)
+    error = np.log(samples).var(ddof=1) / len(samples)
+    satterthwaite = (error + level.variance) ** 2 / (error**2 + level.variance**2 / level.df)
+    assert stats.t.ppf(0.975, satterthwaite) * math.sqrt(error + level.variance) < stats.t.ppf(0.975, 1) * math.sqrt(
+        error
+    )
+    assert (wide_low, wide_high) == pytest.approx((low, high)) and 1 < df < satterthwaite
+    half = math.log(wide_high / value)  # the degrees of freedom returned carry the summed variance
+    assert half == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(error + level.variance))
+    # read back by a product with an exact factor, the interval is the same
+    assert chained_ratio((value, wide_low, wide_high, df), (2.0, 2.0, 2.0, 3.0)) == pytest.approx(
+        (2 * value, 2 * wide_low, 2 * wide_high)
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_summed_interval_is_at_least_as_wide_as_each_of_its_terms(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        terms = [(float(rng.lognormal(-6, 2)), float(rng.choice([1.0, 2.0, 3.0, 4.0, 7.0, 30.0]))) for _ in range(2)]
+        half, df = summed_error(terms)
+        assert min(nu for _, nu in terms) <= df <= sum(nu for _, nu in terms) + 1e-9
+        for variance, nu in terms:
+            assert half >= stats.t.ppf(0.975, nu) * math.sqrt(variance) * (1 - 1e-12)
+        assert half == pytest.approx(stats.t.ppf(0.975, df) * math.sqrt(sum(v for v, _ in terms)))
 
 
 def _runs(run_sd: float, seed: int, runs: int = 3, cells: int = 40, processes: int = 4) -> list[pd.DataFrame]:
