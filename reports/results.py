@@ -137,6 +137,13 @@ def timing_regime(machine_params: dict) -> str:
 INTERVAL_LEVEL = 0.95  # the two-sided level of a paired ratio's interval across processes
 
 
+def t_quantile(df: float, level: float = INTERVAL_LEVEL) -> float:
+    """Student's t quantile of a two-sided ``level`` interval at ``df`` degrees of freedom."""
+    from scipy.stats import t as student
+
+    return float(student.ppf(0.5 + level / 2, df))
+
+
 def summed_error(terms: Iterable[tuple[float, float]], level: float = INTERVAL_LEVEL) -> tuple[float, float]:
     """The half-width at ``level`` and the degrees of freedom of a Student-t interval on a sum of independent error
     variances, each term ``(variance, df)``: Welch-Satterthwaite's degrees of freedom
@@ -148,23 +155,20 @@ def summed_error(terms: Iterable[tuple[float, float]], level: float = INTERVAL_L
     interval read back (``chained_ratio``) gives the summed variance. Terms without variance add nothing; with
     none, the half-width is 0 at the fewest degrees of freedom given."""
     from scipy.optimize import brentq
-    from scipy.stats import t as student
-
-    def quantile(df: float) -> float:
-        return float(student.ppf(0.5 + level / 2, df))
 
     terms = list(terms)
     spread = [(variance, df) for variance, df in terms if variance > 0]
     if not spread:
         return 0.0, min(df for _, df in terms)
     if len(spread) == 1:
-        return quantile(spread[0][1]) * math.sqrt(spread[0][0]), spread[0][1]
+        return t_quantile(spread[0][1], level) * math.sqrt(spread[0][0]), spread[0][1]
     error = math.sqrt(sum(v for v, _ in spread))
     df = error**4 / sum(v**2 / nu for v, nu in spread)
-    floor, floor_df = max((quantile(nu) * math.sqrt(v), nu) for v, nu in spread)
-    if floor <= quantile(df) * error:
-        return quantile(df) * error, df
-    return floor, brentq(lambda nu: quantile(nu) * error - floor, floor_df, df)
+    half = t_quantile(df, level) * error
+    floor, floor_df = max((t_quantile(nu, level) * math.sqrt(v), nu) for v, nu in spread)
+    if floor <= half:
+        return half, df
+    return floor, brentq(lambda nu: t_quantile(nu, level) * error - floor, floor_df, df)
 
 
 def ratio_interval(
@@ -200,15 +204,12 @@ def chained_ratio(
     ``ratio_interval`` and that interval's degrees of freedom, and the interval of the product: on the logs the
     factors' error variances (each read back from its interval's half-width) add (``summed_error``). NaN ends where
     either factor has no interval."""
-    from scipy.stats import t as student
-
     value = first[0] * second[0]
     terms = []
     for _, low, high, df in (first, second):
         if any(pd.isna(v) or v <= 0 for v in (low, high)) or pd.isna(df) or df < 1:
             return value, math.nan, math.nan
-        quantile = float(student.ppf(0.5 + level / 2, df))
-        terms.append((((math.log(high) - math.log(low)) / (2 * quantile)) ** 2, df))
+        terms.append((((math.log(high) - math.log(low)) / (2 * t_quantile(df, level))) ** 2, df))
     half, _ = summed_error(terms, level)
     return value, math.exp(math.log(value) - half), math.exp(math.log(value) + half)
 

@@ -34,7 +34,7 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, PASSES, timed_metric
 from reports import analysis
-from reports.results import INTERVAL_LEVEL, load_catalogue, load_results
+from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, write_run_levels
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
@@ -84,8 +84,7 @@ def expected_coverage(processes: int, other_processes: int, level: float = INTER
     if processes < 2 or other_processes < 1:
         raise ValueError(f"processes={processes}, other_processes={other_processes}: need at least 2 and 1")
     df = processes - 1
-    quantile = float(student.ppf(0.5 + level / 2, df))
-    bound = quantile / math.sqrt(1 + processes / other_processes)
+    bound = t_quantile(df, level) / math.sqrt(1 + processes / other_processes)
     return float(2 * student.cdf(bound, df) - 1)
 
 
