@@ -181,83 +181,106 @@ def main() -> int:
     clone, base, same, injected = make_clone(workdir)
     say(
         f"make regress-validate: machine {machine_name()}, commit {base[:8]}, {time.strftime('%Y-%m-%d')}; "
-        f"{args.aa} A/A and {args.injected} injected runs of scripts/regress.py --mode {args.mode} --bench "
-        f"'{args.bench}' (defaults otherwise)"
+        f"{args.aa} A/A and {args.injected} injected runs, alternating, of scripts/regress.py --mode {args.mode} "
+        f"--bench '{args.bench}' (defaults otherwise)"
     )
     gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
-    aa_cells = aa_flags = caught = 0
+    aa_cells = aa_flags = caught = injected_runs = 0
     injected_ratios: dict[str, list[float]] = {name: [] for name in SLOWED}
     caught_each = dict.fromkeys(SLOWED, 0)
     aa_time: list[pd.DataFrame] = []  # the time cells of unchanged code, for the process effect
-    resolutions: list[str] = []
-    for kind, head, runs in (("A/A", same, args.aa), ("injected", injected, args.injected)):
-        for i in range(runs):
-            started = time.monotonic()
-            done = _run([*gate, base, head], clone)
-            seconds = time.monotonic() - started
-            if done.returncode not in (0, 1):
-                say(f"{kind} run {i + 1}: exit {done.returncode}")
-                print(f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-                continue
-            if args.mode == "paired":
-                report = clone / ".asv" / "regress" / f"paired-{base[:8]}-{head[:8]}.csv"
-                table = pd.read_csv(report)
-                shutil.copy(report, workdir / f"{kind.replace('/', '')}-{i + 1}.csv")
-            else:
-                table = _asv_table(done.stdout)
-            flags = _flagged_keys(table)
-            line = next((ln for ln in done.stdout.splitlines() if ln.startswith("wall-clock resolution")), "")
-            resolutions.append(line)
-            if kind == "A/A":
-                unexpected, missed = flags, set()
-            else:
-                configs = {p.split(", ")[1] for p in table.params} if "params" in table else set()
-                wanted = {(s, c, m) for s, m in INJECTED for c in configs}
-                missed = wanted - flags
-                unexpected = {f for f in flags if (f[0], f[2]) not in INJECTED | ALSO_CHANGED}
-                caught += not missed and not unexpected
-                for name in SLOWED:
-                    caught_each[name] += not {k for k in missed if k[0] == name}
-                    slowed = table.benchmark.str.endswith("time_forward") & table.params.str.startswith(f"{name},")
-                    injected_ratios[name] += [r for r in table[slowed].get("ratio", []) if r == r]
-            if args.mode == "paired":
-                same_code = _unchanged(table, kind == "injected")
-                aa_cells += sum(same_code)
-                aa_time.append(table[same_code & (table.unit == "seconds") & (table.pairs > 0)])
-            aa_flags += len(unexpected)
-            say(
-                f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "
-                f"{sorted(unexpected) or 'none'}; missed {sorted(missed) or 'none'}; {line}"
+
+    def summary() -> list[str]:
+        """The summary of the runs finished so far."""
+        text = [
+            f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} "
+            f"flagged of {aa_cells}"
+        ]
+        if aa_time:
+            unchanged = pd.concat(aa_time, ignore_index=True)
+            excluded = ((unchanged.low > 1) | (unchanged.high < 1)).sum()
+            far = unchanged.loc[(unchanged.ratio.apply(math.log).abs()).idxmax()]
+            text.append(
+                f"process effect: {excluded} of {len(unchanged)} time intervals of unchanged code exclude 1.0 (a pure "
+                f"sampling error would exclude it in about {2 * ALPHA:.1%}); their ratios span "
+                f"{unchanged.ratio.min():.3f}x to {unchanged.ratio.max():.3f}x, the farthest {far.ratio:.3f}x "
+                f"({far.benchmark.rsplit('.', 1)[-1]} {far.params}); resolution median "
+                f"{unchanged.resolution.median():.3f}x, worst {unchanged.resolution.max():.3f}x"
             )
-    say(
-        f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} flagged "
-        f"of {aa_cells}"
-    )
-    if aa_time:
-        same = pd.concat(aa_time, ignore_index=True)
-        excluded = ((same.low > 1) | (same.high < 1)).sum()
-        far = same.loc[(same.ratio.apply(math.log).abs()).idxmax()]
-        say(
-            f"process effect: {excluded} of {len(same)} time intervals of unchanged code exclude 1.0 (a pure "
-            f"sampling error would exclude it in about {2 * ALPHA:.1%}); their ratios span {same.ratio.min():.3f}x "
-            f"to {same.ratio.max():.3f}x, the farthest {far.ratio:.3f}x ({far.benchmark.rsplit('.', 1)[-1]} "
-            f"{far.params}); resolution median {same.resolution.median():.3f}x, worst "
-            f"{same.resolution.max():.3f}x"
-        )
-    if args.injected:
-        say(f"injected: {caught} of {args.injected} runs flagged every injected cell and nothing unexpected")
-        for name in SLOWED:
-            ratios = ", ".join(f"{r:.3f}" for r in injected_ratios[name])
-            say(f"  {name}'s forward caught on every config in {caught_each[name]} of {args.injected}; ratios {ratios}")
-    if args.out:  # the text, and each run's table beside it (OUT's stem + "-runs/"), for --rejudge
+        if injected_runs:
+            text.append(
+                f"injected: {caught} of {injected_runs} runs flagged every injected cell and nothing unexpected"
+            )
+            for name in SLOWED:
+                ratios = ", ".join(f"{r:.3f}" for r in injected_ratios[name])
+                text.append(
+                    f"  {name}'s forward caught on every config in {caught_each[name]} of {injected_runs}; "
+                    f"ratios {ratios}"
+                )
+        return text
+
+    def write() -> None:
+        """The text so far, and each finished run's table beside it (OUT's stem + "-runs/"), for --rejudge: a
+        validation stopped part way keeps what it finished."""
+        if not args.out:
+            return
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("\n".join(lines) + "\n")
+        out.write_text("\n".join([*lines, *summary()]) + "\n")
         tables = out.with_name(f"{out.stem}-runs")
         shutil.rmtree(tables, ignore_errors=True)
         tables.mkdir()
         for table in workdir.glob("*.csv"):
             shutil.copy(table, tables / table.name)
+
+    # A/A and injected runs alternate, so that a drift of the machine over the hours falls on both alike.
+    schedule = [
+        (kind, head, i)
+        for i in range(max(args.aa, args.injected))
+        for kind, head, runs in (("A/A", same, args.aa), ("injected", injected, args.injected))
+        if i < runs
+    ]
+    for kind, head, i in schedule:
+        started = time.monotonic()
+        done = _run([*gate, base, head], clone)
+        seconds = time.monotonic() - started
+        if done.returncode not in (0, 1):
+            say(f"{kind} run {i + 1}: exit {done.returncode}")
+            print(f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+            write()
+            continue
+        if args.mode == "paired":
+            report = clone / ".asv" / "regress" / f"paired-{base[:8]}-{head[:8]}.csv"
+            table = pd.read_csv(report)
+            shutil.copy(report, workdir / f"{kind.replace('/', '')}-{i + 1}.csv")
+        else:
+            table = _asv_table(done.stdout)
+        flags = _flagged_keys(table)
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("wall-clock resolution")), "")
+        if kind == "A/A":
+            unexpected, missed = flags, set()
+        else:
+            injected_runs += 1
+            configs = {p.split(", ")[1] for p in table.params} if "params" in table else set()
+            wanted = {(s, c, m) for s, m in INJECTED for c in configs}
+            missed = wanted - flags
+            unexpected = {f for f in flags if (f[0], f[2]) not in INJECTED | ALSO_CHANGED}
+            caught += not missed and not unexpected
+            for name in SLOWED:
+                caught_each[name] += not {k for k in missed if k[0] == name}
+                slowed = table.benchmark.str.endswith("time_forward") & table.params.str.startswith(f"{name},")
+                injected_ratios[name] += [r for r in table[slowed].get("ratio", []) if r == r]
+        if args.mode == "paired":
+            same_code = _unchanged(table, kind == "injected")
+            aa_cells += sum(same_code)
+            aa_time.append(table[same_code & (table.unit == "seconds") & (table.pairs > 0)])
+        aa_flags += len(unexpected)
+        say(
+            f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "
+            f"{sorted(unexpected) or 'none'}; missed {sorted(missed) or 'none'}; {line}"
+        )
+        write()
+    print("\n".join(summary()))
     return 0
 
 
