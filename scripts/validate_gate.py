@@ -181,11 +181,11 @@ def main() -> int:
     clone, base, same, injected = make_clone(workdir)
     say(
         f"make regress-validate: machine {machine_name()}, commit {base[:8]}, {time.strftime('%Y-%m-%d')}; "
-        f"{args.aa} A/A and {args.injected} injected runs, alternating, of scripts/regress.py --mode {args.mode} "
-        f"--bench '{args.bench}' (defaults otherwise)"
+        f"{args.aa} A/A and {args.injected} injected runs planned, alternating, of scripts/regress.py --mode "
+        f"{args.mode} --bench '{args.bench}' (defaults otherwise)"
     )
     gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
-    aa_cells = aa_flags = caught = injected_runs = 0
+    aa_cells = aa_flags = caught = aa_runs = injected_runs = 0
     injected_ratios: dict[str, list[float]] = {name: [] for name in SLOWED}
     caught_each = dict.fromkeys(SLOWED, 0)
     aa_time: list[pd.DataFrame] = []  # the time cells of unchanged code, for the process effect
@@ -193,8 +193,9 @@ def main() -> int:
     def summary() -> list[str]:
         """The summary of the runs finished so far."""
         text = [
+            f"finished: {aa_runs} of {args.aa} A/A runs and {injected_runs} of {args.injected} injected runs",
             f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} "
-            f"flagged of {aa_cells}"
+            f"flagged of {aa_cells}",
         ]
         if aa_time:
             unchanged = pd.concat(aa_time, ignore_index=True)
@@ -258,6 +259,7 @@ def main() -> int:
         flags = _flagged_keys(table)
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("wall-clock resolution")), "")
         if kind == "A/A":
+            aa_runs += 1
             unexpected, missed = flags, set()
         else:
             injected_runs += 1

@@ -1,0 +1,76 @@
+"""The gate's validation: A/A and injected runs alternate, each run is judged, and a validation stopped part way
+has written what it finished (the gate's own runs replaced by tables made here)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from scripts import validate_gate
+
+BASE, SAME, INJECTED = "b" * 40, "a" * 40, "c" * 40
+CONFIG = "allcnnc-conv3"
+
+
+def _row(strategy: str, metric: str, verdict: str, ratio: float) -> dict:
+    unit = "seconds" if metric.startswith("time") else "bytes"
+    return {
+        "benchmark": f"unfold.Quick.{metric}",
+        "params": f"{strategy}, {CONFIG}, cpu",
+        "unit": unit,
+        "verdict": verdict,
+        "ratio": ratio,
+        "low": ratio * 0.98,
+        "high": ratio * 1.02,
+        "resolution": 1.08,
+        "pairs": 16,
+    }
+
+
+def _table(head: str, miss_cpp: bool) -> pd.DataFrame:
+    """One run's table: native unchanged; at the injected head, the injected cells flagged (cpp's missed if
+    ``miss_cpp``)."""
+    rows = [_row("native", "time_forward", "unchanged", 1.0)]
+    if head == INJECTED:
+        for strategy, metric in sorted(validate_gate.INJECTED):
+            missed = miss_cpp and strategy == "cpp"
+            rows.append(_row(strategy, metric, "unchanged" if missed else "regression", 1.03 if missed else 1.1))
+    return pd.DataFrame(rows)
+
+
+def test_runs_alternate_and_a_stopped_validation_keeps_the_runs_it_finished(tmp_path, monkeypatch):
+    clone = tmp_path / "work" / "clone"
+    heads: list[str] = []
+
+    def gate(command: list[str], cwd) -> subprocess.CompletedProcess:
+        head = command[-1]
+        heads.append(head)
+        if len(heads) == 4:  # the machine is taken back during the fourth run
+            raise KeyboardInterrupt
+        report = clone / ".asv" / "regress" / f"paired-{BASE[:8]}-{head[:8]}.csv"
+        report.parent.mkdir(parents=True, exist_ok=True)
+        _table(head, miss_cpp=len(heads) == 2).to_csv(report, index=False)
+        return subprocess.CompletedProcess(command, int(head == INJECTED), "wall-clock resolution: test\n", "")
+
+    monkeypatch.setattr(validate_gate, "make_clone", lambda workdir: (clone, BASE, SAME, INJECTED))
+    monkeypatch.setattr(validate_gate, "_run", gate)
+    out = tmp_path / "docs" / "gate-validation.txt"
+    argv = ["validate_gate.py", "--aa", "3", "--injected", "3", "--workdir", str(tmp_path / "work"), "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(KeyboardInterrupt):
+        validate_gate.main()
+
+    assert heads == [SAME, INJECTED, SAME, INJECTED]
+    text = out.read_text()
+    assert "3 A/A and 3 injected runs planned" in text
+    assert "finished: 2 of 3 A/A runs and 1 of 3 injected runs" in text
+    assert "injected run 1: exit 1" in text and "missed [('cpp', 'allcnnc-conv3', 'time_forward')]" in text
+    assert "injected: 0 of 1 runs flagged every injected cell" in text
+    assert "gather's forward caught on every config in 1 of 1" in text
+    assert "cpp's forward caught on every config in 0 of 1" in text
+    assert "(every cell of an A/A run, every other strategy's cell of an injected run): 0 flagged of 3" in text
+    tables = sorted(p.name for p in (out.parent / "gate-validation-runs").iterdir())
+    assert tables == ["AA-1.csv", "AA-2.csv", "injected-1.csv"]
