@@ -11,13 +11,16 @@ In a clone of this repository it makes two commits on top of HEAD:
   shows), and ``as_strided`` allocates and fills a scratch buffer the size of its output before returning (its
   net peak grows by what the scratch adds over its own padded copy; filling it costs time too).
 
-Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair
-and reads each run's table (``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A
-run passes when nothing is flagged. An injected run passes when the three slowed forward times and as_strided's
-forward net peak are flagged on every config, and no other strategy's cell is: the four strategies' other cells
-run changed code too and may be flagged or not, and every other strategy's cell is an A/A cell of that run. It
-prints one line per run and a summary: flags over A/A cells, the process effect (how often an interval of
-unchanged code excludes 1), catches over injected runs, the injected cells' ratios, the resolution.
+Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair,
+the two kinds alternating (a drift of the machine over the hours falls on both alike), and reads each run's table
+(``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A run passes when nothing is
+flagged. An injected run passes when the three slowed forward times and as_strided's forward net peak are flagged on
+every config, and no other strategy's cell is: the four strategies' other cells run changed code too and may be
+flagged or not, and every other strategy's cell is an A/A cell of that run. It prints one line per run and a
+summary: the runs finished, flags over A/A cells, the process effect (how often an interval of unchanged code
+excludes 1), catches over injected runs (a run whose gate failed caught nothing), the injected cells' ratios, the
+resolution. With ``--out`` the text and the tables are written after every run, so a validation stopped part way
+keeps what it finished. Exit status 1 when a run's gate failed, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -185,7 +188,9 @@ def main() -> int:
         f"{args.mode} --bench '{args.bench}' (defaults otherwise)"
     )
     gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
-    aa_cells = aa_flags = caught = aa_runs = injected_runs = 0
+    aa_cells = aa_flags = caught = 0
+    runs = dict.fromkeys(("A/A", "injected"), 0)  # runs finished, failed ones included
+    failed = dict.fromkeys(("A/A", "injected"), 0)  # runs whose gate exited with neither 0 nor 1
     injected_ratios: dict[str, list[float]] = {name: [] for name in SLOWED}
     caught_each = dict.fromkeys(SLOWED, 0)
     aa_time: list[pd.DataFrame] = []  # the time cells of unchanged code, for the process effect
@@ -193,7 +198,8 @@ def main() -> int:
     def summary() -> list[str]:
         """The summary of the runs finished so far."""
         text = [
-            f"finished: {aa_runs} of {args.aa} A/A runs and {injected_runs} of {args.injected} injected runs",
+            f"finished: {runs['A/A']} of {args.aa} A/A runs ({failed['A/A']} failed) and {runs['injected']} of "
+            f"{args.injected} injected runs ({failed['injected']} failed)",
             f"A/A cells (every cell of an A/A run, every other strategy's cell of an injected run): {aa_flags} "
             f"flagged of {aa_cells}",
         ]
@@ -208,31 +214,42 @@ def main() -> int:
                 f"({far.benchmark.rsplit('.', 1)[-1]} {far.params}); resolution median "
                 f"{unchanged.resolution.median():.3f}x, worst {unchanged.resolution.max():.3f}x"
             )
-        if injected_runs:
+        if runs["injected"]:  # a failed run counts as one that caught nothing
             text.append(
-                f"injected: {caught} of {injected_runs} runs flagged every injected cell and nothing unexpected"
+                f"injected: {caught} of {runs['injected']} runs flagged every injected cell and nothing unexpected"
             )
             for name in SLOWED:
                 ratios = ", ".join(f"{r:.3f}" for r in injected_ratios[name])
                 text.append(
-                    f"  {name}'s forward caught on every config in {caught_each[name]} of {injected_runs}; "
+                    f"  {name}'s forward caught on every config in {caught_each[name]} of {runs['injected']}; "
                     f"ratios {ratios}"
                 )
         return text
 
     def write() -> None:
         """The text so far, and each finished run's table beside it (OUT's stem + "-runs/"), for --rejudge: a
-        validation stopped part way keeps what it finished."""
+        validation stopped part way keeps what it finished. Each is written aside and then renamed into place, so
+        a stop in the middle of a write leaves the previous one whole."""
         if not args.out:
             return
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("\n".join([*lines, *summary()]) + "\n")
-        tables = out.with_name(f"{out.stem}-runs")
-        shutil.rmtree(tables, ignore_errors=True)
-        tables.mkdir()
+        partial = out.with_name(f".{out.name}.partial")
+        partial.write_text("\n".join([*lines, *summary()]) + "\n")
+        os.replace(partial, out)
+        tables, partial_tables = out.with_name(f"{out.stem}-runs"), out.with_name(f".{out.stem}-runs.partial")
+        shutil.rmtree(partial_tables, ignore_errors=True)
+        partial_tables.mkdir()
         for table in workdir.glob("*.csv"):
-            shutil.copy(table, tables / table.name)
+            shutil.copy(table, partial_tables / table.name)
+        previous = out.with_name(f".{out.stem}-runs.previous")
+        shutil.rmtree(previous, ignore_errors=True)
+        if tables.exists():
+            tables.rename(previous)
+        partial_tables.rename(tables)
+        shutil.rmtree(previous, ignore_errors=True)
+
+    write()  # the header and "finished: 0 of ..." at once, replacing an earlier validation's text
 
     # A/A and injected runs alternate, so that a drift of the machine over the hours falls on both alike.
     schedule = [
@@ -245,8 +262,10 @@ def main() -> int:
         started = time.monotonic()
         done = _run([*gate, base, head], clone)
         seconds = time.monotonic() - started
+        runs[kind] += 1
         if done.returncode not in (0, 1):
-            say(f"{kind} run {i + 1}: exit {done.returncode}")
+            failed[kind] += 1
+            say(f"{kind} run {i + 1}: exit {done.returncode} (the gate failed; this run caught nothing)")
             print(f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
             write()
             continue
@@ -259,10 +278,8 @@ def main() -> int:
         flags = _flagged_keys(table)
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("wall-clock resolution")), "")
         if kind == "A/A":
-            aa_runs += 1
             unexpected, missed = flags, set()
         else:
-            injected_runs += 1
             configs = {p.split(", ")[1] for p in table.params} if "params" in table else set()
             wanted = {(s, c, m) for s, m in INJECTED for c in configs}
             missed = wanted - flags
@@ -283,7 +300,7 @@ def main() -> int:
         )
         write()
     print("\n".join(summary()))
-    return 0
+    return 1 if sum(failed.values()) else 0
 
 
 if __name__ == "__main__":

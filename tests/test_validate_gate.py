@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from scripts import validate_gate
 
@@ -41,32 +41,46 @@ def _table(head: str, miss_cpp: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_runs_alternate_and_a_stopped_validation_keeps_the_runs_it_finished(tmp_path, monkeypatch):
+def _validate(tmp_path, monkeypatch, aa: int, injected: int, outcome) -> tuple[list[str], Path, int | None]:
+    """Run the validation with ``outcome(n, head)`` in place of the gate's n-th run (1-based): it returns the exit
+    status, or raises to stop the validation. Returns the heads run, the text file and the validation's status
+    (None where it was stopped)."""
     clone = tmp_path / "work" / "clone"
     heads: list[str] = []
 
     def gate(command: list[str], cwd) -> subprocess.CompletedProcess:
         head = command[-1]
         heads.append(head)
-        if len(heads) == 4:  # the machine is taken back during the fourth run
-            raise KeyboardInterrupt
+        status = outcome(len(heads), head)
         report = clone / ".asv" / "regress" / f"paired-{BASE[:8]}-{head[:8]}.csv"
         report.parent.mkdir(parents=True, exist_ok=True)
         _table(head, miss_cpp=len(heads) == 2).to_csv(report, index=False)
-        return subprocess.CompletedProcess(command, int(head == INJECTED), "wall-clock resolution: test\n", "")
+        return subprocess.CompletedProcess(command, status, "wall-clock resolution: test\n", "")
 
     monkeypatch.setattr(validate_gate, "make_clone", lambda workdir: (clone, BASE, SAME, INJECTED))
     monkeypatch.setattr(validate_gate, "_run", gate)
     out = tmp_path / "docs" / "gate-validation.txt"
-    argv = ["validate_gate.py", "--aa", "3", "--injected", "3", "--workdir", str(tmp_path / "work"), "--out", str(out)]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(KeyboardInterrupt):
-        validate_gate.main()
+    argv = ["validate_gate.py", "--aa", str(aa), "--injected", str(injected), "--workdir", str(tmp_path / "work")]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(out)])
+    try:
+        status = validate_gate.main()
+    except KeyboardInterrupt:
+        status = None
+    return heads, out, status
 
+
+def test_runs_alternate_and_a_stopped_validation_keeps_the_runs_it_finished(tmp_path, monkeypatch):
+    def outcome(n: int, head: str) -> int:
+        if n == 4:  # the machine is taken back during the fourth run
+            raise KeyboardInterrupt
+        return int(head == INJECTED)
+
+    heads, out, status = _validate(tmp_path, monkeypatch, 3, 3, outcome)
+    assert status is None
     assert heads == [SAME, INJECTED, SAME, INJECTED]
     text = out.read_text()
     assert "3 A/A and 3 injected runs planned" in text
-    assert "finished: 2 of 3 A/A runs and 1 of 3 injected runs" in text
+    assert "finished: 2 of 3 A/A runs (0 failed) and 1 of 3 injected runs (0 failed)" in text
     assert "injected run 1: exit 1" in text and "missed [('cpp', 'allcnnc-conv3', 'time_forward')]" in text
     assert "injected: 0 of 1 runs flagged every injected cell" in text
     assert "gather's forward caught on every config in 1 of 1" in text
@@ -74,3 +88,15 @@ def test_runs_alternate_and_a_stopped_validation_keeps_the_runs_it_finished(tmp_
     assert "(every cell of an A/A run, every other strategy's cell of an injected run): 0 flagged of 3" in text
     tables = sorted(p.name for p in (out.parent / "gate-validation-runs").iterdir())
     assert tables == ["AA-1.csv", "AA-2.csv", "injected-1.csv"]
+    assert not list(out.parent.glob(".*"))  # nothing written aside is left behind
+
+
+def test_a_run_whose_gate_failed_counts_as_caught_nothing_and_the_rest_run_on(tmp_path, monkeypatch):
+    heads, out, status = _validate(tmp_path, monkeypatch, 3, 1, lambda n, head: 2 if n == 2 else 0)
+    assert heads == [SAME, INJECTED, SAME, SAME]  # the injected runs run out first, the A/A runs go on
+    text = out.read_text()
+    assert status == 1
+    assert "injected run 1: exit 2 (the gate failed; this run caught nothing)" in text
+    assert "finished: 3 of 3 A/A runs (0 failed) and 1 of 1 injected runs (1 failed)" in text
+    assert "injected: 0 of 1 runs flagged every injected cell" in text
+    assert "gather's forward caught on every config in 0 of 1" in text
