@@ -100,7 +100,7 @@ bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), t
 	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS); status=$$?; $(PY) -m unfold_bench.cli capabilities || status=1; \
 		$(PY) -m unfold_bench.cli report; exit $$status
 
-# CI regression gate: both revisions' calls alternated in one process per cell (docs/regression-gate.md); exit 1
+# CI regression gate: both revisions' calls alternated inside each of several processes (docs/regression-gate.md); exit 1
 # on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]
 regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] [BENCH=regex]
 	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
@@ -109,7 +109,7 @@ regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] 
 		(1: a regression, 2: it could not judge; make reports any failure as its own 2: read the gate's status in \
 		its verdict file)"; fi; exit $$status
 
-# Measure the gate here: 10 A/A and 10 injected runs of the CI subset (about 2 hours; docs/regression-gate.md);
+# Measure the gate here: 10 A/A and 10 injected runs of the CI subset (hours; docs/regression-gate.md);
 # VALIDATE_ARGS="--aa 3 --injected 3" for fewer. Writes docs/gate-validation.txt and each run's table beside it.
 regress-validate: venv  ## measure the gate's false alarms and catches on this machine (long)
 	$(PY) -m unfold_bench.cli validate-gate --out docs/gate-validation.txt $(VALIDATE_ARGS)

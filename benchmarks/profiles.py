@@ -4,7 +4,7 @@ A profile is part of every benchmark's name (``unfold.Full.time_forward`` vs ``u
 so asv stores, compares and plots the two separately and they can never be mixed on one chart. Both are
 built from one code path; only the batch cap and asv's sampling attributes differ.
 
-How noise is kept in check (asv's sampling, see README "Noise"): every cell runs in fresh processes
+How noise is kept in check (asv's sampling, see docs/methodology.md "Noise"): every cell runs in fresh processes
 (``rounds``), each process first makes untimed warm-up calls for ``warmup_time`` seconds (at least one: in the
 warm regime the first few outputs are fresh pages, until glibc's dynamic threshold has risen past their size),
 then takes between ``repeat[0]`` and ``repeat[1]`` samples until ``repeat[2]`` seconds have passed. A sample is
