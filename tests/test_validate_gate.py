@@ -60,8 +60,8 @@ def _validate(tmp_path, monkeypatch, aa: int, injected: int, outcome) -> tuple[l
     monkeypatch.setattr(validate_gate, "make_clone", lambda workdir: (clone, BASE, SAME, INJECTED))
     monkeypatch.setattr(validate_gate, "_run", gate)
     out = tmp_path / "docs" / "gate-validation.txt"
-    argv = ["validate_gate.py", "--aa", str(aa), "--injected", str(injected), "--workdir", str(tmp_path / "work")]
-    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(out)])
+    argv = ["validate_gate.py", "--aa", str(aa), "--injected", str(injected), "--bench", CONFIG]
+    monkeypatch.setattr(sys, "argv", [*argv, "--workdir", str(tmp_path / "work"), "--out", str(out)])
     try:
         status = validate_gate.main()
     except KeyboardInterrupt:
@@ -100,3 +100,22 @@ def test_a_run_whose_gate_failed_counts_as_caught_nothing_and_the_rest_run_on(tm
     assert "finished: 3 of 3 A/A runs (0 failed) and 1 of 1 injected runs (1 failed)" in text
     assert "injected: 0 of 1 runs flagged every injected cell" in text
     assert "gather's forward caught on every config in 0 of 1" in text
+
+
+def test_the_asv_mode_counts_an_injected_run_that_flagged_nothing_as_a_miss(tmp_path, monkeypatch):
+    """The asv mode's table holds only the rows it flagged, so the configs to catch come from the selection."""
+    clone = tmp_path / "work" / "clone"
+
+    def gate(command: list[str], cwd) -> subprocess.CompletedProcess:
+        return subprocess.CompletedProcess(command, 0, "nothing changed\n", "")
+
+    monkeypatch.setattr(validate_gate, "make_clone", lambda workdir: (clone, BASE, SAME, INJECTED))
+    monkeypatch.setattr(validate_gate, "_run", gate)
+    out = tmp_path / "gate-validation.txt"
+    argv = ["validate_gate.py", "--aa", "0", "--injected", "1", "--mode", "asv", "--bench", "allcnnc-conv2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--workdir", str(tmp_path / "work"), "--out", str(out)])
+    assert validate_gate.main() == 0
+    text = out.read_text()
+    assert "('cpp', 'allcnnc-conv2', 'time_forward')" in text.split("missed")[1]
+    assert "injected: 0 of 1 runs flagged every injected cell" in text
+    assert "0 flagged (the asv mode prints only those)" in text
