@@ -19,8 +19,10 @@ every config, and no other strategy's cell is: the four strategies' other cells 
 flagged or not, and every other strategy's cell is an A/A cell of that run. It prints one line per run and a
 summary: the runs finished, flags over A/A cells, the process effect (how often an interval of unchanged code
 excludes 1), catches over injected runs (a run whose gate failed caught nothing), the injected cells' ratios, the
-resolution. With ``--out`` the text and the tables are written after every run, so a validation stopped part way
-keeps what it finished. Exit status 1 when a run's gate failed, 0 otherwise.
+resolution, and the catches of the slowed cells that resolved the injected slowdown against the 95% the resolution
+promises (``resolution_against_catches``, also after ``--rejudge``). With ``--out`` the text and the tables are
+written after every run, so a validation stopped part way keeps what it finished. Exit status 1 when a run's gate
+failed, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import pandas as pd
 from benchmarks.paired_stats import ALPHA
 from benchmarks.trees import ROOT
 from benchmarks.trees import clone as make_clone_of
+from reports.compare import Thresholds
 from unfold_bench.common_args import add_bench
 
 SLOWDOWN = 0.10
@@ -132,29 +135,53 @@ def _unchanged(table: pd.DataFrame, injected: bool) -> pd.Series:
     return pd.Series([key not in changed for key in _keys(table)], index=table.index)
 
 
+def _slowed(table: pd.DataFrame) -> pd.Series:
+    """Which rows of an injected run's table are the slowed forward times."""
+    return pd.Series([key in {(name, "time_forward") for name in SLOWED} for key in _keys(table)], index=table.index)
+
+
+def resolution_against_catches(resolution: pd.Series, caught: pd.Series) -> str:
+    """Whether the printed resolution predicted the catches of the injected slowdowns: of the slowed forward cells
+    that resolved the injected ``1 + SLOWDOWN`` or better, the resolution promises that 95% are caught; of the
+    others, fewer. The two counts, each with its share."""
+    within = resolution <= 1 + SLOWDOWN
+    parts = []
+    for label, cells in (("resolving", within), ("not resolving", ~within)):
+        n, k = int(cells.sum()), int((caught & cells).sum())
+        parts.append(f"{label} {1 + SLOWDOWN:.2f}x: {k} of {n} caught" + (f" ({k / n:.0%})" if n else ""))
+    return f"resolution against catches, slowed forward cells: {'; '.join(parts)} (the resolution promises 95%)"
+
+
 def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
     """The saved tables of an earlier validation (``WORKDIR/{AA,injected}-N.csv``) judged again with another
     margin: time cells only."""
     flags = cells = caught = runs = 0
     lines = []
+    slowed_cells: list[pd.DataFrame] = []
     for path in sorted(workdir.glob("*.csv"), key=lambda p: (p.name[0], int(re.search(r"(\d+)", p.name).group(1)))):
         table = pd.read_csv(path)
         table = table[(table.unit == "seconds") & (table.pairs > 0)]
         injected = path.name.startswith("injected")
-        keys, same = _keys(table), _unchanged(table, injected)
+        same = _unchanged(table, injected)
         flags += int(((table.low > 1 + margin) & same).sum())
         cells += int(same.sum())
         if injected:
             runs += 1
-            slowed = table[[key in {(name, "time_forward") for name in SLOWED} for key in keys]]
+            slowed = table[_slowed(table)]
             caught += bool(len(slowed)) and bool((slowed.low > 1 + margin).all())
+            slowed_cells.append(slowed)
         resolution = table[same].resolution * (1 + margin) / (1 + measured_margin)  # the margin scales it
         lines.append(f"  {path.stem}: resolution median {resolution.median():.3f}x, worst {resolution.max():.3f}x")
-    return [
+    lines.insert(
+        0,
         f"judged again with margin {margin:g} ({workdir}): {flags} of {cells} time cells of unchanged code "
         f"flagged; the slowed forwards all caught in {caught} of {runs} injected runs",
-        *lines,
-    ]
+    )
+    if slowed_cells:
+        slowed = pd.concat(slowed_cells, ignore_index=True)
+        scaled = slowed.resolution * (1 + margin) / (1 + measured_margin)
+        lines.append(resolution_against_catches(scaled, slowed.low > 1 + margin))
+    return lines
 
 
 def main() -> int:
@@ -166,8 +193,11 @@ def main() -> int:
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
     parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")
     parser.add_argument("--rejudge", type=Path, help="judge an earlier validation's saved tables (its --workdir) again")
-    parser.add_argument("--margin", type=float, default=0.05, help="with --rejudge: the margin to judge with")
-    parser.add_argument("--measured-margin", type=float, default=0.02, help="with --rejudge: the margin they ran with")
+    margin = Thresholds().paired_margin
+    parser.add_argument("--margin", type=float, default=margin, help="with --rejudge: the margin to judge with")
+    parser.add_argument(
+        "--measured-margin", type=float, default=margin, help="with --rejudge: the margin they ran with (the gate's)"
+    )
     args = parser.parse_args()
     if args.rejudge:
         print("\n".join(rejudge(args.rejudge, args.margin, args.measured_margin)))
@@ -196,6 +226,7 @@ def main() -> int:
     injected_ratios: dict[str, list[float]] = {name: [] for name in SLOWED}
     caught_each = dict.fromkeys(SLOWED, 0)
     aa_time: list[pd.DataFrame] = []  # the time cells of unchanged code, for the process effect
+    slowed_time: list[pd.DataFrame] = []  # the slowed forward cells, for the resolution against the catches
 
     def summary() -> list[str]:
         """The summary of the runs finished so far."""
@@ -226,6 +257,9 @@ def main() -> int:
                     f"  {name}'s forward caught on every config in {caught_each[name]} of {runs['injected']}; "
                     f"ratios {ratios}"
                 )
+        if slowed_time:
+            slowed = pd.concat(slowed_time, ignore_index=True)
+            text.append(resolution_against_catches(slowed.resolution, slowed.verdict == "regression"))
         return text
 
     def write() -> None:
@@ -296,6 +330,8 @@ def main() -> int:
             same_code = _unchanged(table, kind == "injected")
             aa_cells += sum(same_code)
             aa_time.append(table[same_code & (table.unit == "seconds") & (table.pairs > 0)])
+            if kind == "injected":
+                slowed_time.append(table[_slowed(table) & (table.pairs > 0)])
         aa_flags += len(unexpected)
         say(
             f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "

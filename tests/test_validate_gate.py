@@ -89,6 +89,9 @@ def test_runs_alternate_and_a_stopped_validation_keeps_the_runs_it_finished(tmp_
     tables = sorted(p.name for p in (out.parent / "gate-validation-runs").iterdir())
     assert tables == ["AA-1.csv", "AA-2.csv", "injected-1.csv"]
     assert not list(out.parent.glob(".*"))  # nothing written aside is left behind
+    promise = "resolving 1.10x: 2 of 3 caught (67%); not resolving 1.10x: 0 of 0 caught"
+    assert promise in text
+    assert promise in validate_gate.rejudge(out.parent / "gate-validation-runs", 0.05, 0.05)[-1]
 
 
 def test_a_run_whose_gate_failed_counts_as_caught_nothing_and_the_rest_run_on(tmp_path, monkeypatch):
