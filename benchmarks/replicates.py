@@ -36,6 +36,7 @@ from benchmarks.paired_stats import ALPHA, POWER
 SPACER_BYTES = 4 << 20  # a round's inputs land behind up to this many bytes of spacer, at any 64-byte offset
 ABSENT = "absent"  # a side's registry has no such strategy (added or removed by the change)
 SKIPPED = "skipped: "  # a side's cell does not run here (no GPU, spatial dims, a refused dtype): no failure
+MAX_PROCESSES = 32  # the most replicate processes a design is sized up to (``variance``, ``gate_design``)
 TRIM = 0.1  # a round's statistic: the mean of its block log-ratios with this fraction cut from each end
 
 

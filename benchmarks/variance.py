@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.replicates import Unit, resolution, run_process, trimmed_mean
+from benchmarks.replicates import MAX_PROCESSES, Unit, resolution, run_process, trimmed_mean
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def design(
 
 
 def cheapest(
-    c: Components, target: float, alpha: float, power: float, margin: float, max_processes: int = 32
+    c: Components, target: float, alpha: float, power: float, margin: float, max_processes: int = MAX_PROCESSES
 ) -> Design | None:
     """The design of least cost whose resolution reaches ``target`` (None: none up to ``max_processes``)."""
     candidates = [
@@ -229,7 +229,7 @@ def report(
         plan = (
             f"{best.processes} x {best.rounds} x {best.blocks}: {best.resolution:.3f}x, {best.seconds:.0f} s"
             if best
-            else f"none up to 32 processes (process level alone: {pct(c.process)}%)"
+            else f"none up to {MAX_PROCESSES} processes (process level alone: {pct(c.process)}%)"
         )
         lines.append(
             f"{key:<40} {ratio:7.3f} {pct(c.block):>6} {pct(c.round):>6} {pct(c.process):>6} {pct(c.run):>6} "

@@ -33,7 +33,7 @@ from reports.units import recorded_unit
 MEMORY_FLOOR_BYTES = 256 * 1024
 P_THRESHOLD = 0.002  # asv's own (asv._stats.is_different)
 COLUMNS = ["benchmark", "params", "mode", "unit", "before", "after", "ratio", "significant", "verdict", "failed_at"]
-PAIRED_COLUMNS = [*COLUMNS, "low", "high", "resolution", "pairs", "error"]
+PAIRED_COLUMNS = [*COLUMNS, "low", "high", "resolution", "pairs", "processes", "error"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Thresholds:
     paired_margin: float = 0.05  # paired mode: the slowdown a change must clear with confidence (see docs)
     resolution_limit: float = 1.25  # paired mode: a time cell that resolves no better is reported unresolved
     target: float = 1.08  # paired mode: the resolution its design aims at (``unfold-bench variance`` sizes it)
-    processes: int = 8  # paired mode: replicate processes, half with each revision set up first ...
+    processes: int = 8  # paired mode: replicate processes (unless a machine's design is recorded: gate_design) ...
     process_rounds: int = 2  # ... each placing every cell's inputs afresh this many times ...
     blocks: int = 24  # ... and taking at most this many blocks A B B A per placement ...
     round_seconds: float = 0.3  # ... or this many seconds of them (at least 4 blocks)
@@ -358,7 +358,7 @@ def paired_verdict(low: float, high: float, resolution: float, thresholds: Thres
 
 def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
     """The gate's table from the paired mode's measurements (``benchmarks.paired``: one dict per time or memory
-    cell), in the rows and verdicts of ``compare`` plus the time cells' interval, resolution and pairs."""
+    cell), in the rows and verdicts of ``compare`` plus the time cells' interval, resolution, pairs and processes."""
     rows = []
     for m in measurements:
         benchmark = (
@@ -379,6 +379,7 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
             "high": math.nan,
             "resolution": math.nan,
             "pairs": 0,
+            "processes": 0,
             "error": m.get("error", ""),
         }
         if m.get("skipped_at") == "both":
@@ -410,6 +411,7 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
                     "significant": significant,
                     "resolution": m["resolution"],
                     "pairs": m["pairs"],
+                    "processes": m.get("processes", 0),
                     "verdict": verdict,
                 }
             )

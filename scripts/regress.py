@@ -9,7 +9,8 @@ ratio's interval is Student's t across the processes, the unit of replication.
 ``--callgrind`` adds a cell judged by its instruction count at each revision.
 
 Exit status: 0 pass; 1 a regression beyond its threshold; 2 a failure (a benchmark failed at HEAD, no cell was
-compared, or the gate itself failed). Every default is ``reports.compare.Thresholds``'s (``--help`` shows them).
+compared, or the gate itself failed). Every default is ``reports.compare.Thresholds``'s (``--help`` shows them),
+except that ``--processes`` is this machine's recorded design where there is one (``benchmarks.gate_design``).
 
 Details: docs/internals.md#scriptsregresspy.
 """
@@ -254,8 +255,9 @@ def main() -> int:
     paired.add_argument(
         "--processes",
         type=int,
-        default=defaults.processes,
-        help="replicate processes, even: half set up each revision first (%(default)d)",
+        help="replicate processes, even: half set up each revision first (default: this machine's recorded design, "
+        f"results/<machine>/gate-design.jsonl from `unfold-bench variance --from-gate-runs --record`, else "
+        f"{defaults.processes})",
     )
     paired.add_argument(
         "--rounds-per-process",
@@ -321,7 +323,7 @@ def main() -> int:
         )
     if args.repeat < 1:
         parser.error(f"--repeat {args.repeat}: need at least 1 sample per round")
-    if args.processes < 4 or args.processes % 2:
+    if args.processes is not None and (args.processes < 4 or args.processes % 2):
         parser.error(f"--processes {args.processes}: must be even and at least 4 (two per set-up order)")
     for name, value in (("--rounds-per-process", args.process_rounds), ("--blocks", args.blocks)):
         if value < 1:
@@ -354,6 +356,21 @@ def main() -> int:
 
     info = register_machine(args.machine)
     machine = info["machine"]
+    if args.processes is None:
+        args.processes = defaults.processes
+        if args.mode == "paired":
+            from benchmarks import gate_design
+
+            args.processes, why = gate_design.processes_for(
+                gate_design.recorded(ROOT / "results", machine),
+                args.profile,
+                get_regime(args.regime).name,
+                args.process_rounds,
+                args.blocks,
+                args.round_seconds,
+                defaults.processes,
+            )
+            print(f"paired: {args.processes} processes, {why}", flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
     thresholds = Thresholds(
         args.time_threshold,

@@ -40,11 +40,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks import gate_design
+from benchmarks.allocator import DEFAULT_REGIME
 from benchmarks.paired_stats import ALPHA
 from benchmarks.trees import ROOT
 from benchmarks.trees import clone as make_clone_of
 from reports.compare import Thresholds
-from unfold_bench.common_args import add_bench
+from unfold_bench.common_args import DEFAULT_PROFILE, add_bench
 
 SLOWDOWN = 0.10
 SLOWER = f"""
@@ -190,6 +192,12 @@ def main() -> int:
     parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
     add_bench(parser, default="allcnnc-conv2|allcnnc-conv3", help="the cells to judge: the CI subset")
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        help="paired mode: the gate's processes, e.g. a design to try before recording it (default: the gate's own "
+        "choice on this machine, its recorded design or else the default)",
+    )
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
     parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")
     parser.add_argument("--rejudge", type=Path, help="judge an earlier validation's saved tables (its --workdir) again")
@@ -202,6 +210,8 @@ def main() -> int:
     if args.rejudge:
         print("\n".join(rejudge(args.rejudge, args.margin, args.measured_margin)))
         return 0
+    if args.processes is not None and (args.mode != "paired" or args.processes < 4 or args.processes % 2):
+        parser.error(f"--processes {args.processes}: the paired mode's, even and at least 4")
     lines: list[str] = []
 
     def say(line: str) -> None:
@@ -213,13 +223,31 @@ def main() -> int:
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
     clone, base, same, injected = make_clone(workdir)
+    gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
+    design = ""
+    if args.mode == "paired":
+        defaults = Thresholds()
+        why = "as given by --processes"
+        if args.processes is None:  # as the gate would choose here, with the default profile and regime it runs
+            args.processes, why = gate_design.processes_for(
+                gate_design.recorded(ROOT / "results", machine_name()),
+                DEFAULT_PROFILE,
+                DEFAULT_REGIME,
+                defaults.process_rounds,
+                defaults.blocks,
+                defaults.round_seconds,
+                defaults.processes,
+            )
+        gate += ["--processes", str(args.processes)]
+        design = f" --processes {args.processes}"
     say(
         f"make regress-validate: machine {machine_name()}, commit {base[:8]}, {time.strftime('%Y-%m-%d')}; "
         f"{args.aa} A/A and {args.injected} injected runs planned, alternating, of scripts/regress.py --mode "
-        f"{args.mode} --bench '{args.bench}' (defaults otherwise)"
+        f"{args.mode} --bench '{args.bench}'{design} (defaults otherwise)"
     )
-    gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
-    selected = {c.name for c in get_profile("quick").configs() if re.search(args.bench, c.name)}  # regress's default
+    if args.mode == "paired":
+        say(f"processes: {args.processes}, {why}")
+    selected = {c.name for c in get_profile(DEFAULT_PROFILE).configs() if re.search(args.bench, c.name)}
     aa_cells = aa_flags = caught = 0
     runs = dict.fromkeys(("A/A", "injected"), 0)  # runs finished, failed ones included
     failed = dict.fromkeys(("A/A", "injected"), 0)  # runs whose gate exited with neither 0 nor 1

@@ -228,4 +228,7 @@ def test_the_gate_across_processes_fails_a_dying_cell_alone_and_judges_the_rest(
     measured = by_cell[("native", "example", "time_forward")]
     assert measured["processes"] == 4 and measured["low"] <= measured["ratio"] <= measured["high"]
     assert by_cell[("nonexistent", "example", "time_forward")]["absent_at"] == "both"
-    assert set(paired_table(rows, "quick", Thresholds()).verdict) >= {"failed (revision unknown)"}
+    table = paired_table(rows, "quick", Thresholds())
+    assert set(table.verdict) >= {"failed (revision unknown)"}
+    judged = table[table.params == "native, example, cpu"]
+    assert judged.processes.tolist() == [4, 4]  # what gate_design reads a run's processes from

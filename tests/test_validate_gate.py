@@ -41,14 +41,18 @@ def _table(head: str, miss_cpp: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _validate(tmp_path, monkeypatch, aa: int, injected: int, outcome) -> tuple[list[str], Path, int | None]:
+def _validate(
+    tmp_path, monkeypatch, aa: int, injected: int, outcome, *options: str, commands: list | None = None
+) -> tuple[list[str], Path, int | None]:
     """Run the validation with ``outcome(n, head)`` in place of the gate's n-th run (1-based): it returns the exit
     status, or raises to stop the validation. Returns the heads run, the text file and the validation's status
-    (None where it was stopped)."""
+    (None where it was stopped); each gate command is appended to ``commands``."""
     clone = tmp_path / "work" / "clone"
     heads: list[str] = []
 
     def gate(command: list[str], cwd) -> subprocess.CompletedProcess:
+        if commands is not None:
+            commands.append(command)
         head = command[-1]
         heads.append(head)
         status = outcome(len(heads), head)
@@ -60,7 +64,7 @@ def _validate(tmp_path, monkeypatch, aa: int, injected: int, outcome) -> tuple[l
     monkeypatch.setattr(validate_gate, "make_clone", lambda workdir: (clone, BASE, SAME, INJECTED))
     monkeypatch.setattr(validate_gate, "_run", gate)
     out = tmp_path / "docs" / "gate-validation.txt"
-    argv = ["validate_gate.py", "--aa", str(aa), "--injected", str(injected), "--bench", CONFIG]
+    argv = ["validate_gate.py", "--aa", str(aa), "--injected", str(injected), "--bench", CONFIG, *options]
     monkeypatch.setattr(sys, "argv", [*argv, "--workdir", str(tmp_path / "work"), "--out", str(out)])
     try:
         status = validate_gate.main()
@@ -122,3 +126,13 @@ def test_the_asv_mode_counts_an_injected_run_that_flagged_nothing_as_a_miss(tmp_
     assert "('cpp', 'allcnnc-conv2', 'time_forward')" in text.split("missed")[1]
     assert "injected: 0 of 1 runs flagged every injected cell" in text
     assert "0 flagged (the asv mode prints only those)" in text
+
+
+def test_the_gate_runs_at_the_processes_given_and_the_text_says_how_many(tmp_path, monkeypatch):
+    commands: list[list[str]] = []
+    _validate(
+        tmp_path, monkeypatch, 1, 1, lambda n, head: int(head == INJECTED), "--processes", "12", commands=commands
+    )
+    assert len(commands) == 2 and all(c[c.index("--processes") + 1] == "12" for c in commands)
+    text = (tmp_path / "docs" / "gate-validation.txt").read_text()
+    assert "--processes 12" in text.splitlines()[0] and "processes: 12, as given by --processes" in text

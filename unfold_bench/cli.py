@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.trees import ROOT
+
+if TYPE_CHECKING:
+    from reports.compare import Thresholds
 
 VARIABLE = "UNFOLD_BENCH_STRATEGIES"  # impls.plugins.VARIABLE, not imported: importing impls loads the registry
 
@@ -187,7 +192,38 @@ def variance(argv: list[str]) -> int:
     parser.add_argument("--out", help="also write the report to this file")
     parser.add_argument("--json", help="write every round's block log-ratios to this file")
     parser.add_argument("--from-json", help="report the rounds saved by an earlier --json instead of measuring")
+    sizing = parser.add_argument_group(
+        "sizing the gate from its own A/A runs (benchmarks/gate_design.py), instead of measuring"
+    )
+    sizing.add_argument(
+        "--from-gate-runs",
+        type=Path,
+        metavar="DIR",
+        help="the tables of A/A gate runs on this machine (DIR/AA-*.csv, as `validate-gate --out` keeps them): "
+        "the resolution of each number of processes, and the fewest whose median time cell resolves --target",
+    )
+    sizing.add_argument(
+        "--measured-processes",
+        type=int,
+        default=defaults.processes,
+        help="the processes of runs whose tables lack that column (%(default)d, the gate's default)",
+    )
+    sizing.add_argument(
+        "--record",
+        action="store_true",
+        help="record that design for the runs' machine (results/<machine>/gate-design.jsonl): its gate then runs "
+        "with it, at the default profile, regime, placements and blocks that validate-gate runs it at",
+    )
+    sizing.add_argument(
+        "--machine",
+        help="with --record: the machine the runs were made on (default: the one their validation text names, else "
+        "this one); another than the text names is refused",
+    )
     args = parser.parse_args(argv)
+    if args.from_gate_runs is not None:
+        return _size_gate(parser, args, defaults)
+    if args.record or args.machine:
+        parser.error("--record and --machine size the gate from its runs: give --from-gate-runs DIR")
     for name in ("runs", "processes", "rounds", "blocks"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
@@ -220,6 +256,91 @@ def variance(argv: list[str]) -> int:
         Path(args.out).write_text(text + "\n")
     if args.json:
         Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in [header, *rows]))
+    return 0
+
+
+def _validation_header(runs: Path) -> dict[str, str]:
+    """The machine and commit that ``validate-gate --out FILE`` names on FILE's first line, for the tables it keeps
+    beside it in FILE's stem + "-runs/" (empty where there is no such file)."""
+    text = runs.with_name(runs.name.removesuffix("-runs") + ".txt")
+    first = text.read_text().split("\n", 1)[0] if runs.name.endswith("-runs") and text.exists() else ""
+    found = re.search(r"machine (\S+), commit (\w+),", first)
+    return {"machine": found.group(1), "commit": found.group(2)} if found else {}
+
+
+def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaults: Thresholds) -> int:
+    """``variance --from-gate-runs``: the gate's design from its A/A tables, printed and, with --record, recorded."""
+    import pandas as pd
+
+    from benchmarks import gate_design
+    from benchmarks.allocator import DEFAULT_REGIME
+    from benchmarks.machine import machine_name
+    from benchmarks.paired_stats import ALPHA, POWER
+    from unfold_bench.common_args import DEFAULT_PROFILE
+
+    runs: Path = args.from_gate_runs
+    tables = sorted(runs.glob("AA-*.csv"))
+    if not tables:
+        parser.error(f"--from-gate-runs {str(runs)!r}: no A/A table (AA-*.csv) there")
+    if args.measured_processes < 4 or args.measured_processes % 2:
+        parser.error(f"--measured-processes {args.measured_processes}: must be even and at least 4")
+    margin, slowdown = defaults.paired_margin, 1 + defaults.time
+    try:
+        cells = gate_design.time_cells([pd.read_csv(t) for t in tables], args.measured_processes)
+        variances = gate_design.cell_variances(cells, ALPHA, POWER, margin)
+    except ValueError as error:
+        parser.error(f"--from-gate-runs {str(runs)!r}: {error}")
+    measured = int(cells.processes.median())
+    header = _validation_header(runs)
+    table = gate_design.designs(variances, ALPHA, POWER, margin, slowdown, args.target)
+    lines = [
+        f"unfold-bench variance --from-gate-runs {runs}: {len(tables)} A/A gate runs of "
+        f"{header.get('machine', 'an unnamed machine')} at commit {header.get('commit', 'unknown')}, "
+        f"{len(variances)} time cells, {measured} processes a run",
+        f"Each cell's per-process variance read back from its printed resolution, pooled over the runs; the "
+        f"resolution of each number of processes (one-sided alpha {ALPHA:g}, power {POWER:g}, margin {margin:g}), "
+        f"and its time against the measured runs'.",
+        "",
+        gate_design.report(table, measured, args.target, slowdown),
+        "",
+    ]
+    k = gate_design.fewest(table, args.target)
+    if k is not None:
+        median = float(table.loc[table.processes == k, "median"].iloc[0])
+        lines.append(
+            f"design: {k} processes, the fewest whose median time cell resolves {args.target:g}x ({median:.3f}x)"
+        )
+    else:
+        lines.append(
+            f"no number of processes up to {gate_design.MAX_PROCESSES} resolves {args.target:g}x at the median"
+        )
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    if k is None:
+        return 1
+    if args.record:
+        machine = args.machine or header.get("machine") or machine_name()
+        if header.get("machine", machine) != machine:
+            parser.error(f"--machine {machine}: the runs in {runs} were made on {header['machine']}")
+        design = gate_design.GateDesign(
+            processes=k,
+            profile=DEFAULT_PROFILE,  # what validate-gate runs the gate at
+            regime=DEFAULT_REGIME,
+            rounds=defaults.process_rounds,
+            blocks=defaults.blocks,
+            round_seconds=defaults.round_seconds,
+            target=args.target,
+            median_resolution=median,
+            cells=len(variances),
+            runs=len(tables),
+            source=str(runs),
+            commit=header.get("commit", "unknown"),
+            date=time.strftime("%Y-%m-%d"),
+        )
+        path = gate_design.record(ROOT / "results", machine, design)
+        print(f"recorded for {machine} in {path}: its gate now runs {k} processes")
     return 0
 
 

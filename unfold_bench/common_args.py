@@ -13,6 +13,7 @@ from benchmarks.allocator import DEFAULT_REGIME, REGIMES
 from benchmarks.profiles import PROFILES
 from benchmarks.trees import ROOT
 
+DEFAULT_PROFILE = "quick"
 BENCH_HELP = (
     "a regex over the cells' asv names, e.g. \"unfold.Quick.time_forward('gather', 'allcnnc-conv2', 'cpu')\": "
     "conv2, 'gather', \"'gather', 'allcnnc-conv2'\""
@@ -23,8 +24,8 @@ def add_profile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
-        default="quick",
-        help="problem size: quick (batch at most 8) or full (the configs' own) (default quick)",
+        default=DEFAULT_PROFILE,
+        help=f"problem size: quick (batch at most 8) or full (the configs' own) (default {DEFAULT_PROFILE})",
     )
 
 
