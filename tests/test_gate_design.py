@@ -5,6 +5,7 @@ a recorded design is the one the gate runs with only at the rounds and blocks it
 from __future__ import annotations
 
 import io
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -164,6 +165,17 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     with pytest.raises(SystemExit):
         cli.variance(["--from-gate-runs", str(tmp_path / "results")])
     assert "no A/A table" in capsys.readouterr().err
+    more = tmp_path / "again-runs"
+    shutil.copytree(runs, more)
+    (tmp_path / "again.txt").write_text("make regress-validate: machine box, commit 4567cdef, 2026-11-29; ...\n")
+    assert cli.variance(["--from-gate-runs", str(runs), str(more), "--record"]) == 0  # two validations pooled
+    pooled = gate_design.recorded(tmp_path / "results", "box")
+    assert pooled is not None and (pooled.runs, pooled.commit) == (6, "0123abcd,4567cdef")
+    assert pooled.processes == design.processes  # the same runs twice: the same variances
+    (tmp_path / "again.txt").write_text("make regress-validate: machine other, commit 4567cdef, 2026-11-29; ...\n")
+    with pytest.raises(SystemExit):
+        cli.variance(["--from-gate-runs", str(runs), str(more)])
+    assert "runs of several machines (box, other)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.variance(["--record"])
     assert "give --from-gate-runs" in capsys.readouterr().err

@@ -198,9 +198,11 @@ def variance(argv: list[str]) -> int:
     sizing.add_argument(
         "--from-gate-runs",
         type=Path,
+        nargs="+",
         metavar="DIR",
-        help="the tables of A/A gate runs on this machine (DIR/AA-*.csv, as `validate-gate --out` keeps them): "
-        "the resolution of each number of processes, and the fewest whose median time cell resolves --target",
+        help="the tables of A/A gate runs of one machine (DIR/AA-*.csv, as `validate-gate --out` keeps them; several "
+        "DIRs pool their runs): the resolution of each number of processes, and the fewest whose median time cell "
+        "resolves --target",
     )
     sizing.add_argument(
         "--measured-processes",
@@ -278,25 +280,31 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
     from benchmarks.paired_stats import ALPHA, POWER
     from unfold_bench.common_args import DEFAULT_PROFILE
 
-    runs: Path = args.from_gate_runs
-    tables = sorted(runs.glob("AA-*.csv"))
+    folders: list[Path] = args.from_gate_runs
+    tables = [t for folder in folders for t in sorted(folder.glob("AA-*.csv"))]
+    named = " ".join(str(f) for f in folders)
     if not tables:
-        parser.error(f"--from-gate-runs {str(runs)!r}: no A/A table (AA-*.csv) there")
+        parser.error(f"--from-gate-runs {named!r}: no A/A table (AA-*.csv) there")
     if args.measured_processes < 4 or args.measured_processes % 2:
         parser.error(f"--measured-processes {args.measured_processes}: must be even and at least 4")
+    headers = [_validation_header(folder) for folder in folders]
+    machines = {h["machine"] for h in headers if h}
+    if len(machines) > 1:
+        parser.error(f"--from-gate-runs {named!r}: runs of several machines ({', '.join(sorted(machines))})")
+    commits = ",".join(dict.fromkeys(h.get("commit", "unknown") for h in headers))
     margin, slowdown = defaults.paired_margin, 1 + defaults.time
     try:
         cells = gate_design.time_cells([pd.read_csv(t) for t in tables], args.measured_processes)
         variances = gate_design.cell_variances(cells, ALPHA, POWER, margin)
     except ValueError as error:
-        parser.error(f"--from-gate-runs {str(runs)!r}: {error}")
+        parser.error(f"--from-gate-runs {named!r}: {error}")
     measured = int(cells.processes.median())
-    header = _validation_header(runs)
+    runs_of = next(iter(machines), None)
     table = gate_design.designs(variances, ALPHA, POWER, margin, slowdown, args.target)
     lines = [
-        f"unfold-bench variance --from-gate-runs {runs}: {len(tables)} A/A gate runs of "
-        f"{header.get('machine', 'an unnamed machine')} at commit {header.get('commit', 'unknown')}, "
-        f"{len(variances)} time cells, {measured} processes a run",
+        f"unfold-bench variance --from-gate-runs {named}: {len(tables)} A/A gate runs of "
+        f"{runs_of or 'an unnamed machine'} at commit {commits}, {len(variances)} time cells, {measured} processes "
+        "a run (the median)",
         f"Each cell's per-process variance read back from its printed resolution, pooled over the runs; the "
         f"resolution of each number of processes (one-sided alpha {ALPHA:g}, power {POWER:g}, margin {margin:g}), "
         f"and its time against the measured runs'.",
@@ -321,9 +329,9 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
     if k is None:
         return 1
     if args.record:
-        machine = args.machine or header.get("machine") or machine_name()
-        if header.get("machine", machine) != machine:
-            parser.error(f"--machine {machine}: the runs in {runs} were made on {header['machine']}")
+        machine = args.machine or runs_of or machine_name()
+        if runs_of not in (None, machine):
+            parser.error(f"--machine {machine}: the runs in {named} were made on {runs_of}")
         design = gate_design.GateDesign(
             processes=k,
             profile=DEFAULT_PROFILE,  # what validate-gate runs the gate at
@@ -335,8 +343,8 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
             median_resolution=median,
             cells=len(variances),
             runs=len(tables),
-            source=str(runs),
-            commit=header.get("commit", "unknown"),
+            source=named,
+            commit=commits,
             date=time.strftime("%Y-%m-%d"),
         )
         path = gate_design.record(ROOT / "results", machine, design)
