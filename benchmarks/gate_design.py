@@ -66,7 +66,7 @@ def resolution_at(variance: float, processes: int, alpha: float, power: float, m
     return resolution(math.sqrt(variance / processes), processes - 2, alpha, power, margin)
 
 
-def time_cells(tables: Iterable[pd.DataFrame], processes: int) -> pd.DataFrame:
+def measured_cells(tables: Iterable[pd.DataFrame], processes: int) -> pd.DataFrame:
     """The time cells of the gate's tables that were measured (a pair or more, a resolution), one table after
     another, each with its processes: the table's ``processes`` column, or ``processes`` where a table has none
     (from before the column) or a row has none."""
@@ -83,7 +83,7 @@ def time_cells(tables: Iterable[pd.DataFrame], processes: int) -> pd.DataFrame:
 
 
 def cell_variances(cells: pd.DataFrame, alpha: float, power: float, margin: float) -> pd.Series:
-    """Per time cell (benchmark, params) of ``time_cells``: the per-process variance, its runs' estimates pooled by
+    """Per time cell (benchmark, params) of ``measured_cells``: the per-process variance, its runs' estimates pooled by
     their degrees of freedom (``processes - 2`` each)."""
     variance = [process_variance(row.resolution, row.processes, alpha, power, margin) for row in cells.itertuples()]
     pooled = cells.assign(df=cells.processes - 2, weighted=np.asarray(variance) * (cells.processes - 2))

@@ -58,13 +58,13 @@ def test_runs_are_pooled_per_cell_each_at_its_own_processes_and_a_row_without_th
     read_back = pd.read_csv(io.StringIO(pd.concat(tables).to_csv(index=False)))  # run 1's count is NaN there
     expected = np.mean([_pooled(a, b) for a, b in draws.values()])  # equal degrees of freedom: the plain mean
     for given in (tables, [read_back]):  # a table without the column, and a row with NaN
-        cells = gate_design.time_cells(given, 6)
+        cells = gate_design.measured_cells(given, 6)
         assert cells.processes.tolist() == [6, 6, 6]
         variances = gate_design.cell_variances(cells, ALPHA, POWER, MARGIN)
         assert variances.tolist() == pytest.approx([expected], rel=1e-9)
-    assert gate_design.time_cells([read_back], 8).processes.tolist() == [6, 8, 6]  # only the row without a count
+    assert gate_design.measured_cells([read_back], 8).processes.tolist() == [6, 8, 6]  # only the row without a count
     with pytest.raises(ValueError, match="no time cell"):
-        gate_design.time_cells([tables[0].assign(pairs=0)], 8)
+        gate_design.measured_cells([tables[0].assign(pairs=0)], 8)
     with pytest.raises(ValueError, match="another margin"):
         gate_design.process_variance(1.02, 8, ALPHA, POWER, MARGIN)
 

@@ -294,7 +294,7 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
     commits = ",".join(dict.fromkeys(h.get("commit", "unknown") for h in headers))
     margin, slowdown = defaults.paired_margin, 1 + defaults.time
     try:
-        cells = gate_design.time_cells([pd.read_csv(t) for t in tables], args.measured_processes)
+        cells = gate_design.measured_cells([pd.read_csv(t) for t in tables], args.measured_processes)
         variances = gate_design.cell_variances(cells, ALPHA, POWER, margin)
     except ValueError as error:
         parser.error(f"--from-gate-runs {named!r}: {error}")
