@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -29,6 +30,7 @@ import pandas as pd
 from benchmarks.replicates import MAX_PROCESSES, resolution
 
 GATE_DESIGN_FILE = "gate-design.jsonl"  # results/<machine>/: asv reads only *.json there
+_VALIDATION_SOURCE = re.compile(r"machine (\S+), commit (\w+),")  # read back from validation_header's line
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,8 @@ def recorded(results_dir: Path, machine: str) -> GateDesign | None:
 
 
 def processes_for(
-    design: GateDesign | None,
+    results_dir: Path,
+    machine: str,
     profile: str,
     regime: str,
     rounds: int,
@@ -166,8 +169,9 @@ def processes_for(
     round_seconds: float,
     default: int,
 ) -> tuple[int, str]:
-    """The gate's processes for a run of this profile, regime, rounds, blocks and round seconds, and why: the
-    recorded design's where it was sized at the same, else ``default``."""
+    """The gate's processes on ``machine`` for a run of this profile, regime, rounds, blocks and round seconds, and
+    why: the design recorded for it under ``results_dir`` where it was sized at the same, else ``default``."""
+    design = recorded(results_dir, machine)
     if design is None:
         return default, "the default; no design is recorded for this machine (unfold-bench variance --from-gate-runs)"
     sized = (design.profile, design.regime, design.rounds, design.blocks, design.round_seconds)
@@ -182,3 +186,14 @@ def processes_for(
         f"against a target of {design.target:g}x, from {design.runs} A/A gate runs at {design.commit} "
         f"({design.source}, {design.date})"
     )
+
+
+def validation_header(machine: str, commit: str, date: str) -> str:
+    """The start of the first line of ``validate-gate --out FILE``: the machine and commit its runs measured."""
+    return f"unfold-bench validate-gate: machine {machine}, commit {commit}, {date};"
+
+
+def validation_source(first_line: str) -> dict[str, str]:
+    """The machine and commit that a validation's first line names (``validation_header``); empty where none."""
+    found = _VALIDATION_SOURCE.search(first_line)
+    return {"machine": found.group(1), "commit": found.group(2)} if found else {}

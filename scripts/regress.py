@@ -362,7 +362,8 @@ def main() -> int:
             from benchmarks import gate_design
 
             args.processes, why = gate_design.processes_for(
-                gate_design.recorded(ROOT / "results", machine),
+                ROOT / "results",
+                machine,
                 args.profile,
                 get_regime(args.regime).name,
                 args.process_rounds,

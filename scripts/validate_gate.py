@@ -230,7 +230,8 @@ def main() -> int:
         why = "as given by --processes"
         if args.processes is None:  # as the gate would choose here, with the default profile and regime it runs
             args.processes, why = gate_design.processes_for(
-                gate_design.recorded(ROOT / "results", machine_name()),
+                ROOT / "results",
+                machine_name(),
                 DEFAULT_PROFILE,
                 DEFAULT_REGIME,
                 defaults.process_rounds,
@@ -241,7 +242,7 @@ def main() -> int:
         gate += ["--processes", str(args.processes)]
         design = f" --processes {args.processes}"
     say(
-        f"make regress-validate: machine {machine_name()}, commit {base[:8]}, {time.strftime('%Y-%m-%d')}; "
+        f"{gate_design.validation_header(machine_name(), base[:8], time.strftime('%Y-%m-%d'))} "
         f"{args.aa} A/A and {args.injected} injected runs planned, alternating, of scripts/regress.py --mode "
         f"{args.mode} --bench '{args.bench}'{design} (defaults otherwise)"
     )

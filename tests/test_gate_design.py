@@ -108,15 +108,16 @@ def test_a_recorded_design_is_in_force_only_at_what_it_was_sized_at(tmp_path):
     defaults = Thresholds()
     sized = ("quick", "warm", defaults.process_rounds, defaults.blocks, defaults.round_seconds)
     assert gate_design.recorded(tmp_path, "box") is None
-    assert gate_design.processes_for(None, *sized, 8)[0] == 8
+    assert gate_design.processes_for(tmp_path, "box", *sized, 8)[0] == 8
     gate_design.record(tmp_path, "box", _design(12))
     gate_design.record(tmp_path, "box", _design(16))
     assert gate_design.recorded(tmp_path, "box") == _design(16)  # the last record is in force
     assert gate_design.recorded(tmp_path, "other") is None
-    processes, why = gate_design.processes_for(_design(16), *sized, 8)
+    assert gate_design.processes_for(tmp_path, "other", *sized, 8)[0] == 8
+    processes, why = gate_design.processes_for(tmp_path, "box", *sized, 8)
     assert processes == 16 and "1.079x" in why
     for other in (("full", *sized[1:]), (*sized[:2], sized[2] + 1, *sized[3:]), (*sized[:4], 0.5)):
-        processes, why = gate_design.processes_for(_design(16), *other, 8)
+        processes, why = gate_design.processes_for(tmp_path, "box", *other, 8)
         assert processes == 8 and "not this run's" in why
 
 
@@ -137,7 +138,7 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     rng = np.random.default_rng(1)
     runs = tmp_path / "validation-runs"
     runs.mkdir()
-    (tmp_path / "validation.txt").write_text("make regress-validate: machine box, commit 0123abcd, 2026-11-28; ...\n")
+    (tmp_path / "validation.txt").write_text(gate_design.validation_header("box", "0123abcd", "2026-11-28") + " ...\n")
     for run in range(3):
         rows = [
             _gate_row(rng.normal(0, sd, 4), rng.normal(0, sd, 4), f"s{i}, c, cpu", with_processes=True)
@@ -167,6 +168,7 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     assert "no A/A table" in capsys.readouterr().err
     more = tmp_path / "again-runs"
     shutil.copytree(runs, more)
+    # the first line of the validations committed before validate-gate named itself
     (tmp_path / "again.txt").write_text("make regress-validate: machine box, commit 4567cdef, 2026-11-29; ...\n")
     assert cli.variance(["--from-gate-runs", str(runs), str(more), "--record"]) == 0  # two validations pooled
     pooled = gate_design.recorded(tmp_path / "results", "box")
@@ -179,3 +181,9 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     with pytest.raises(SystemExit):
         cli.variance(["--record"])
     assert "give --from-gate-runs" in capsys.readouterr().err
+
+
+def test_a_validations_first_line_names_its_machine_and_commit_and_a_line_without_them_names_none():
+    line = gate_design.validation_header("vm-a.b", "0123abcd", "2026-11-28") + " 2 A/A and 2 injected runs planned"
+    assert gate_design.validation_source(line) == {"machine": "vm-a.b", "commit": "0123abcd"}
+    assert gate_design.validation_source("processes: 16, as given by --processes") == {}

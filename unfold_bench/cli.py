@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -264,10 +263,11 @@ def variance(argv: list[str]) -> int:
 def _validation_header(runs: Path) -> dict[str, str]:
     """The machine and commit that ``validate-gate --out FILE`` names on FILE's first line, for the tables it keeps
     beside it in FILE's stem + "-runs/" (empty where there is no such file)."""
+    from benchmarks.gate_design import validation_source
+
     text = runs.with_name(runs.name.removesuffix("-runs") + ".txt")
     first = text.read_text().split("\n", 1)[0] if runs.name.endswith("-runs") and text.exists() else ""
-    found = re.search(r"machine (\S+), commit (\w+),", first)
-    return {"machine": found.group(1), "commit": found.group(2)} if found else {}
+    return validation_source(first)
 
 
 def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaults: Thresholds) -> int:
