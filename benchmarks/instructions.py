@@ -1,8 +1,8 @@
 """Instruction counts of one cell under callgrind: the regression gate's deterministic CPU mode.
 
-Wall-clock time on a shared 2-core machine varies by tens of percent between runs; the number of
+Wall-clock time on a shared machine moves between runs with where each process landed; the number of
 instructions a call executes, counted by valgrind's callgrind through ``torch.utils.benchmark.Timer.
-collect_callgrind``, varies by well under 1%. It is slow (valgrind runs the interpreter too: minutes per
+collect_callgrind``, barely moves. It is slow (valgrind runs the interpreter too: minutes per
 measurement), so the gate uses it only for the cells it is told to (``scripts/regress.py --callgrind``).
 
 ``count_instructions`` measures in a child process whose ``impls`` comes from a given directory (a checkout
@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.children import run_json_child
+from benchmarks.profiles import DEFAULT_PROFILE
 from benchmarks.trees import ROOT, impls_of
 from benchmarks.vocabulary import PASSES
 
@@ -68,7 +69,7 @@ def _measure(strategy: str, config: str, which: str, profile: str) -> int:
     return int(stats.counts(denoise=True) / CALLS)
 
 
-def count_instructions(impls_root: Path, strategy: str, config: str, which: str, profile: str = "quick") -> int:
+def count_instructions(impls_root: Path, strategy: str, config: str, which: str, profile: str = DEFAULT_PROFILE) -> int:
     """Instructions per call of ``strategy`` on ``config`` (``which``: forward or forward_backward), with the
     ``impls`` package found in ``impls_root``."""
     with impls_of(impls_root) as shadow:  # only impls from the revision: the harness is this working tree's
@@ -96,7 +97,7 @@ def main() -> None:
     expected = (Path(impls_root) / "impls").resolve()
     if imported != expected:
         raise SystemExit(f"imported impls from {imported}, not {expected}")
-    count = _measure(strategy, config, which, rest[0] if rest else "quick")
+    count = _measure(strategy, config, which, rest[0] if rest else DEFAULT_PROFILE)
     print(json.dumps({"instructions": count}))
 
 

@@ -3,7 +3,7 @@
 asv's machine fields (machine, os, arch, cpu, num_cpu, ram) have no place for a GPU, the torch build or the
 allocator, yet figures depend on all three. asv copies any extra keys of a machine entry into the
 ``params`` of every result it saves, so they are added there: ``device_names`` (CPU model and GPU model, or
-"no GPU"), ``torch``, ``torch_threads``, ``allocator``, ``timing_regime`` (``benchmarks.allocator``). The
+"GPU: none"), ``torch_version``, ``torch_threads``, ``allocator``, ``timing_regime`` (``benchmarks.allocator``). The
 machine *name* carries the GPU, the huge-page variant and the timing regime too, so results from different
 set-ups never share a directory or a chart line.
 

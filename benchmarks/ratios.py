@@ -8,7 +8,7 @@ Per profile class (``Quick`` / ``Full``), params strategy x config x device, uni
   and gives its ratio ``t_strategy / t_native`` as one sample. Which side is set up first is drawn per process.
 
 A ratio taken this way is not the quotient of two medians from different processes: the placement and the
-process's code layout, which move one strategy against another by up to 2x on a small VM, act on both sides
+process's code layout, which move one strategy against another (``docs/variance-x-native.txt``), act on both sides
 of every block alike. The process is the unit of replication, and since every process asv forks from one server
 shares that server's layout, each of ``Profile.ratio_processes`` replicates is an asv run of its own
 (``benchmarks.runner.plan``), appending its sample (``--append-samples``). A benchmark that returns

@@ -3,7 +3,7 @@
 **A call overwrites the previous call's result when both have the same shape, dtype and device** (see
 ``impls.output_reuse`` for why the suite carries reusing variants and how autograd guards them). The forward
 is Inductor's fused loop of ``compiled`` storing straight into the kept buffer, so with the page faults of a
-fresh output gone it shows how close the fastest kernel of the suite comes to the ``copy_`` roofline; the
+fresh output gone it shows how close Inductor's kernel comes to the ``copy_`` roofline; the
 backward is ``compiled``'s. A caller can do the same with ``impls.compiled.unfold_into(input, geometry,
 out=buffer)``.
 """

@@ -10,7 +10,8 @@ and a module on the path is named with ``UNFOLD_BENCH_STRATEGIES="module:attribu
 attribute is a ``Strategy`` (to declare devices, dtypes and defects) or a plain callable with
 ``torch.nn.functional.unfold``'s signature, which is wrapped: it gets the suite's argument validation and is
 declared for every spatial dim and device, and the correctness gate, the parity tests and the capability matrix
-find what it does not do. A plugin that cannot be loaded is left out, its name and reason kept in ``PROBLEMS``.
+find what it does not do. A plugin that cannot be loaded is left out, its name and reason kept in
+``impls.PLUGIN_PROBLEMS``.
 """
 
 from __future__ import annotations

@@ -452,7 +452,7 @@ def recommend_per_config(
     strategies tied for the fastest (``TIE_TEXT``: the pick is then the tie-break's).
 
     ``set_aside``: strategies never picked (name -> why), e.g. those that overwrite their previous result;
-    ``complexity``: each strategy's machinery count (``reports.set_aside.COMPLEXITY``), the second tie-break.
+    ``complexity``: each strategy's machinery count (``reports.set_aside.complexity``), the second tie-break.
     """
     out = []
     for config, rows in cells.groupby("config", sort=False):
