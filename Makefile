@@ -8,13 +8,16 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
 # make bench: PROFILE=quick|full, REGIME=warm|fresh-pages (timing regime), THP=1 for the huge-page variant,
 # BENCH=<regex> to select cells, RESUME=1 to carry on where a killed run of this commit stopped.
-PROFILE ?= quick
-REGIME ?= warm
+# Unset, the command's own defaults (benchmarks/profiles.py's DEFAULT_PROFILE, benchmarks/allocator.py's
+# DEFAULT_REGIME) apply.
+PROFILE ?=
+REGIME ?=
 # BENCH reaches the command through the environment ("$$BENCH"), so a selection with quotes in it, such as
 # BENCH="'gather', 'example', 'cpu'" (one cell of asv's names), arrives as typed.
 BENCH ?=
 export BENCH
-BENCH_FLAGS = --profile $(PROFILE) --regime $(REGIME) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench "$$BENCH") \
+PROFILE_FLAG = $(if $(PROFILE),--profile $(PROFILE))
+BENCH_FLAGS = $(PROFILE_FLAG) $(if $(REGIME),--regime $(REGIME)) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench "$$BENCH") \
 	$(if $(filter 1,$(RESUME)),--resume)
 
 .DEFAULT_GOAL := help
@@ -104,7 +107,7 @@ bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), t
 # on a regression, 2 on a failed benchmark. make regress BASE=origin/main [HEAD=HEAD] [BENCH=<regex>]
 regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] [BENCH=regex]
 	@test -n "$(BASE)" || (echo "usage: make regress BASE=<rev> [HEAD=<rev>] [BENCH=<regex>]" && exit 2)
-	@$(PY) -m unfold_bench.cli regress '$(BASE)' '$(or $(HEAD),HEAD)' --profile $(PROFILE) $(if $(BENCH),--bench "$$BENCH") \
+	@$(PY) -m unfold_bench.cli regress '$(BASE)' '$(or $(HEAD),HEAD)' $(PROFILE_FLAG) $(if $(BENCH),--bench "$$BENCH") \
 		$(REGRESS_ARGS); status=$$?; if [ $$status -ne 0 ]; then echo "make regress: the gate exited $$status \
 		(1: a regression, 2: it could not judge; make reports any failure as its own 2: read the gate's status in \
 		its verdict file)"; fi; exit $$status
@@ -151,7 +154,7 @@ bench-pytest: venv  ## the same matrix with pytest-benchmark
 
 # Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
 memprofile: venv  ## where one strategy's memory goes: STRATEGY=... CONFIG=...
-	$(PY) -m unfold_bench.cli memprofile $(STRATEGY) $(CONFIG) --profile $(PROFILE) $(MEMPROFILE_ARGS)
+	$(PY) -m unfold_bench.cli memprofile $(STRATEGY) $(CONFIG) $(PROFILE_FLAG) $(MEMPROFILE_ARGS)
 
 # The prepared GPU check (docs/gpu-check.md): what a task lent a GPU machine runs. prepare puts the wheels the device
 # lacks and the commit manifest in .gpu-check/ and prints the device call; gpu-check is its dry run here.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 
-from benchmarks.profiles import get_profile
+from benchmarks.profiles import DEFAULT_PROFILE, get_profile
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES
 
@@ -19,7 +19,7 @@ PROFILE_VARIABLE = "UNFOLD_BENCH_PROFILE"
 
 def pytest_generate_tests(metafunc) -> None:  # metafunc: pytest.Metafunc (pytest is not imported here)
     if "cell_names" in metafunc.fixturenames:
-        profile = get_profile(os.environ.get(PROFILE_VARIABLE, "quick"))
+        profile = get_profile(os.environ.get(PROFILE_VARIABLE, DEFAULT_PROFILE))
         names = list(itertools.product(STRATEGIES, [c.name for c in profile.configs()], DEVICES))
         metafunc.parametrize("cell_names", names, ids=["-".join(n) for n in names])
         metafunc.parametrize("profile", [profile], ids=[profile.name])

@@ -36,7 +36,7 @@ from benchmarks.allocator import pinned_environment
 from benchmarks.cells import Cell, Workload, charged_net_peak, check_cell, profile_config, use_exact_float32
 from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
-from benchmarks.profiles import PROFILES, get_profile
+from benchmarks.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from benchmarks.replicates import ABSENT, SKIPPED, Unit, across_processes, process_estimate, run_process
 from benchmarks.vocabulary import PASSES, peak_metric, timed_metric
 from impls import Strategy
@@ -166,7 +166,7 @@ def measure_cell(
     strategy: str,
     config: str,
     *,
-    profile_name: str = "quick",
+    profile_name: str = DEFAULT_PROFILE,
     device: str = "cpu",
 ) -> Iterator[dict]:
     """The net peaks of one strategy on one config at both revisions, as dicts (``before``: base, ``after``:
@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("base_tree", type=Path)
     parser.add_argument("head_tree", type=Path)
     parser.add_argument("cells", nargs="+", type=_cell, metavar="STRATEGY:CONFIG[:DEVICE]")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE)
     args = parser.parse_args(argv)
     loaded: dict[int, dict[str, Strategy]] = {}
     errors: dict[int, str] = {}

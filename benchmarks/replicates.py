@@ -114,9 +114,9 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
     with the reason instead of ratios."""
     from benchmarks.cells import Cell, check_cell, profile_config, reference_for, use_exact_float32
     from benchmarks.paired import load_strategies
-    from benchmarks.profiles import get_profile
+    from benchmarks.profiles import DEFAULT_PROFILE, get_profile
 
-    profile = get_profile(spec.get("profile", "quick"))
+    profile = get_profile(spec.get("profile", DEFAULT_PROFILE))
     b_first = bool(spec.get("b_first", False))
 
     def source(side: Mapping) -> tuple[str, int]:

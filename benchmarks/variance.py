@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks.profiles import DEFAULT_PROFILE
 from benchmarks.replicates import MAX_PROCESSES, Unit, resolution, run_process, trimmed_mean
 
 
@@ -131,7 +132,7 @@ def measure(
     rounds: int,
     blocks: int,
     round_seconds: float,
-    profile: str = "quick",
+    profile: str = DEFAULT_PROFILE,
     progress=print,
 ) -> list[dict]:
     """Every round of every unit in ``runs`` x ``processes`` replicate processes (half with side B set up first,

@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 from asv.results import Results, iter_results
 
+from benchmarks.allocator import FRESH_PAGES, WARM
 from benchmarks.catalogue import CATALOGUE_FILE
 from benchmarks.traffic import Sizes
 from reports.run_level import RunLevel, load_run_levels
@@ -131,7 +132,7 @@ def timing_regime(machine_params: dict) -> str:
     recorded = machine_params.get("timing_regime")
     if recorded:
         return recorded
-    return "fresh-pages" if "pinned" in (machine_params.get("allocator") or "") else "warm"
+    return FRESH_PAGES.name if "pinned" in (machine_params.get("allocator") or "") else WARM.name
 
 
 INTERVAL_LEVEL = 0.95  # the two-sided level of a paired ratio's interval across processes

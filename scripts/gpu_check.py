@@ -157,21 +157,19 @@ def download_wheels() -> None:
     subprocess.run([*command, *(f"{n}=={v}" for n, v in pinned().items())], check=True)
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
-
-
 def write_manifest(commit: str | None = None) -> dict:
     """The commit manifest and the asv configuration that reads it (``unfold_bench.carried_repo``)."""
     from asv import util
 
-    commit = commit or _git("rev-parse", "HEAD")
+    from benchmarks.trees import git
+
+    commit = commit or git("rev-parse", "HEAD")
     manifest = {
         "commit": commit,
-        "date": int(_git("show", "-s", "--format=%ct", commit)) * 1000,
-        "branch": _git("rev-parse", "--abbrev-ref", "HEAD"),
+        "date": int(git("show", "-s", "--format=%ct", commit)) * 1000,
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
         "prepared": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
     MANIFEST.parent.mkdir(parents=True, exist_ok=True)
     MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
@@ -297,11 +295,12 @@ def dry_run(args: argparse.Namespace) -> int:
     """What ``run`` would do, and whether the carried files are ready: checked without CUDA."""
     from benchmarks.profiles import FULL, QUICK
     from benchmarks.runner import plan
+    from benchmarks.trees import git
 
     problems = []
     if MANIFEST.exists():
         manifest = json.loads(MANIFEST.read_text())
-        head = _git("rev-parse", "HEAD") if (ROOT / ".git").exists() else manifest["commit"]
+        head = git("rev-parse", "HEAD") if (ROOT / ".git").exists() else manifest["commit"]
         if manifest["commit"] != head:
             problems.append(f"the manifest names {manifest['commit'][:8]}, HEAD is {head[:8]}: prepare again")
         commit = manifest["commit"]

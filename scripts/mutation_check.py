@@ -42,7 +42,6 @@ class Mutation:
 
 def _bfloat16_defect_not_seen_here() -> str | None:
     """Why onehot's bfloat16 defect cannot show here: this CPU's oneDNN ISA is not one it was seen on."""
-    sys.path.insert(0, str(ROOT))
     import torch
 
     from impls import STRATEGIES

@@ -1,6 +1,6 @@
 """Measure the regression gate on this machine: its false alarms (A/A) and whether it catches injected regressions.
 
-    python scripts/validate_gate.py [--aa 10] [--injected 10] [--bench 'allcnnc-conv2|allcnnc-conv3'] [--mode paired]
+    python scripts/validate_gate.py [--aa 10] [--injected 10] [--bench REGEX] [--mode paired]
 
 In a clone of this repository it makes two commits on top of HEAD:
 
@@ -43,10 +43,12 @@ import pandas as pd
 from benchmarks import gate_design
 from benchmarks.allocator import DEFAULT_REGIME
 from benchmarks.paired_stats import ALPHA
-from benchmarks.trees import ROOT
+from benchmarks.profiles import CI_SUBSET, DEFAULT_PROFILE
+from benchmarks.trees import ROOT, git
 from benchmarks.trees import clone as make_clone_of
 from reports.compare import Thresholds
-from unfold_bench.common_args import DEFAULT_PROFILE, add_bench
+from reports.units import METRICS
+from unfold_bench.common_args import add_bench
 
 SLOWDOWN = 0.10
 SLOWER = f"""
@@ -76,7 +78,6 @@ unfold = dataclasses.replace(unfold, implementation=_injected_hungrier)
 """
 SLOWED = ("gather", "cpp", "compiled")
 INJECTED = {(s, "time_forward") for s in SLOWED} | {("as_strided", "track_net_peak_forward")}  # must be flagged
-METRICS = ("time_forward", "time_forward_backward", "track_net_peak_forward", "track_net_peak_forward_backward")
 ALSO_CHANGED = {(s, m) for s in (*SLOWED, "as_strided") for m in METRICS} - INJECTED  # changed code: may be flagged
 
 
@@ -93,12 +94,12 @@ def _implementation_name(path: Path) -> str:
 def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
     """A clone with (base, a/a, injected) commits; returns the clone and the three hashes."""
     clone = make_clone_of(ROOT, workdir / "clone", "gate validation", "gate@localhost")
-    base = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
+    base = git("rev-parse", "HEAD", repo=clone)
     readme = clone / "README.md"
     readme.write_text(readme.read_text() + "\n<!-- A/A commit: no code under test changes -->\n")
-    subprocess.run(["git", "commit", "-qam", "A/A: no code under test changes"], cwd=clone, check=True)
-    same = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
-    subprocess.run(["git", "checkout", "-q", base], cwd=clone, check=True)
+    git("commit", "-qam", "A/A: no code under test changes", repo=clone)
+    same = git("rev-parse", "HEAD", repo=clone)
+    git("checkout", "-q", base, repo=clone)
     for module, text, placeholder in (
         *((name, SLOWER, "_IMPLEMENTATION") for name in SLOWED),
         ("as_strided", HUNGRIER_AS_STRIDED, "_as_strided_unfold"),
@@ -106,8 +107,8 @@ def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
         path = clone / "impls" / f"{module}.py"
         imports = "\nimport dataclasses  # noqa: E402\nimport time  # noqa: E402\n\nimport torch  # noqa: E402\n"
         path.write_text(path.read_text() + imports + text.replace(placeholder, _implementation_name(path)))
-    subprocess.run(["git", "commit", "-qam", "injected regressions"], cwd=clone, check=True)
-    injected = _run(["git", "rev-parse", "HEAD"], clone).stdout.strip()
+    git("commit", "-qam", "injected regressions", repo=clone)
+    injected = git("rev-parse", "HEAD", repo=clone)
     return clone, base, same, injected
 
 
@@ -190,7 +191,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
     parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
-    add_bench(parser, default="allcnnc-conv2|allcnnc-conv3", help="the cells to judge: the CI subset")
+    add_bench(parser, default=CI_SUBSET, help="the cells to judge: the CI subset")
     parser.add_argument("--mode", choices=("paired", "asv"), default="paired")
     parser.add_argument(
         "--processes",

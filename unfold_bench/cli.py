@@ -5,10 +5,10 @@
 
 For each geometry (given, or collected from the model's convolutions and ``nn.Unfold`` modules, merged and
 counted): the correctness check of every strategy, then its forward and forward-backward time in each timing
-regime, against the baseline in interleaved blocks with an interval (``benchmarks.advise``), and its net peak
-memory; then a ranked table per geometry and a pick per layer and for the whole model under the site's rules
-(``reports.advice``). ``--json`` and ``--html`` write the report. Bad input exits with status 2 and a message
-naming the parameter.
+regime, raced against the baseline in rounds of one call each, the order reversed every round, with a signed-rank
+interval (``benchmarks.advise``), and its net peak memory; then a ranked table per geometry and a pick per layer
+and for the whole model under the site's rules (``reports.advice``). ``--json`` and ``--html`` write the report.
+Bad input exits with status 2 and a message naming the parameter.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def variance(argv: list[str]) -> int:
         "--record",
         action="store_true",
         help="record that design for the runs' machine (results/<machine>/gate-design.jsonl): its gate then runs "
-        "with it, at the default profile, regime, placements and blocks that validate-gate runs it at",
+        "with it, at the default profile, regime, placements, blocks and round seconds that validate-gate runs it at",
     )
     sizing.add_argument(
         "--machine",
@@ -278,7 +278,7 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
     from benchmarks.allocator import DEFAULT_REGIME
     from benchmarks.machine import machine_name
     from benchmarks.paired_stats import ALPHA, POWER
-    from unfold_bench.common_args import DEFAULT_PROFILE
+    from benchmarks.profiles import DEFAULT_PROFILE
 
     folders: list[Path] = args.from_gate_runs
     tables = [t for folder in folders for t in sorted(folder.glob("AA-*.csv"))]

@@ -10,10 +10,9 @@ from __future__ import annotations
 import argparse
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
-from benchmarks.profiles import PROFILES
+from benchmarks.profiles import DEFAULT_PROFILE, PROFILES
 from benchmarks.trees import ROOT
 
-DEFAULT_PROFILE = "quick"
 BENCH_HELP = (
     "a regex over the cells' asv names, e.g. \"unfold.Quick.time_forward('gather', 'allcnnc-conv2', 'cpu')\": "
     "conv2, 'gather', \"'gather', 'allcnnc-conv2'\""
