@@ -31,5 +31,24 @@ def timed_metric(which: str) -> str:
 
 
 def peak_metric(which: str) -> str:
-    """The asv metric that holds pass ``which``'s net peak memory: ``net_peak_forward`` or ``..._backward``."""
+    """The measure that holds pass ``which``'s net peak memory: ``net_peak_forward`` or ``..._backward`` (asv's
+    benchmark is ``tracked_peak_metric``)."""
     return f"net_peak_{which}"
+
+
+def tracked_peak_metric(which: str) -> str:
+    """The asv benchmark that records pass ``which``'s net peak: ``track_net_peak_forward`` or ``..._backward``."""
+    return f"track_{peak_metric(which)}"
+
+
+def min_peak_metric(which: str) -> str:
+    """The asv benchmark that records pass ``which``'s analytic minimum peak (suite ``bounds``)."""
+    return f"track_min_peak_{which}"
+
+
+def pass_label(which: str) -> str:
+    """How a report names pass ``which``: "forward" or "forward-backward"."""
+    return which.replace("_", "-")
+
+
+TIMED_PASSES: dict[str, str] = {timed_metric(which): which for which in PASSES}  # "time_forward" -> "forward"

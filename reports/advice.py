@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND
-from benchmarks.vocabulary import PASSES, peak_metric, timed_metric
+from benchmarks.vocabulary import PASSES, pass_label, timed_metric, tracked_peak_metric
 from reports import analysis, units
 from reports.templates import render
 
@@ -135,7 +135,7 @@ def _interval_text(row: Mapping, which: str) -> str:
 
 def _time_text(row: Mapping, which: str) -> str:
     time = units.format_value(row[timed_metric(which)], SECONDS.recorded, digits=3)
-    return f"{which.replace('_', '-')} {time} ({_interval_text(row, which)})"
+    return f"{pass_label(which)} {time} ({_interval_text(row, which)})"
 
 
 LEGEND = (
@@ -199,9 +199,7 @@ def format_text(report: dict) -> str:
 
 def _net_peaks(row: Mapping) -> str:
     """The forward and forward-backward net peaks, ``fwd / fwd-bwd``, in MiB (the unit is the caller's)."""
-    return " / ".join(
-        units.format_number(BYTES.scaled(row[f"track_{peak_metric(which)}"]), digits=3) for which in PASSES
-    )
+    return " / ".join(units.format_number(BYTES.scaled(row[tracked_peak_metric(which)]), digits=3) for which in PASSES)
 
 
 def _html_table(mine: pd.DataFrame) -> str:
@@ -209,7 +207,7 @@ def _html_table(mine: pd.DataFrame) -> str:
     for r in mine.to_dict("records"):
         row = {"strategy": r["strategy"]}
         for which in PASSES:
-            label = which.replace("_", "-")
+            label = pass_label(which)
             shown = not r["problem"]
             row[f"{label} {SECONDS.shown}"] = (
                 units.format_number(SECONDS.scaled(r[timed_metric(which)]), 3) if shown else ""
@@ -231,7 +229,7 @@ def _chart(table: pd.DataFrame, regime: str, which: str) -> go.Figure:
             name=strategy, x=mine.config, y=time, error_y={"type": "data", "array": above, "arrayminus": below}
         )
     figure.update_layout(
-        title=f"{which.replace('_', '-')} time per layer, {regime} regime", yaxis_title=SECONDS.shown, barmode="group"
+        title=f"{pass_label(which)} time per layer, {regime} regime", yaxis_title=SECONDS.shown, barmode="group"
     )
     return figure
 

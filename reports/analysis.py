@@ -35,7 +35,13 @@ from asv.step_detect import detect_regressions, detect_steps
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
-from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS, PASSES, timed_metric
+from benchmarks.vocabulary import (
+    DIRECT_FLOOR_RATIOS,
+    FLOOR_RATIOS,
+    TIMED_PASSES,
+    timed_metric,
+    tracked_peak_metric,
+)
 from reports.results import chained_ratio
 from reports.units import METRICS, RATIO_METRICS, SECONDS
 
@@ -188,7 +194,7 @@ def _chain_floors(
         df = paired.loc[(config, line["strategy"], METRICS[metric].paired), "df"]
         to_native = tuple(line[f"{metric}:x_native{end}"] for end in ("", "_low", "_high")) + (df,)
     for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):
-        floor_metric = FLOOR_RATIOS.get((_TIMED_PASS[metric], bound))
+        floor_metric = FLOOR_RATIOS.get((TIMED_PASSES[metric], bound))
         key = (config, floor_metric)
         if floor_metric is None or key not in floors.index:
             continue
@@ -206,7 +212,7 @@ def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame) -
     if line[f"{metric}:x_bound_paired"]:
         return
     for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):
-        key = (config, line["strategy"], DIRECT_FLOOR_RATIOS.get((_TIMED_PASS[metric], bound)))
+        key = (config, line["strategy"], DIRECT_FLOOR_RATIOS.get((TIMED_PASSES[metric], bound)))
         if key[2] is None or key not in direct.index:
             continue
         measured = direct.loc[key]
@@ -215,10 +221,7 @@ def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame) -
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
 
 
-_TIMED_PASS = {timed_metric(which): which for which in PASSES}  # "time_forward" -> "forward"
-
-
-ROOFLINE_PAIRS = {"time_forward": "track_net_peak_forward", "time_forward_backward": "track_net_peak_forward_backward"}
+ROOFLINE_PAIRS = {metric: tracked_peak_metric(which) for metric, which in TIMED_PASSES.items()}
 
 
 def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType({})) -> pd.DataFrame:
@@ -366,8 +369,12 @@ class Rule:
 
 
 RULES = (
-    Rule("training (forward and backward)", "time_forward_backward", "track_net_peak_forward_backward"),
-    Rule("forward only (e.g. KFAC statistics)", "time_forward", "track_net_peak_forward"),
+    Rule(
+        "training (forward and backward)",
+        timed_metric("forward_backward"),
+        tracked_peak_metric("forward_backward"),
+    ),
+    Rule("forward only (e.g. KFAC statistics)", timed_metric("forward"), tracked_peak_metric("forward")),
 )
 
 

@@ -26,6 +26,7 @@ import plotly.offline
 from markupsafe import Markup
 
 from benchmarks.allocator import REGIMES, regime_of_machine
+from benchmarks.vocabulary import PASSES, pass_label, timed_metric, tracked_peak_metric
 from reports import analysis, figures
 from reports.findings import findings, render_html
 from reports.results import Catalogue, load_capabilities, load_catalogue, load_results
@@ -420,16 +421,13 @@ def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             if cells.empty:
                 continue
             page.heading(_run_title(run, device))
-            for time_metric, memory_metric in (
-                ("time_forward_backward", "track_net_peak_forward_backward"),
-                ("time_forward", "track_net_peak_forward"),
-            ):
+            for which in reversed(PASSES):  # training first
+                time_metric, memory_metric = timed_metric(which), tracked_peak_metric(which)
                 fronts = {
                     config: analysis.pareto_front(rows, time_metric, memory_metric)
                     for config, rows in cells.groupby("config", sort=False)
                 }
-                name = "forward-backward" if time_metric.endswith("backward") else "forward"
-                title = f"{name}: time vs memory, {_run_title(run, device)}"
+                title = f"{pass_label(which)}: time vs memory, {_run_title(run, device)}"
                 page.figure(figures.tradeoff_scatter(cells, time_metric, memory_metric, colors, fronts, title))
     return page
 

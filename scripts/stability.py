@@ -32,7 +32,7 @@ import pandas as pd
 
 from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
-from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, PASSES, timed_metric
+from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, TIMED_PASSES
 from reports import analysis
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, write_run_levels
@@ -97,7 +97,7 @@ def ratios(directory: Path, profile: str, run_levels: dict | None = None) -> pd.
     by_cell = ["config", "strategy", "metric"]
     paired = table[(table.suite == PAIRED_SUITE) & (table.device == "cpu")].set_index(by_cell)
     direct = table[(table.suite == DIRECT_FLOORS_SUITE) & (table.device == "cpu")].set_index(by_cell)
-    passes = {timed_metric(which): which for which in PASSES}
+    passes = TIMED_PASSES
     copies = table[(table.suite == "bounds") & (table.metric == "time_copy") & (table.device == "cpu")]
     copy_medians = copies.set_index("config").value
     rows = []
