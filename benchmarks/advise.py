@@ -51,11 +51,12 @@ from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
 from benchmarks.paired import measures, share_inputs, timed_call
 from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND, PairedRatio, paired_ratio
+from benchmarks.runner import PAIRED_REFERENCE
 from benchmarks.vocabulary import DEVICES, PASSES, peak_metric
 from impls import STRATEGIES, Strategy
 from impls.geometry import SUPPORTED_DTYPES
 
-BASELINE = "native"
+BASELINE = PAIRED_REFERENCE  # the strategy every other is raced against, where it runs the layer
 BUDGET = 3.0  # seconds of rounds per call (forward, forward-backward) and regime, at most, after MIN_ROUNDS
 DTYPES = tuple(str(dtype).removeprefix("torch.") for dtype in SUPPORTED_DTYPES)
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from benchmarks.paired_stats import ALPHA, POWER
 from reports.compare import DETECTION_POWER
-from reports.units import BYTES, format_ratio, format_value
+from reports.units import BYTES, format_interval, format_ratio, format_value
 
 FLAGGED = ("regression", "failed", "failed (also before)", "failed (revision unknown)")
 
@@ -61,7 +61,7 @@ def markdown(record: Mapping) -> str:
         "|---|---|---|---|---|",
     ]
     for cell in flagged + rest:
-        interval = "" if cell["low"] is None else f"{cell['low']:.3f}-{cell['high']:.3f}"
+        interval = format_interval(cell["low"], cell["high"], 3)
         lines.append(
             f"| {'**' + cell['verdict'] + '**' if cell in flagged else cell['verdict']} | {cell['cell']} | "
             f"{format_ratio(cell['ratio'], 3, missing='')} | {interval} | "
@@ -77,7 +77,7 @@ def annotations(record: Mapping) -> list[str]:
         if cell["verdict"] in FLAGGED:
             detail = cell["error"] or f"ratio {format_ratio(cell['ratio'], 3, missing='')}"
             if cell["low"] is not None:
-                detail += f" (interval {cell['low']:.3f}-{cell['high']:.3f})"
+                detail += f" (interval {format_interval(cell['low'], cell['high'], 3)})"
             message = f"{cell['cell']}: {cell['verdict']}, {detail}".replace("\n", " ").replace("%", "%25")
             lines.append(f"::error title=benchmark {cell['verdict']}::{message}")
     return lines
@@ -141,9 +141,7 @@ def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
                     "verdict": time_rows.verdict,
                     "cell": [f"{call} {params}" for call, params in zip(calls, time_rows.params)],
                     "ratio": [format_ratio(r, 3, missing="") for r in time_rows.ratio],
-                    "interval": [
-                        "" if math.isnan(lo) else f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(time_rows.low, time_rows.high)
-                    ],
+                    "interval": [format_interval(lo, hi, 3) for lo, hi in zip(time_rows.low, time_rows.high)],
                     "resolution": [format_ratio(r, 3, missing="") for r in time_rows.resolution],
                     "blocks": ["" if f else str(n) for n, f in zip(time_rows.pairs, failed[time_rows.index])],
                 }
@@ -171,7 +169,7 @@ def format_paired_row(m: dict) -> str:
     processes = " ".join(f"{r:.3f}" for r in m.get("process_ratios", []))
     each = f"; per process {processes}" if processes else ""
     return (
-        f"{cell}: {m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}), resolves {m['resolution']:.3f}x, "
+        f"{cell}: {m['ratio']:.3f}x {format_interval(m['low'], m['high'], 3)}, resolves {m['resolution']:.3f}x, "
         f"{m.get('processes', '?')} processes, {m['pairs']} blocks{each}"
     )
 

@@ -74,7 +74,14 @@ def format_ratio_interval(
     text = format_ratio(value, decimals, suffix=suffix)
     if is_missing(value) or is_missing(low) or is_missing(high) or low == high:
         return text
-    return f"{text} [{low:.{decimals}f}, {high:.{decimals}f}]"
+    return f"{text} {format_interval(low, high, decimals)}"
+
+
+def format_interval(low: float | None, high: float | None, decimals: int = 2, missing: str = "") -> str:
+    """An interval ``[low, high]`` to ``decimals`` decimals; ``missing`` when an end is missing."""
+    if is_missing(low) or is_missing(high):
+        return missing
+    return f"[{low:.{decimals}f}, {high:.{decimals}f}]"
 
 
 def is_missing(value: float | None) -> bool:

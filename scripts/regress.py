@@ -33,8 +33,9 @@ import pandas as pd
 from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
 from benchmarks.paired import OUTSIDE_VARIABLE
 from benchmarks.profiles import PROFILES, Profile, benchmark_regex
+from benchmarks.runner import cell_name
 from benchmarks.trees import ROOT, git, revision_tree
-from benchmarks.vocabulary import DEVICES
+from benchmarks.vocabulary import DEVICES, PASSES, timed_metric
 from reports.compare import (
     P_THRESHOLD,
     Thresholds,
@@ -111,8 +112,8 @@ def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, li
 def _unit_names(profile: Profile, strategy: str, config: str, device: str) -> list[str]:
     """The names ``--bench`` is matched against in paired mode: the unit's asv time cells, as the asv mode and
     ``make bench`` match them, and its short form ``strategy, config, device``."""
-    params = f"({strategy!r}, {config!r}, {device!r})"
-    cells = [f"unfold.{profile.class_name}.{metric}{params}" for metric in ("time_forward", "time_forward_backward")]
+    unit = (strategy, config, device)
+    cells = [cell_name("unfold", profile.class_name, timed_metric(which), unit) for which in PASSES]
     return [*cells, f"{strategy}, {config}, {device}"]
 
 

@@ -35,12 +35,12 @@ def test_the_verdict_file_summary_and_annotations_name_each_flagged_cell(tmp_pat
     }
     table_text = summary.read_text()
     assert "| verdict | cell | ratio | interval | resolution |" in table_text
-    assert "| **regression** | forward gather, allcnnc-conv2, cpu | 1.120x | 1.080-1.160 | 1.070x |" in table_text
+    assert "| **regression** | forward gather, allcnnc-conv2, cpu | 1.120x | [1.080, 1.160] | 1.070x |" in table_text
     assert table_text.index("gather") < table_text.index("cpp")  # flagged cells first
     annotations = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::error")]
     assert annotations == [
         "::error title=benchmark regression::forward gather, allcnnc-conv2, cpu: regression, ratio 1.120x "
-        "(interval 1.080-1.160)",
+        "(interval [1.080, 1.160])",
         "::error title=benchmark failed::forward tiling, allcnnc-conv2, cpu: failed, head: wrong output: 3 entries "
         "differ",
     ]

@@ -106,7 +106,7 @@ def test_the_paired_table_fails_closed_and_prints_every_time_cell():
     assert gate_decision(table[table.verdict != "failed"])[0] == 1
     assert gate_decision(table.iloc[[0, 3]])[0] == 0
     printed = format_paired(table)
-    assert "0.980-1.020" in printed and "1.050x" in printed and "head: wrong output" in printed
+    assert "[0.980, 1.020]" in printed and "1.050x" in printed and "head: wrong output" in printed
 
 
 def _copy_of_impls(tree: Path, description: str) -> Path:
