@@ -26,7 +26,7 @@ from benchmarks.cells import Cell, WrongResultError, gate, use_exact_float32
 from benchmarks.floors import over_floor
 from benchmarks.profiles import FULL, QUICK, Profile
 from benchmarks.ratios import REFERENCE, gate_problems
-from benchmarks.vocabulary import DEVICES
+from benchmarks.vocabulary import COPY_FLOOR, DEVICES, FILL_FLOOR
 from impls import STRATEGIES
 
 
@@ -75,13 +75,13 @@ class _DirectFloorSuite(CellSuite):
         return over_floor(self.cell, which, bound, self.profile, self.seed)
 
     def track_ratio_forward_over_copy(self, verdicts: dict, strategy: str, config: str, device: str) -> dict:
-        return self._over("forward", "time_copy")
+        return self._over("forward", COPY_FLOOR)
 
     def track_ratio_forward_over_fill(self, verdicts: dict, strategy: str, config: str, device: str) -> dict:
-        return self._over("forward", "time_fill")
+        return self._over("forward", FILL_FLOOR)
 
     def track_ratio_forward_backward_over_copy(self, verdicts: dict, strategy: str, config: str, device: str) -> dict:
-        return self._over("forward_backward", "time_copy")
+        return self._over("forward_backward", COPY_FLOOR)
 
 
 class Quick(_DirectFloorSuite):

@@ -31,7 +31,7 @@ from benchmarks.cell_suite import config_device_params
 from benchmarks.cells import Cell, device_unavailable, profile_config, use_exact_float32
 from benchmarks.profiles import FULL, QUICK, Profile, SampledByProfile
 from benchmarks.ratios import REFERENCE, process_ratio
-from benchmarks.vocabulary import DEVICES
+from benchmarks.vocabulary import COPY_FLOOR, DEVICES, FILL_FLOOR
 from impls import STRATEGIES, Strategy
 from impls.geometry import Geometry
 
@@ -60,8 +60,8 @@ def _floor(name: str, implementation, what: str) -> Strategy:
 
 
 FLOORS = {
-    "time_copy": _floor("copy_", _copy, "copy_ between two resident output-sized tensors"),
-    "time_fill": _floor("fill_", _fill, "fill_ of a resident output-sized tensor"),
+    COPY_FLOOR: _floor("copy_", _copy, "copy_ between two resident output-sized tensors"),
+    FILL_FLOOR: _floor("fill_", _fill, "fill_ of a resident output-sized tensor"),
 }
 
 
@@ -93,13 +93,13 @@ class _FloorSuite(SampledByProfile):
         return over_floor(self.native, which, bound, self.profile, self.seed)
 
     def track_ratio_native_over_copy(self, config: str, device: str) -> dict:
-        return self._native_over("forward", "time_copy")
+        return self._native_over("forward", COPY_FLOOR)
 
     def track_ratio_native_over_fill(self, config: str, device: str) -> dict:
-        return self._native_over("forward", "time_fill")
+        return self._native_over("forward", FILL_FLOOR)
 
     def track_ratio_native_forward_backward_over_copy(self, config: str, device: str) -> dict:
-        return self._native_over("forward_backward", "time_copy")
+        return self._native_over("forward_backward", COPY_FLOOR)
 
 
 class Quick(_FloorSuite):

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 PASSES: tuple[str, ...] = ("forward", "forward_backward")  # a call: the forward alone, or forward and backward
 DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a cell may run on
+# The write floors of the suite ``bounds`` (``benchmarks.bounds``), by their asv benchmark names
+COPY_FLOOR = "time_copy"  # copy_ between two resident output-sized tensors: the roofline
+FILL_FLOOR = "time_fill"  # fill_ of a resident output-sized tensor: no forward can be faster
+FRESH_OUTPUT_FLOOR = "time_fresh_output"  # allocate an output and write it once, page faults included
+HUGE_PAGE_FLOOR = "time_fresh_output_huge_pages"  # the same, the output advised into transparent huge pages
 # (pass, write floor of the suite ``bounds``) -> the metric of the suite ``floors`` that holds native's time for that
 # pass over the floor's, paired per process (``benchmarks.floors``)
 FLOOR_RATIOS: dict[tuple[str, str], str] = {
-    ("forward", "time_copy"): "track_ratio_native_over_copy",
-    ("forward", "time_fill"): "track_ratio_native_over_fill",
-    ("forward_backward", "time_copy"): "track_ratio_native_forward_backward_over_copy",
+    ("forward", COPY_FLOOR): "track_ratio_native_over_copy",
+    ("forward", FILL_FLOOR): "track_ratio_native_over_fill",
+    ("forward_backward", COPY_FLOOR): "track_ratio_native_forward_backward_over_copy",
 }
 # The same (pass, write floor) -> the metric of the suite ``direct_floors`` that holds a strategy's time for that pass
 # over the floor's, paired per process, on a config the reference cannot run (``benchmarks.direct_floors``)
 DIRECT_FLOOR_RATIOS: dict[tuple[str, str], str] = {
-    ("forward", "time_copy"): "track_ratio_forward_over_copy",
-    ("forward", "time_fill"): "track_ratio_forward_over_fill",
-    ("forward_backward", "time_copy"): "track_ratio_forward_backward_over_copy",
+    ("forward", COPY_FLOOR): "track_ratio_forward_over_copy",
+    ("forward", FILL_FLOOR): "track_ratio_forward_over_fill",
+    ("forward_backward", COPY_FLOOR): "track_ratio_forward_backward_over_copy",
 }
 
 

@@ -36,8 +36,11 @@ from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
 from benchmarks.vocabulary import (
+    COPY_FLOOR,
     DIRECT_FLOOR_RATIOS,
+    FILL_FLOOR,
     FLOOR_RATIOS,
+    FRESH_OUTPUT_FLOOR,
     TIMED_PASSES,
     timed_metric,
     tracked_peak_metric,
@@ -193,7 +196,7 @@ def _chain_floors(
     if not is_reference:
         df = paired.loc[(config, line["strategy"], METRICS[metric].paired), "df"]
         to_native = tuple(line[f"{metric}:x_native{end}"] for end in ("", "_low", "_high")) + (df,)
-    for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):
+    for bound, column in ((COPY_FLOOR, "x_bound"), (FILL_FLOOR, "x_fill")):
         floor_metric = FLOOR_RATIOS.get((TIMED_PASSES[metric], bound))
         key = (config, floor_metric)
         if floor_metric is None or key not in floors.index:
@@ -211,7 +214,7 @@ def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame) -
     nothing was chained."""
     if line[f"{metric}:x_bound_paired"]:
         return
-    for bound, column in (("time_copy", "x_bound"), ("time_fill", "x_fill")):
+    for bound, column in ((COPY_FLOOR, "x_bound"), (FILL_FLOOR, "x_fill")):
         key = (config, line["strategy"], DIRECT_FLOOR_RATIOS.get((TIMED_PASSES[metric], bound)))
         if key[2] is None or key not in direct.index:
             continue
@@ -288,11 +291,11 @@ def floors_against_copy(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     A strategy that returns a new tensor and takes its faults on first touch cannot beat the second, so it says
     how far a target in ``x copy_`` is reachable without reusing the output (one that faults its pages in first,
     as ``cpp`` does, can come in somewhat below it)."""
-    floors = ["time_fill", "time_fresh_output"]
+    floors = [FILL_FLOOR, FRESH_OUTPUT_FLOOR]
     bounds = run_table[(run_table.device == device) & (run_table.suite == "bounds") & (run_table.status == "ok")]
     wide = bounds.pivot_table(index="config", columns="metric", values="value", aggfunc="first", sort=False)
-    wide = wide.reindex(columns=["time_copy", *floors]).astype(float)
-    copy = wide.time_copy.where(wide.time_copy > 0)
+    wide = wide.reindex(columns=[COPY_FLOOR, *floors]).astype(float)
+    copy = wide[COPY_FLOOR].where(wide[COPY_FLOOR] > 0)
     out = pd.DataFrame({f"{floor}:x_copy": wide[floor] / copy for floor in floors})
     return out.rename_axis("config").reset_index()
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
+from benchmarks.vocabulary import FILL_FLOOR, FRESH_OUTPUT_FLOOR
 from reports.analysis import (
     RULES,
     RUN_KEYS,
@@ -147,7 +148,7 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
     chained = _chained_fill(table, ok.device.unique())
     for row in ok[ok.suite == "unfold"].itertuples():
         if row.metric == "time_forward":
-            key = (row.device, row.config, "time_fill")
+            key = (row.device, row.config, FILL_FLOOR)
             can_be_a_view = bounds.value.get((row.device, row.config, "track_min_peak_forward")) == 0
             if can_be_a_view:
                 continue
@@ -341,7 +342,7 @@ def _print_run(
             continue
         best = with_bandwidth(best, catalogue.profile_sizes(table.profile.iloc[0]))
         best = best.merge(floors_against_copy(table, device), on="config", how="left")
-        floor = best["time_fresh_output:x_copy"].where(best.metric == "time_forward")
+        floor = best[f"{FRESH_OUTPUT_FLOOR}:x_copy"].where(best.metric == "time_forward")
         shown = pd.DataFrame(
             {
                 "config": best.config,

@@ -182,8 +182,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "report-time-bound-copy-to-fill",
         "reports/units.py",
-        '"fwd+bwd", SECONDS, "time_copy")',
-        '"fwd+bwd", SECONDS, "time_fill")',
+        '"fwd+bwd",\n            SECONDS,\n            COPY_FLOOR,',
+        '"fwd+bwd",\n            SECONDS,\n            "time_fill",',  # benchmarks.vocabulary.FILL_FLOOR
         ("tests/test_reports.py",),
         "a time is read against copy_'s time, not fill_'s",
         figure="a time's multiple of copy_",

@@ -32,7 +32,7 @@ import pandas as pd
 
 from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
-from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, TIMED_PASSES
+from benchmarks.vocabulary import COPY_FLOOR, DIRECT_FLOOR_RATIOS, TIMED_PASSES
 from reports import analysis
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, write_run_levels
@@ -98,7 +98,7 @@ def ratios(directory: Path, profile: str, run_levels: dict | None = None) -> pd.
     paired = table[(table.suite == PAIRED_SUITE) & (table.device == "cpu")].set_index(by_cell)
     direct = table[(table.suite == DIRECT_FLOORS_SUITE) & (table.device == "cpu")].set_index(by_cell)
     passes = TIMED_PASSES
-    copies = table[(table.suite == "bounds") & (table.metric == "time_copy") & (table.device == "cpu")]
+    copies = table[(table.suite == "bounds") & (table.metric == COPY_FLOOR) & (table.device == "cpu")]
     copy_medians = copies.set_index("config").value
     rows = []
     for cell in cells.to_dict("records"):
@@ -116,7 +116,7 @@ def ratios(directory: Path, profile: str, run_levels: dict | None = None) -> pd.
                     "medians": cell[metric] / copy_medians.get(cell["config"], np.nan),
                     # paired directly where native cannot run; chained through it: two factors' processes, no count
                     "processes": direct.processes.get(
-                        (cell["config"], cell["strategy"], DIRECT_FLOOR_RATIOS[passes[metric], "time_copy"]), np.nan
+                        (cell["config"], cell["strategy"], DIRECT_FLOOR_RATIOS[passes[metric], COPY_FLOOR]), np.nan
                     ),
                 }
             )

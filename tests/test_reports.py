@@ -584,3 +584,11 @@ def test_every_report_writes_a_ratio_and_its_interval_one_way():
     assert units.format_ratio_interval(1.2, 1.2, 1.2) == "1.20x"  # one process: no interval to show
     assert units.format_ratio_interval(1.2, math.nan, 1.3) == "1.20x"
     assert units.format_ratio(pd.NA) == "-" and units.format_ratio(np.float32("nan")) == "-"  # any missing value
+
+
+def test_the_write_floors_the_reports_name_are_the_bounds_suites_benchmarks():
+    from benchmarks import bounds
+    from benchmarks.vocabulary import COPY_FLOOR, FILL_FLOOR, FRESH_OUTPUT_FLOOR, HUGE_PAGE_FLOOR
+
+    for floor in (COPY_FLOOR, FILL_FLOOR, FRESH_OUTPUT_FLOOR, HUGE_PAGE_FLOOR):
+        assert callable(getattr(bounds.Quick, floor, None)), floor

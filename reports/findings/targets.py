@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION
+from benchmarks.vocabulary import COPY_FLOOR, FRESH_OUTPUT_FLOOR, HUGE_PAGE_FLOOR
 from reports.analysis import REFERENCE_STRATEGY
 from reports.findings.verdicts import (
     NEW_TENSOR,
@@ -167,8 +168,7 @@ def _row_elements(catalogue: Catalogue, config: str) -> float:
     return math.nan if sizes is None or not sizes.output_size else sizes.output_size[-1]
 
 
-HUGE_PAGE_FLOOR = "time_fresh_output_huge_pages"
-FLOOR_LABELS = {"time_fresh_output": "fresh-output", HUGE_PAGE_FLOOR: "huge-page"}
+FLOOR_LABELS = {FRESH_OUTPUT_FLOOR: "fresh-output", HUGE_PAGE_FLOOR: "huge-page"}
 
 
 def _fresh_output_floor(run: Run, config: str, strategy: str | None, catalogue: Catalogue) -> str:
@@ -176,7 +176,7 @@ def _fresh_output_floor(run: Run, config: str, strategy: str | None, catalogue: 
     results into huge pages (``Strategy.advises_huge_pages``), in a run that measured it (earlier runs predate
     both the bound and the advice), else the fresh-output floor."""
     advises = bool(catalogue.strategies.get(strategy or "", {}).get("advises_huge_pages"))
-    return HUGE_PAGE_FLOOR if advises and run.bound(config, HUGE_PAGE_FLOOR) > 0 else "time_fresh_output"
+    return HUGE_PAGE_FLOOR if advises and run.bound(config, HUGE_PAGE_FLOOR) > 0 else FRESH_OUTPUT_FLOOR
 
 
 def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
@@ -198,7 +198,7 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
             key = (config, "time_forward")
             time, strategy = get(best, key, "time"), get(best, key, "strategy")
             floor_metric = _fresh_output_floor(run, config, strategy, catalogue)
-            floor, fresh = run.bound(config, floor_metric), run.bound(config, "time_fresh_output")
+            floor, fresh = run.bound(config, floor_metric), run.bound(config, FRESH_OUTPUT_FLOOR)
             ratio = math.nan if time is None or not floor > 0 else time / floor
             small_time = get(in_small_pages, key, "time")
             small_ratio = math.nan if small_time is None or not fresh > 0 else small_time / fresh
@@ -223,7 +223,7 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
         for config in configs:
             key = (config, "time_forward")
             ratio, reused = get(best, key, "x_copy"), get(reuse, key, "x_copy")
-            floor, copy = run.bound(config, "time_fresh_output"), run.bound(config, "time_copy")
+            floor, copy = run.bound(config, FRESH_OUTPUT_FLOOR), run.bound(config, COPY_FLOOR)
             lines.append(
                 {
                     "config": config,
