@@ -19,8 +19,7 @@ from typing import Any
 
 from benchmarks.cells import Cell, Workload, use_exact_float32
 from benchmarks.memory import release_free_heap
-
-MIB = 2**20
+from benchmarks.vocabulary import MIB
 
 
 def _driver(workload: Workload) -> Any:

@@ -353,11 +353,11 @@ def _print_run(
                     format_ratio_interval(*ends, suffix="")
                     for ends in zip(best.x_copy, best.x_copy_low, best.x_copy_high)
                 ],
-                "fresh-output floor xcopy": floor.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}"),
-                "its net peak xmin": best.peak_x_minimum.map("{:.2f}".format),
+                "fresh-output floor xcopy": floor.map(lambda v: format_ratio(v, suffix="")),
+                "its net peak xmin": best.peak_x_minimum.map(lambda v: format_ratio(v, suffix="")),
                 "GB/s": best.gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
                 "copy_ GB/s": best.copy_gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
-                "of copy_": best.of_copy.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}"),
+                "of copy_": best.of_copy.map(lambda v: format_ratio(v, suffix="")),
             }
         )
         print(

@@ -21,9 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from benchmarks.vocabulary import COPY_FLOOR
-
-MIB = 2**20
+from benchmarks.vocabulary import COPY_FLOOR, MIB
 
 
 @dataclass(frozen=True)
