@@ -28,7 +28,7 @@ from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
 from benchmarks.runner import Ledger, plan, run_chunks
 from benchmarks.trees import ROOT, git
-from unfold_bench.common_args import add_bench, add_config, add_profile, add_regime
+from unfold_bench.common_args import add_bench, add_commit, add_config, add_machine, add_profile, add_regime
 
 
 def _at_least_one(text: str) -> int:
@@ -47,7 +47,7 @@ def main() -> int:
     add_profile(parser)
     add_regime(parser)
     parser.add_argument("--thp", action="store_true", help=f"run with {THP_VARIABLE}=1 (a separately named machine)")
-    parser.add_argument("--machine", help="machine name to record (default: derived from host, CPU, GPU, variant)")
+    add_machine(parser)
     add_bench(parser)
     parser.add_argument(
         "--ratio-processes",
@@ -58,9 +58,7 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true", help="skip the configs a killed run of this commit finished")
     parser.add_argument("--commits", help="a git range (e.g. main~3..main) to build and benchmark commit by commit")
     add_config(parser)
-    parser.add_argument(
-        "--commit", help="the commit to record under (default: git's HEAD; for a tree without .git, as on a GPU loan)"
-    )
+    add_commit(parser)
     parser.add_argument(
         "--summaries", default=str(ROOT / "reports" / "summaries"), help="where the run's text summary is written"
     )

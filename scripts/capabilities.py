@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from benchmarks.trees import ROOT
+from unfold_bench.common_args import add_commit
 
 
 def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
@@ -49,7 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(ROOT / "reports" / "capabilities"), help="directory to write into")
     parser.add_argument("--devices", default="cpu,cuda", help="comma-separated devices to check (default cpu,cuda)")
-    parser.add_argument("--commit", help="the commit to record (default: git's HEAD; for a tree without .git)")
+    add_commit(parser)
     parser.add_argument(
         "--strategies",
         help="comma-separated strategies to check (default: every one); their rows are merged into this machine's "

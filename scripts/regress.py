@@ -49,7 +49,7 @@ from reports.compare import (
     smallest_p,
 )
 from reports.gate_report import format_paired, format_paired_resolution, format_resolution, format_table
-from unfold_bench.common_args import add_bench, add_profile, add_regime
+from unfold_bench.common_args import add_bench, add_machine, add_profile, add_regime
 
 WORK = ROOT / ".asv" / "regress"
 
@@ -300,7 +300,7 @@ def main() -> int:
         help=f"interleaved rounds (processes) a side (%(default)d); {min_rounds()}+ reach p < {P_THRESHOLD}",
     )
     processes.add_argument("--repeat", type=int, default=defaults.repeat, help="samples per round, fixed (%(default)d)")
-    parser.add_argument("--machine", help="machine name to record (default: derived, as for make bench)")
+    add_machine(parser)
     parser.add_argument(
         "--verdict-file",
         default=str(WORK / "verdict.json"),

@@ -1,8 +1,8 @@
 """The options the ``unfold-bench`` commands share, defined once (as asv's ``commands/common_args.py``).
 
 Each ``add_*`` adds one option to a parser with the same name, choices, default and help in every command that
-takes it: ``--profile``, ``--regime``, ``--bench`` (the cell regex ``make bench``'s ``BENCH`` passes) and
-``--config`` (asv's configuration file).
+takes it: ``--profile``, ``--regime``, ``--bench`` (the cell regex ``make bench``'s ``BENCH`` passes), ``--machine``
+and ``--commit`` (what a result is recorded under) and ``--config`` (asv's configuration file).
 """
 
 from __future__ import annotations
@@ -34,6 +34,18 @@ def add_regime(parser: argparse.ArgumentParser, default: str = DEFAULT_REGIME) -
 
 def add_bench(parser: argparse.ArgumentParser, default: str = "", help: str = BENCH_HELP) -> None:
     parser.add_argument("--bench", default=default, help=help + (f" (default {default!r})" if default else ""))
+
+
+def add_machine(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--machine", help="machine name to record (default: derived from host, CPU, GPU, variant and regime)"
+    )
+
+
+def add_commit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--commit", help="the commit to record under (default: git's HEAD; for a tree without .git, as on a GPU loan)"
+    )
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:
