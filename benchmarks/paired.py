@@ -23,7 +23,6 @@ module it measures the net peaks of the cells named and prints one JSON object p
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -38,14 +37,11 @@ from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
 from benchmarks.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from benchmarks.replicates import ABSENT, SKIPPED, Unit, across_processes, process_estimate, run_process
+from benchmarks.trees import import_from, package_from
 from benchmarks.vocabulary import PASSES, peak_metric, timed_metric
 from impls import Strategy
 
 SIDES = ("base", "head")
-
-
-def _is_impls(module_name: str) -> bool:
-    return module_name == "impls" or module_name.startswith("impls.")
 
 
 OUTSIDE_VARIABLE = "UNFOLD_BENCH_GATE_STRATEGY"  # module:attribute: gate that strategy of another repository
@@ -59,32 +55,12 @@ def load_outside(tree: Path, spec: str) -> dict[str, Strategy]:
 
     tree = Path(tree).resolve()
     module_name, _, attribute = spec.partition(":")
-    top = module_name.split(".")[0]
-
-    def mine(name: str) -> bool:
-        return name == top or name.startswith(f"{top}.")
-
-    saved = {name: module for name, module in sys.modules.items() if mine(name)}
-    for name in saved:
-        del sys.modules[name]
-    roots = [str(path) for path in (tree / "src", tree) if path.is_dir()]
-    sys.path[:0] = roots
-    try:
-        module = importlib.import_module(module_name)
-        found = Path(module.__file__ or "").resolve()
-        if tree not in found.parents:  # timing other code than the revision's would make the verdict a lie
-            raise ImportError(f"imported {module_name} from {found}, not from {tree}")
-        target: object = module
+    with package_from(module_name.split(".")[0], [path for path in (tree / "src", tree) if path.is_dir()]):
+        target: object = import_from(module_name, tree)
         for part in attribute.split("."):
             target = getattr(target, part)
         strategy = as_strategy(attribute.rsplit(".", 1)[-1], target, f"{module_name} at {tree.name}")
         return {strategy.name: strategy}
-    finally:
-        for root in roots:
-            sys.path.remove(root)
-        for name in [name for name in sys.modules if mine(name)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
 
 
 def load_strategies(tree: Path) -> dict[str, Strategy]:
@@ -95,21 +71,8 @@ def load_strategies(tree: Path) -> dict[str, Strategy]:
     if spec:
         return load_outside(tree, spec)
     tree = Path(tree).resolve()
-    saved = {name: module for name, module in sys.modules.items() if _is_impls(name)}
-    for name in saved:
-        del sys.modules[name]
-    sys.path.insert(0, str(tree))
-    try:
-        registry = importlib.import_module("impls.registry")
-        found = Path(registry.__file__).resolve().parent
-        if found != tree / "impls":  # timing other code than the revision's would make the verdict a lie
-            raise ImportError(f"imported impls from {found}, not from {tree / 'impls'}")
-        return dict(registry.STRATEGIES)
-    finally:
-        sys.path.remove(str(tree))
-        for name in [name for name in sys.modules if _is_impls(name)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
+    with package_from("impls", [tree]):
+        return dict(import_from("impls.registry", tree).STRATEGIES)
 
 
 def timed_call(workloads: tuple[Workload, Workload], side: int, which: str) -> float:

@@ -10,13 +10,16 @@ Child processes that print JSON are ``benchmarks.children``'s.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,3 +74,37 @@ def impls_of(tree: Path) -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as folder:
         os.symlink(Path(tree).resolve() / "impls", Path(folder) / "impls")
         yield Path(folder)
+
+
+@contextmanager
+def package_from(top: str, roots: Sequence[Path]) -> Iterator[None]:
+    """Inside the block, the package ``top`` is imported afresh from ``roots`` (first on the import path); the
+    modules already imported under that name are back in place afterwards, so another checkout's can be loaded
+    beside them in one process."""
+
+    def mine(name: str) -> bool:
+        return name == top or name.startswith(f"{top}.")
+
+    saved = {name: module for name, module in sys.modules.items() if mine(name)}
+    for name in saved:
+        del sys.modules[name]
+    paths = [str(root) for root in roots]
+    sys.path[:0] = paths
+    try:
+        yield
+    finally:
+        for path in paths:
+            sys.path.remove(path)
+        for name in [name for name in sys.modules if mine(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def import_from(module_name: str, tree: Path) -> ModuleType:
+    """``module_name`` imported (inside ``package_from``), refused with ``ImportError`` unless its file is under
+    ``tree``: timing other code than the revision's would make a verdict a lie."""
+    module = importlib.import_module(module_name)
+    found = Path(module.__file__ or "").resolve()
+    if Path(tree).resolve() not in found.parents:
+        raise ImportError(f"imported {module_name} from {found}, not from {tree}")
+    return module
