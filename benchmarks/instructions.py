@@ -24,7 +24,7 @@ from pathlib import Path
 from benchmarks.children import run_json_child
 from benchmarks.profiles import DEFAULT_PROFILE
 from benchmarks.trees import ROOT, impls_of
-from benchmarks.vocabulary import PASSES
+from benchmarks.vocabulary import split_cell
 
 CALLS = 5  # calls per measurement; the count is per call
 
@@ -36,17 +36,10 @@ def parse_cell(spec: str) -> tuple[str, str, str]:
     from benchmarks.configs import CONFIGS_BY_NAME
     from impls.registry import STRATEGIES
 
-    parts = spec.split(":")
-    if len(parts) != 3:
-        raise ValueError(f"callgrind cell {spec!r}: expected STRATEGY:CONFIG:{'|'.join(PASSES)}")
-    strategy, config, which = parts
-    for value, known, what in (
-        (strategy, STRATEGIES, "strategy"),
-        (config, CONFIGS_BY_NAME, "config"),
-        (which, PASSES, "call"),
-    ):
+    strategy, config, which = split_cell(spec)
+    for value, known, what in ((strategy, STRATEGIES, "strategy"), (config, CONFIGS_BY_NAME, "config")):
         if value not in known:
-            raise ValueError(f"callgrind cell {spec!r}: unknown {what} {value!r}; known: {', '.join(known)}")
+            raise ValueError(f"cell {spec!r}: unknown {what} {value!r}; known: {', '.join(known)}")
     return strategy, config, which
 
 

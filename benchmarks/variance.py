@@ -167,14 +167,11 @@ def measure(
 def units_for(cells: Sequence[str], against: str, tree: str, device: str = "cpu") -> list[Unit]:
     """Replicate units for ``cells`` ("strategy:config:forward|forward_backward"): side A is ``against``'s
     strategy ("self": a second import of the same strategy, the regression gate's A/A), side B the cell's."""
-    from benchmarks.vocabulary import PASSES
+    from benchmarks.vocabulary import split_cell
 
     units = []
     for cell in cells:
-        parts = cell.split(":")
-        if len(parts) != 3 or parts[2] not in PASSES:
-            raise ValueError(f"cell {cell!r}: expected STRATEGY:CONFIG:{'|'.join(PASSES)}")
-        strategy, config, which = parts
+        strategy, config, which = split_cell(cell)
         a = (
             {"tree": tree, "strategy": strategy, "copy": 1}
             if against == "self"

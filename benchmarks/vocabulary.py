@@ -58,3 +58,14 @@ def pass_label(which: str) -> str:
 
 
 TIMED_PASSES: dict[str, str] = {timed_metric(which): which for which in PASSES}  # "time_forward" -> "forward"
+
+
+def split_cell(spec: str) -> tuple[str, str, str]:
+    """A cell named ``STRATEGY:CONFIG:PASS`` on the command line, as (strategy, config, pass); a ``ValueError``
+    naming ``spec`` where it is not one."""
+    parts = spec.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"cell {spec!r}: expected STRATEGY:CONFIG:{'|'.join(PASSES)}")
+    if parts[2] not in PASSES:
+        raise ValueError(f"cell {spec!r}: unknown pass {parts[2]!r}; known: {', '.join(PASSES)}")
+    return parts[0], parts[1], parts[2]

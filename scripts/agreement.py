@@ -39,7 +39,7 @@ from benchmarks.children import run_json_child
 from benchmarks.profiles import PROFILES, Profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
 from benchmarks.trees import ROOT
-from benchmarks.vocabulary import PASSES
+from benchmarks.vocabulary import PASSES, split_cell
 from reports.results import process_interval
 from reports.units import format_ratio_interval
 from unfold_bench.common_args import add_profile, add_regime
@@ -92,16 +92,17 @@ def _parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
         ]
     cells = []
     for item in text.split(","):
-        parts = item.strip().split(":")
-        if len(parts) != 3 or parts[2] not in PASSES:
-            raise SystemExit(f"--cells: {item!r} is not STRATEGY:CONFIG:CALL with CALL one of {PASSES}")
+        try:
+            parts = split_cell(item.strip())
+        except ValueError as error:
+            raise SystemExit(f"--cells: {error}") from None
         try:
             reason = Cell.from_names(parts[0], parts[1], "cpu", PROFILES[profile_name]).skip_reason()
         except KeyError as error:
             raise SystemExit(f"--cells: {item!r}: {error.args[0]}") from None
         if reason is not None:
             raise SystemExit(f"--cells: {item!r} does not run here: {reason}")
-        cells.append((parts[0], parts[1], parts[2]))
+        cells.append(parts)
     return cells
 
 

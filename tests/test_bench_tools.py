@@ -66,7 +66,7 @@ REGRESS_REFUSALS = [
         for spec, named in [
             ("tilling:example:forward", "unknown strategy 'tilling'"),
             ("tiling:conv2:forward", "unknown config 'conv2'"),
-            ("tiling:example:backward", "unknown call 'backward'"),
+            ("tiling:example:backward", "unknown pass 'backward'"),
             ("tiling:example", "expected STRATEGY:CONFIG"),
         ]
     ],
