@@ -29,6 +29,14 @@ def git(*args: str, repo: Path = ROOT) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def head_commit(repo: Path = ROOT) -> str:
+    """``repo``'s HEAD commit, or "" where git cannot say (a tree without ``.git``, as carried to a GPU loan)."""
+    try:
+        return git("rev-parse", "HEAD", repo=repo)
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
 @contextmanager
 def revision_tree(revision: str, path: Path, repo: Path = ROOT) -> Iterator[Path]:
     """``revision`` of ``repo`` checked out at ``path`` (a detached git worktree; one left there by a killed run is

@@ -38,7 +38,7 @@ from benchmarks.cells import Cell
 from benchmarks.children import run_json_child
 from benchmarks.profiles import PROFILES, Profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
-from benchmarks.trees import ROOT
+from benchmarks.trees import ROOT, head_commit
 from benchmarks.vocabulary import PASSES, split_cell
 from reports.results import process_interval
 from reports.units import format_ratio_interval
@@ -138,7 +138,7 @@ def main() -> int:
     by_timer: dict[str, list[float]] = {key: [] for key in keys}
     harness_ratios: dict[str, list[float]] = {key: [] for key in paired_keys}
     timer_paired: dict[str, list[float]] = {key: [] for key in paired_keys}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = head_commit()
     print(
         f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of the harness (asv: "
         f"{profile.rounds} processes a cell, {profile.ratio_processes} replicates of the paired ratios) then "

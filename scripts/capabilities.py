@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.trees import ROOT
+from benchmarks.trees import ROOT, head_commit
 from unfold_bench.common_args import add_commit
 
 
@@ -79,10 +78,7 @@ def main() -> int:
         chosen = {n: s for n, s in STRATEGIES.items() if n in names}
 
     started = time.monotonic()
-    commit = (
-        args.commit
-        or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    )
+    commit = args.commit or head_commit()
     machine = machine_name()
     try:
         cells = matrix(chosen, tuple(args.devices.split(",")))

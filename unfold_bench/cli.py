@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.trees import ROOT
+from benchmarks.trees import ROOT, head_commit
 
 if TYPE_CHECKING:
     from reports.compare import Thresholds
@@ -238,14 +238,11 @@ def variance(argv: list[str]) -> int:
         saved = [json.loads(line) for line in Path(args.from_json).read_text().splitlines() if line.strip()]
         header, rows = saved[0], saved[1:]
     else:
-        import subprocess
-
         from benchmarks.machine import machine_name
 
-        commit = subprocess.run(["git", "rev-parse", "--short=8", "HEAD"], cwd=ROOT, capture_output=True, text=True)
         header = {
             "machine": machine_name(),
-            "commit": commit.stdout.strip() or "unknown",
+            "commit": head_commit()[:8] or "unknown",
             "date": time.strftime("%Y-%m-%d"),
             "command": "unfold-bench variance " + " ".join(argv),
         }
