@@ -197,7 +197,7 @@ def test_rehearsal_the_verdict_reaches_the_summary_the_annotations_and_the_comme
     annotations = capsys.readouterr().out
     assert "::error title=benchmark regression::forward ('gather', 'allcnnc-conv2')" in annotations
     summary = (tmp_path / "step_summary").read_text()
-    assert "| **regression** | forward ('gather', 'allcnnc-conv2') | 1.120x | 1.080-1.160 | 1.070x |" in summary
+    assert "| **regression** | forward ('gather', 'allcnnc-conv2') | 1.120x | [1.080, 1.160] | 1.070x |" in summary
     shown = subprocess.run(
         [sys.executable, "-m", "reports.gate_report", str(verdict)], cwd=ROOT, capture_output=True, text=True
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import pandas as pd
@@ -10,6 +9,7 @@ from markupsafe import Markup
 
 from reports.findings.verdicts import TOPICS, Finding
 from reports.templates import render
+from reports.units import format_number, is_missing
 
 INTRO = Markup(
     "Every verdict on this page is computed when the site is built, from the newest results of each machine and "
@@ -26,13 +26,11 @@ def _formatted(evidence: pd.DataFrame) -> pd.DataFrame:
     """The evidence as text: figures to 3 significant digits, a missing one as "-"."""
 
     def cell(value: object) -> str:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "-"
         if isinstance(value, bool):
             return "yes" if value else "no"
         if isinstance(value, float):
-            return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
-        return str(value)
+            return "-" if is_missing(value) else format_number(value, 3)
+        return "-" if value is None else str(value)
 
     return evidence.astype(object).map(cell) if not evidence.empty else evidence
 

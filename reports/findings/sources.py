@@ -11,7 +11,7 @@ from benchmarks.allocator import NET_PEAK_RESOLUTION
 from reports.analysis import REFERENCE_STRATEGY
 from reports.findings.verdicts import ONEHOT, PASSES, SOURCES, Finding, Run, not_measured
 from reports.results import Catalogue
-from reports.units import MIB
+from reports.units import BYTES, SECONDS
 
 
 def tensor_unfold_findings(catalogue: Catalogue) -> list[Finding]:
@@ -101,12 +101,12 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
         lines.append(
             {
                 "config": config,
-                "onehot ms": onehot[time_metric] * 1e3,
-                "native ms": native[time_metric] * 1e3,
+                "onehot ms": SECONDS.scaled(onehot[time_metric]),
+                "native ms": SECONDS.scaled(native[time_metric]),
                 "onehot / native": onehot[time_metric] / native[time_metric],
                 "onehot faster": bool(onehot[time_metric] < native[time_metric]),
-                "onehot net peak MiB": onehot[peak_metric] / MIB if peaks_ok else math.nan,
-                "native net peak MiB": native[peak_metric] / MIB if peaks_ok else math.nan,
+                "onehot net peak MiB": BYTES.scaled(onehot[peak_metric]) if peaks_ok else math.nan,
+                "native net peak MiB": BYTES.scaled(native[peak_metric]) if peaks_ok else math.nan,
                 # higher: by more than the resolution of a net peak
                 "onehot peak higher": bool(onehot[peak_metric] > native[peak_metric] + NET_PEAK_RESOLUTION)
                 if peaks_ok

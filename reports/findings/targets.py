@@ -29,7 +29,7 @@ from reports.findings.verdicts import (
 )
 from reports.results import Catalogue
 from reports.set_aside import set_aside
-from reports.units import BYTES, MIB
+from reports.units import BYTES, SECONDS
 
 # the roofline targets: the fastest strategy over copy_ of the same run, and its net peak over the analytic minimum
 ROOFLINE_FORWARD_X_COPY = 0.8
@@ -87,7 +87,7 @@ def roofline_findings(runs: list[Run], aside: Mapping[str, str]) -> list[Finding
                 for label, best in (("", new), (" (reuse allowed)", reuse)):
                     ratio = get(best, key, "peak_x_minimum")
                     line[f"fastest{label}"] = get(best, key, "strategy")
-                    line[f"net peak MiB{label}"] = math.nan if ratio is None else get(best, key, "peak") / MIB
+                    line[f"net peak MiB{label}"] = math.nan if ratio is None else BYTES.scaled(get(best, key, "peak"))
                     line[f"x minimum{label}"] = math.nan if ratio is None else ratio
                     line[f"verdict{label}"] = judged(ratio, ROOFLINE_PEAK_X_MINIMUM)
                 lines.append(line)
@@ -206,9 +206,9 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
                 {
                     "config": config,
                     "fastest": strategy,
-                    "forward ms": math.nan if time is None else time * 1e3,
-                    "fresh-output floor ms": fresh * 1e3,
-                    "huge-page floor ms": run.bound(config, HUGE_PAGE_FLOOR) * 1e3,
+                    "forward ms": math.nan if time is None else SECONDS.scaled(time),
+                    "fresh-output floor ms": SECONDS.scaled(fresh),
+                    "huge-page floor ms": SECONDS.scaled(run.bound(config, HUGE_PAGE_FLOOR)),
                     "its floor": FLOOR_LABELS[floor_metric],
                     "x its floor": ratio,
                     "input / output": _input_per_output(catalogue, config),
@@ -266,9 +266,9 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
                         "config": config,
                         "pass": pass_name,
                         "fastest": get(best, key, "strategy"),
-                        "net peak MiB": math.nan if peak is None else peak / MIB,
-                        "analytic minimum MiB": minimum / MIB,
-                        "above minimum MiB": above / MIB,
+                        "net peak MiB": math.nan if peak is None else BYTES.scaled(peak),
+                        "analytic minimum MiB": BYTES.scaled(minimum),
+                        "above minimum MiB": BYTES.scaled(above),
                         "verdict": judged(above, NET_PEAK_RESOLUTION, BYTES.format),
                     }
                 )
@@ -318,4 +318,4 @@ def _backward_ms(by_cell: pd.DataFrame, config: str, strategy: str | None) -> fl
     if strategy is None or (config, strategy) not in by_cell.index:
         return math.nan
     cell = by_cell.loc[(config, strategy)]
-    return (cell["time_forward_backward"] - cell["time_forward"]) * 1e3
+    return SECONDS.scaled(cell["time_forward_backward"] - cell["time_forward"])
