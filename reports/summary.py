@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
-from benchmarks.vocabulary import FILL_FLOOR, FRESH_OUTPUT_FLOOR
+from benchmarks.vocabulary import FILL_FLOOR, FRESH_OUTPUT_FLOOR, tracked_peak_metric
 from reports.analysis import (
     RULES,
     RUN_KEYS,
@@ -213,7 +213,7 @@ def compact_table(table: pd.DataFrame, device: str, aside: Mapping[str, str]) ->
             "config": config,
             "fastest forward (x copy_)": _best(rows, "time_forward", "x_bound", aside),
             "fastest fwd+bwd (x native)": _best(rows, "time_forward_backward", "x_native", aside),
-            "lowest fwd+bwd peak (x min)": _best(rows, "track_net_peak_forward_backward", "x_bound", aside),
+            "lowest fwd+bwd peak (x min)": _best(rows, tracked_peak_metric("forward_backward"), "x_bound", aside),
         }
         for config, rows in cells.groupby("config", sort=False)
     ]

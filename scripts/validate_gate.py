@@ -46,6 +46,7 @@ from benchmarks.paired_stats import ALPHA
 from benchmarks.profiles import CI_SUBSET, DEFAULT_PROFILE
 from benchmarks.trees import ROOT, git
 from benchmarks.trees import clone as make_clone_of
+from benchmarks.vocabulary import timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
 from unfold_bench.common_args import add_bench
@@ -77,7 +78,9 @@ def _injected_hungrier(input, geometry):  # injected regression (scripts/validat
 unfold = dataclasses.replace(unfold, implementation=_injected_hungrier)
 """
 SLOWED = ("gather", "cpp", "compiled")
-INJECTED = {(s, "time_forward") for s in SLOWED} | {("as_strided", "track_net_peak_forward")}  # must be flagged
+INJECTED = {(s, timed_metric("forward")) for s in SLOWED} | {
+    ("as_strided", tracked_peak_metric("forward"))
+}  # must be flagged
 ALSO_CHANGED = {(s, m) for s in (*SLOWED, "as_strided") for m in METRICS} - INJECTED  # changed code: may be flagged
 
 

@@ -81,6 +81,7 @@ def advise(argv: list[str]) -> int:
         model_layers,
     )
     from benchmarks.allocator import REGIMES
+    from unfold_bench.common_args import add_regime
 
     parser = argparse.ArgumentParser(
         prog="unfold-bench advise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -101,7 +102,7 @@ def advise(argv: list[str]) -> int:
         help=f"seconds of timing rounds per call and regime, at most, after the first {MIN_ROUNDS} "
         f"(default {BUDGET:g})",
     )
-    parser.add_argument("--regime", choices=[*REGIMES, "both"], default="both", help="timing regime(s) (both)")
+    add_regime(parser, default="both", also=("both",))
     parser.add_argument("--json", help="write the report as JSON here")
     parser.add_argument("--html", help="write a self-contained page here")
     args = parser.parse_args(argv)

@@ -28,8 +28,12 @@ def add_profile(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_regime(parser: argparse.ArgumentParser, default: str = DEFAULT_REGIME) -> None:
-    parser.add_argument("--regime", choices=list(REGIMES), default=default, help=f"timing regime (default {default})")
+def add_regime(parser: argparse.ArgumentParser, default: str = DEFAULT_REGIME, also: tuple[str, ...] = ()) -> None:
+    """``--regime``: one of ``benchmarks.allocator.REGIMES``, or one of ``also`` (e.g. "both") where a command
+    takes it."""
+    parser.add_argument(
+        "--regime", choices=[*REGIMES, *also], default=default, help=f"timing regime (default {default})"
+    )
 
 
 def add_bench(parser: argparse.ArgumentParser, default: str = "", help: str = BENCH_HELP) -> None:
