@@ -55,8 +55,9 @@ def load_outside(tree: Path, spec: str) -> dict[str, Strategy]:
 
     tree = Path(tree).resolve()
     module_name, _, attribute = spec.partition(":")
-    with package_from(module_name.split(".")[0], [path for path in (tree / "src", tree) if path.is_dir()]):
-        target: object = import_from(module_name, tree)
+    roots = [path for path in (tree / "src", tree) if path.is_dir()]
+    with package_from(module_name.split(".")[0], roots):
+        target: object = import_from(module_name, roots)
         for part in attribute.split("."):
             target = getattr(target, part)
         strategy = as_strategy(attribute.rsplit(".", 1)[-1], target, f"{module_name} at {tree.name}")
@@ -72,7 +73,7 @@ def load_strategies(tree: Path) -> dict[str, Strategy]:
         return load_outside(tree, spec)
     tree = Path(tree).resolve()
     with package_from("impls", [tree]):
-        return dict(import_from("impls.registry", tree).STRATEGIES)
+        return dict(import_from("impls.registry", [tree]).STRATEGIES)
 
 
 def timed_call(workloads: tuple[Workload, Workload], side: int, which: str) -> float:

@@ -4,8 +4,9 @@ in, and a folder whose ``impls`` is another tree's.
 The gate checks out both revisions (``revision_tree``: a git worktree, so uncommitted work in the checkout is never
 measured as either side); the instruction counts load one revision's ``impls`` beside this working tree's harness
 (``impls_of``); the mutation check edits a copy of the working tree, uncommitted files included
-(``working_copy``); the gate's validation commits an A/A change and injected slowdowns in a clone (``clone``).
-Child processes that print JSON are ``benchmarks.children``'s.
+(``working_copy``); the gate's validation commits an A/A change and injected slowdowns in a clone (``clone``); a
+process loads two revisions' packages side by side (``package_from``, ``import_from``). Git itself runs through
+``git`` (``head_commit`` where it may be absent). Child processes that print JSON are ``benchmarks.children``'s.
 """
 
 from __future__ import annotations
@@ -108,11 +109,13 @@ def package_from(top: str, roots: Sequence[Path]) -> Iterator[None]:
         sys.modules.update(saved)
 
 
-def import_from(module_name: str, tree: Path) -> ModuleType:
-    """``module_name`` imported (inside ``package_from``), refused with ``ImportError`` unless its file is under
-    ``tree``: timing other code than the revision's would make a verdict a lie."""
+def import_from(module_name: str, roots: Sequence[Path]) -> ModuleType:
+    """``module_name`` imported (inside ``package_from``), refused with ``ImportError`` unless its file is its
+    top-level package's, or that module's, under one of ``roots``: timing other code than the revision's would make a
+    verdict a lie."""
     module = importlib.import_module(module_name)
     found = Path(module.__file__ or "").resolve()
-    if Path(tree).resolve() not in found.parents:
-        raise ImportError(f"imported {module_name} from {found}, not from {tree}")
+    tops = [Path(root).resolve() / module_name.split(".")[0] for root in roots]
+    if not any(top in found.parents or found == top.with_suffix(".py") for top in tops):
+        raise ImportError(f"imported {module_name} from {found}, not from {' or '.join(map(str, tops))}")
     return module

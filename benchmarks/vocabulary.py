@@ -1,4 +1,4 @@
-"""The measurement's words, defined once: the passes a call is timed in and the devices a cell runs on.
+"""The measurement's words, defined once: passes, devices, the write floors, metric names and cell specs.
 
 Importing this module imports no torch, so the reports (which run where only results are) use the same words as
 the benchmarks that wrote them. (No function here starts with ``time_``: asv would take it for a benchmark in

@@ -130,7 +130,7 @@ def advice(
 def _interval_text(row: Mapping, which: str) -> str:
     low, high, rounds = row[f"low_{which}"], row[f"high_{which}"], row[f"rounds_{which}"]
     how = f"{rounds:.0f} rounds, far behind" if row[f"far_behind_{which}"] else "95%"
-    return f"{units.format_interval(low, high)}, {how}"
+    return f"{units.format_interval(low, high)}x, {how}"
 
 
 def _time_text(row: Mapping, which: str) -> str:

@@ -76,8 +76,9 @@ def annotations(record: Mapping) -> list[str]:
     for cell in record["cells"]:
         if cell["verdict"] in FLAGGED:
             detail = cell["error"] or f"ratio {format_ratio(cell['ratio'], 3, missing='')}"
-            if cell["low"] is not None:
-                detail += f" (interval {format_interval(cell['low'], cell['high'], 3)})"
+            interval = format_interval(cell["low"], cell["high"], 3)
+            if interval:
+                detail += f" (interval {interval})"
             message = f"{cell['cell']}: {cell['verdict']}, {detail}".replace("\n", " ").replace("%", "%25")
             lines.append(f"::error title=benchmark {cell['verdict']}::{message}")
     return lines
@@ -168,8 +169,9 @@ def format_paired_row(m: dict) -> str:
         return f"{cell}: {BYTES.format(m['before'])} -> {BYTES.format(m['after'])}"
     processes = " ".join(f"{r:.3f}" for r in m.get("process_ratios", []))
     each = f"; per process {processes}" if processes else ""
+    interval = format_interval(m["low"], m["high"], 3, missing="(no interval)")
     return (
-        f"{cell}: {m['ratio']:.3f}x {format_interval(m['low'], m['high'], 3)}, resolves {m['resolution']:.3f}x, "
+        f"{cell}: {m['ratio']:.3f}x {interval}, resolves {m['resolution']:.3f}x, "
         f"{m.get('processes', '?')} processes, {m['pairs']} blocks{each}"
     )
 

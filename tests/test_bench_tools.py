@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 
@@ -317,3 +318,14 @@ def test_a_chained_ratio_multiplies_and_its_interval_adds_the_factors_spreads():
     assert exact == pytest.approx((1.5 * b[0], 1.5 * b[1], 1.5 * b[2]))
     one_process = chained_ratio((2.0, math.nan, math.nan, math.nan), b)
     assert one_process[0] == pytest.approx(2.0 * b[0]) and math.isnan(one_process[1]) and math.isnan(one_process[2])
+
+
+def test_a_cell_on_the_command_line_is_strategy_config_and_pass_or_refused_naming_it():
+    from benchmarks.vocabulary import split_cell
+
+    assert split_cell("gather:allcnnc-conv2:forward_backward") == ("gather", "allcnnc-conv2", "forward_backward")
+    expected = re.escape("'gather:allcnnc-conv2': expected STRATEGY:CONFIG:forward|forward_backward")
+    with pytest.raises(ValueError, match=expected):
+        split_cell("gather:allcnnc-conv2")
+    with pytest.raises(ValueError, match="unknown pass 'backward'; known: forward, forward_backward"):
+        split_cell("gather:allcnnc-conv2:backward")

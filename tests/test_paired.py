@@ -218,3 +218,23 @@ def test_a_process_that_died_fails_closed():
     cell = {"strategy": "s", "config": "c", "device": "cpu", "measure": "time_forward"}
     died = paired_table([{**cell, "failed_at": "unknown", "error": "killed"}], "quick")
     assert died.verdict[0] == "failed (revision unknown)" and gate_decision(died)[0] == 2
+
+
+def test_a_module_is_imported_from_the_tree_named_or_refused(tmp_path):
+    """A package and a single-file module of another tree load inside ``package_from`` and leave no trace; a
+    name that resolves outside the roots given (here, this repository's own ``benchmarks``) is refused."""
+    from benchmarks.trees import import_from, package_from
+
+    (tmp_path / "their_pkg").mkdir()
+    (tmp_path / "their_pkg" / "__init__.py").write_text("WHO = 'package'\n")
+    (tmp_path / "their_mod.py").write_text("WHO = 'module'\n")
+    with package_from("their_pkg", [tmp_path]):
+        assert import_from("their_pkg", [tmp_path]).WHO == "package"
+    with package_from("their_mod", [tmp_path]):
+        assert import_from("their_mod", [tmp_path]).WHO == "module"
+    assert "their_pkg" not in sys.modules and "their_mod" not in sys.modules
+    import benchmarks
+
+    with package_from("benchmarks", [tmp_path]), pytest.raises(ImportError, match="not from"):
+        import_from("benchmarks.trees", [tmp_path])
+    assert sys.modules["benchmarks"] is benchmarks

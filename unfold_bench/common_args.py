@@ -42,7 +42,8 @@ def add_bench(parser: argparse.ArgumentParser, default: str = "", help: str = BE
 
 def add_machine(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--machine", help="machine name to record (default: derived from host, CPU, GPU, variant and regime)"
+        "--machine",
+        help="machine name to record (default: derived from host, CPU, GPU and set-up, as make bench names it)",
     )
 
 
