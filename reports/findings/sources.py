@@ -9,7 +9,7 @@ import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION
 from reports.analysis import REFERENCE_STRATEGY
-from reports.findings.verdicts import ONEHOT, PASSES, SOURCES, Finding, Run, not_measured
+from reports.findings.verdicts import ONEHOT, PASS_METRICS, SOURCES, Finding, Run, not_measured
 from reports.results import Catalogue
 from reports.units import BYTES, SECONDS
 
@@ -68,7 +68,7 @@ ONEHOT_CLAIM = (
 def onehot_findings(runs: list[Run]) -> list[Finding]:
     """The claim that unfoldNd beats ``nn.Unfold`` in all but one case with a higher peak, per run and pass."""
     out = []
-    for time_metric, (pass_name, peak_metric, _) in PASSES.items():
+    for time_metric, (pass_name, peak_metric, _) in PASS_METRICS.items():
         claim = ONEHOT_CLAIM.format(pass_name=pass_name)
         judged = 0
         for run in runs:

@@ -13,7 +13,7 @@ from benchmarks.vocabulary import COPY_FLOOR, FRESH_OUTPUT_FLOOR, HUGE_PAGE_FLOO
 from reports.analysis import REFERENCE_STRATEGY
 from reports.findings.verdicts import (
     NEW_TENSOR,
-    PASSES,
+    PASS_METRICS,
     ROOFLINE,
     Finding,
     Run,
@@ -81,7 +81,7 @@ def roofline_findings(runs: list[Run], aside: Mapping[str, str]) -> list[Finding
             out.append(target_finding(ROOFLINE, ROOFLINE_CLAIMS[metric], run, pd.DataFrame(lines)))
         lines = []
         for config in dict.fromkeys(cells.config):
-            for metric, (pass_name, _, _) in PASSES.items():
+            for metric, (pass_name, _, _) in PASS_METRICS.items():
                 key = (config, metric)
                 line = {"config": config, "pass": pass_name}
                 for label, best in (("", new), (" (reuse allowed)", reuse)):
@@ -257,7 +257,7 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
         out.append(target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["native"], run, pd.DataFrame(lines), WHY_NATIVE))
         lines = []
         for config in configs:
-            for metric, (pass_name, _, minimum_metric) in PASSES.items():
+            for metric, (pass_name, _, minimum_metric) in PASS_METRICS.items():
                 key = (config, metric)
                 peak, minimum = get(best, key, "peak"), run.bound(config, minimum_metric)
                 above = math.nan if peak is None or pd.isna(peak) else peak - minimum
@@ -282,7 +282,7 @@ def _half_precision_finding(run: Run, aside: Mapping[str, str]) -> Finding:
     best = fastest(run.cells, aside)
     lines = []
     for config, twin in HALF_PRECISION.items():
-        for metric, (pass_name, _, _) in PASSES.items():
+        for metric, (pass_name, _, _) in PASS_METRICS.items():
             half, single = get(best, (config, metric), "x_copy"), get(best, (twin, metric), "x_copy")
             ratio = math.nan if half is None or single is None or not single > 0 else half / single
             strategy = get(best, (config, metric), "strategy")

@@ -22,7 +22,7 @@ TOPICS = (SOURCES, ROOFLINE, NEW_TENSOR, PHYSICS)
 ONEHOT = "onehot"  # unfoldNd's strategy
 ALLCNNC_PREFIX = "allcnnc-"
 FULL_PROFILE = "full"
-PASSES = {  # time metric -> (pass name, the net peak of that pass, its analytic minimum)
+PASS_METRICS = {  # time metric -> (pass name, the net peak of that pass, its analytic minimum)
     metric: (pass_label(which), tracked_peak_metric(which), min_peak_metric(which))
     for metric, which in TIMED_PASSES.items()
 }
