@@ -57,6 +57,11 @@ def markdown(record: Mapping) -> str:
         "",
         f"`{record['base'][:8]}` (base) to `{record['head'][:8]}` (head); {record.get('resolution_line', '')}",
         "",
+        *(
+            [f"Not measured, their files identical at both revisions: {', '.join(record['identical'])}", ""]
+            if record.get("identical")
+            else []
+        ),
         "| verdict | cell | ratio | interval | resolution |",
         "|---|---|---|---|---|",
     ]

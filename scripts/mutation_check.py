@@ -414,6 +414,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a target is met at its limit, not past it",
         figure="the Findings page's met or missed",
     ),
+    Mutation(
+        "gate-skips-strategies-a-shared-file-touches",
+        "benchmarks/impact.py",
+        "    if shared:\n",
+        "    if False:\n",
+        ("tests/test_impact.py", "-m", "not slow"),
+        "a changed file that is no single strategy's (the registry, the package's __init__) touches every strategy",
+        figure="the gate's pass on a change it did not time",
+    ),
 )
 
 

@@ -4,13 +4,15 @@
 
 **paired** (the default): ``--processes`` replicate processes each import both revisions' ``impls`` side by side
 and alternate their calls A B B A on freshly placed inputs (``benchmarks.paired``, ``benchmarks.replicates``); a
-ratio's interval is Student's t across the processes, the unit of replication.
+ratio's interval is Student's t across the processes, the unit of replication. Only the strategies whose files
+differ between the revisions are measured (``benchmarks.impact``; ``--every-strategy`` for all).
 **asv**: each revision in its own virtualenv, rounds interleaved, judged by ``reports.compare`` (resolves less).
 ``--callgrind`` adds a cell judged by its instruction count at each revision.
 
-Exit status: 0 pass; 1 a regression beyond its threshold; 2 a failure (a benchmark failed at HEAD, no cell was
-compared, or the gate itself failed). Every default is ``reports.compare.Thresholds``'s (``--help`` shows them),
-except that ``--processes`` is this machine's recorded design where there is one (``benchmarks.gate_design``).
+Exit status: 0 pass (nothing timed included, where no selected strategy's files differ); 1 a regression beyond its
+threshold; 2 a failure (a benchmark failed at HEAD, no cell could be compared, or the gate itself failed). Every
+default is ``reports.compare.Thresholds``'s (``--help`` shows them), except that ``--processes`` is this machine's
+recorded design where there is one (``benchmarks.gate_design``).
 
 Details: docs/internals.md#scriptsregresspy.
 """
@@ -117,11 +119,16 @@ def _unit_names(profile: Profile, strategy: str, config: str, device: str) -> li
     return [*cells, f"{strategy}, {config}, {device}"]
 
 
-def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thresholds) -> pd.DataFrame:
-    """The paired mode: both revisions checked out, every selected (strategy, config, device) measured in a
-    process of its own (``benchmarks.paired``), progress printed as cells finish; the table and the raw
-    measurements are written to ``.asv/regress/paired-BASE-HEAD.*``."""
+def run_paired(
+    args: argparse.Namespace, base: str, head: str, thresholds: Thresholds
+) -> tuple[pd.DataFrame, list[str]]:
+    """The paired mode: both revisions checked out, every selected (strategy, config, device) of a strategy the change
+    can touch (``benchmarks.impact``; every one with ``--every-strategy`` or another repository's ``--strategy``)
+    measured in replicate processes (``benchmarks.paired``), progress printed as cells finish; the table and the raw
+    measurements are written to ``.asv/regress/paired-BASE-HEAD.*``. Returns the table and the selected strategies
+    left unmeasured because their code is identical at both revisions."""
     from benchmarks.cells import device_unavailable
+    from benchmarks.impact import impact
     from benchmarks.paired import Design, load_strategies, measure_in_processes
     from reports.gate_report import format_paired_row
 
@@ -145,6 +152,21 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
             for d in devices
             if any(re.search(args.bench, name) for name in _unit_names(profile, s, c.name, d))
         ]
+        identical: list[str] = []
+        if not (args.every_strategy or args.outside):
+            change = impact(base_tree, head_tree)
+            selected = list(dict.fromkeys(s for s, _, _ in units))
+            identical = [s for s in selected if not change.touches(s)]
+            units = [unit for unit in units if change.touches(unit[0])]
+            print(f"paired: {change.why}", flush=True)
+            if identical:
+                print(
+                    f"paired: not measured, their files identical at both revisions: {', '.join(identical)} "
+                    f"({len(identical)} of {len(selected)} strategies; --every-strategy measures them too)",
+                    flush=True,
+                )
+        if not units:
+            return paired_table([], args.profile, thresholds), identical
         design = Design(thresholds.processes, thresholds.process_rounds, thresholds.blocks, thresholds.round_seconds)
         print(
             f"paired: {len(units)} strategy-config units in {design.processes} processes (half with each revision "
@@ -170,7 +192,7 @@ def run_paired(args: argparse.Namespace, base: str, head: str, thresholds: Thres
     stem.with_suffix(".jsonl").write_text("".join(json.dumps(m) + "\n" for m in measurements))
     table.to_csv(stem.with_suffix(".csv"), index=False)
     print(f"paired report: {stem}.csv, raw measurements: {stem}.jsonl")
-    return table
+    return table, identical
 
 
 def run_asv(
@@ -275,6 +297,12 @@ def main() -> int:
         type=float,
         default=defaults.round_seconds,
         help="seconds of blocks per placement at most (%(default)g)",
+    )
+    paired.add_argument(
+        "--every-strategy",
+        action="store_true",
+        help="measure every selected strategy, also those whose files are identical at both revisions (by default "
+        "only the strategies the change can touch are measured: benchmarks.impact)",
     )
     paired.add_argument(
         "--margin",
@@ -392,8 +420,9 @@ def main() -> int:
         f"{args.memory_threshold:.0%}",
         flush=True,
     )
+    identical: list[str] = []
     if args.mode == "paired":
-        table, asv_status = run_paired(args, base, head, thresholds), 0
+        (table, identical), asv_status = run_paired(args, base, head, thresholds), 0
         power = format_paired_resolution(table)
     else:
         table, asv_status, power = run_asv(args, base, head, machine, thresholds)
@@ -411,14 +440,20 @@ def main() -> int:
     else:
         print(format_table(table, only_changed=not args.all_rows))
     print(power)
-    status, verdict = gate_decision(table, asv_status)
+    status, verdict = gate_decision(table, asv_status, identical)
     counts = table.verdict.value_counts().to_dict()
     if args.mode == "asv":
         print(f"\nasv continuous exit status: {asv_status}")
-    print(f"{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})")
+    print(f"{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})" if counts else verdict)
     from reports.gate_report import publish, verdict_record
 
-    extra = {"mode": args.mode, "profile": args.profile, "machine": machine, "resolution_line": power}
+    extra = {
+        "mode": args.mode,
+        "profile": args.profile,
+        "machine": machine,
+        "resolution_line": power,
+        "identical": identical,
+    }
     publish(verdict_record(table, status, verdict, base, head, extra), Path(args.verdict_file))
     return status
 

@@ -4,7 +4,8 @@
 
 In a clone of this repository it makes two commits on top of HEAD:
 
-- ``A/A``: a commit that changes no code under test (a comment in the README), so the gate must flag nothing;
+- ``A/A``: a commit that changes no code under test, a comment in ``impls/registry.py``: a file of ``impls`` that is
+  no single strategy's, so the gate measures every strategy (``benchmarks.impact``) and must flag nothing;
 - ``injected``: the forward of ``gather``, ``cpp`` and ``compiled`` spins, after computing its output, for 10% of
   the time that took (a slowdown of exactly 10% of the implementation's time, whatever the machine's speed; the
   strategy's argument checks are not slowed, so the whole call slows by a little less, which the gate's ratio
@@ -16,13 +17,14 @@ the two kinds alternating (a drift of the machine over the hours falls on both a
 (``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A run passes when nothing is
 flagged. An injected run passes when the three slowed forward times and as_strided's forward net peak are flagged on
 every config, and no other strategy's cell is: the four strategies' other cells run changed code too and may be
-flagged or not, and every other strategy's cell is an A/A cell of that run. It prints one line per run and a
-summary: the runs finished, flags over A/A cells, the process effect (how often an interval of unchanged code
-excludes 1), catches over injected runs (a run whose gate failed caught nothing), the injected cells' ratios, the
-resolution, and the catches of the slowed cells that resolved the injected slowdown against the 95% the resolution
-promises (``resolution_against_catches``, also after ``--rejudge``). With ``--out`` the text and the tables are
-written after every run, so a validation stopped part way keeps what it finished. Exit status 1 when a run's gate
-failed, 0 otherwise.
+flagged or not, and every other strategy's cell the gate measures is an A/A cell of that run (the gate measures the
+strategies whose files include a changed one, ``benchmarks.impact``: those four and the ones importing them). It
+prints one line per run and a summary: the runs finished, flags over A/A cells, the process effect (how often an
+interval of unchanged code excludes 1), catches over injected runs (a run whose gate failed caught nothing), the
+injected cells' ratios, the resolution, and the catches of the slowed cells that resolved the injected slowdown
+against the 95% the resolution promises (``resolution_against_catches``, also after ``--rejudge``). With ``--out``
+the text and the tables are written after every run, so a validation stopped part way keeps what it finished. Exit
+status 1 when a run's gate failed, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from reports.compare import Thresholds
 from reports.units import METRICS
 from unfold_bench.common_args import add_bench
 
+AA_FILE = "impls/registry.py"  # where the A/A commit adds a comment: no strategy's own file, so all are measured
 SLOWDOWN = 0.10
 SLOWER = f"""
 
@@ -98,8 +101,8 @@ def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
     """A clone with (base, a/a, injected) commits; returns the clone and the three hashes."""
     clone = make_clone_of(ROOT, workdir / "clone", "gate validation", "gate@localhost")
     base = git("rev-parse", "HEAD", repo=clone)
-    readme = clone / "README.md"
-    readme.write_text(readme.read_text() + "\n<!-- A/A commit: no code under test changes -->\n")
+    registry = clone / AA_FILE
+    registry.write_text(registry.read_text() + "\n# A/A commit (scripts/validate_gate.py): no code changes\n")
     git("commit", "-qam", "A/A: no code under test changes", repo=clone)
     same = git("rev-parse", "HEAD", repo=clone)
     git("checkout", "-q", base, repo=clone)

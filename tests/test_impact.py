@@ -1,0 +1,201 @@
+"""Which strategies a change can touch (``benchmarks.impact``), and the gate measuring only those."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.impact import impact, strategy_files
+from benchmarks.trees import ROOT
+from reports.compare import PAIRED_COLUMNS, gate_decision
+from reports.gate_report import markdown
+
+# A package shaped like impls: a registry of strategies, each module exposing ``unfold``
+FILES = {
+    "impls/__init__.py": "",
+    "impls/strategy.py": """
+        from dataclasses import dataclass
+        from typing import Callable
+
+        @dataclass(frozen=True)
+        class Strategy:
+            name: str
+            implementation: Callable
+    """,
+    "impls/shared.py": "def helper(x):\n    return x\n",
+    "impls/only_b.py": "def helper(x):\n    return x\n",
+    "impls/late.py": "def helper(x):\n    return x\n",
+    "impls/unused.py": "X = 1\n",
+    "impls/csrc/kernel.cpp": "// a kernel\n",
+    "impls/a.py": """
+        from impls.shared import helper
+        from impls.strategy import Strategy
+
+        def _a(x):
+            return helper(x)
+
+        unfold = Strategy("a", _a)
+    """,
+    "impls/b.py": """
+        from . import only_b
+        from .strategy import Strategy
+
+        SOURCE = "csrc/kernel.cpp"
+
+        def _b(x):
+            from impls.late import helper  # imported inside the function: still one of b's files
+            return only_b.helper(helper(x))
+
+        unfold = Strategy("b", _b)
+    """,
+    "impls/c.py": """
+        import math
+
+        from impls.strategy import Strategy
+
+        unfold = Strategy("c", math.sqrt)  # an implementation whose source is not in the tree
+    """,
+    "impls/registry.py": """
+        from impls import a, b, c
+
+        STRATEGIES = {s.name: s for s in (a.unfold, b.unfold, c.unfold)}
+    """,
+}
+
+
+def _tree(path: Path, edits: dict[str, str | None] | None = None) -> Path:
+    for name, text in {**FILES, **(edits or {})}.items():
+        if text is None:
+            continue
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    return _tree(tmp_path / "base")
+
+
+def _affected(base: Path, tmp_path: Path, edits: dict[str, str | None]) -> frozenset[str] | None:
+    return impact(base, _tree(tmp_path / "head", edits)).affected
+
+
+def test_a_strategys_files_are_its_modules_imports_and_the_files_they_name(base):
+    files = strategy_files(base)
+    assert files["a"] == {"impls/a.py", "impls/shared.py", "impls/strategy.py"}
+    assert files["b"] == {
+        "impls/b.py",
+        "impls/only_b.py",
+        "impls/late.py",
+        "impls/strategy.py",
+        "impls/csrc/kernel.cpp",
+    }
+    assert files["c"] is None  # its implementation's source cannot be told: any change touches it
+
+
+@pytest.mark.parametrize(
+    ("edited", "affected"),
+    [
+        ("impls/a.py", {"a", "c"}),
+        ("impls/shared.py", {"a", "c"}),
+        ("impls/only_b.py", {"b", "c"}),
+        ("impls/late.py", {"b", "c"}),
+        ("impls/csrc/kernel.cpp", {"b", "c"}),
+        ("impls/strategy.py", {"a", "b", "c"}),
+        ("impls/registry.py", None),
+        ("impls/__init__.py", None),
+        ("impls/unused.py", None),
+    ],
+)
+def test_an_edit_touches_the_strategies_whose_files_it_changes_and_a_shared_file_touches_all(
+    base, tmp_path, edited, affected
+):
+    text = (base / edited).read_text() + "\n# an edit\n" if not edited.endswith(".cpp") else "// edited\n"
+    assert _affected(base, tmp_path, {edited: text}) == (None if affected is None else frozenset(affected))
+
+
+def test_identical_trees_touch_nothing_and_bytecode_is_not_a_change(base, tmp_path):
+    head = _tree(tmp_path / "head")
+    (head / "impls" / "__pycache__").mkdir()
+    (head / "impls" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    change = impact(base, head)
+    assert change.affected == frozenset() and change.changed == ()
+    assert not change.touches("a")
+
+
+def test_an_added_file_counts_as_a_change(base, tmp_path):
+    head = _tree(tmp_path / "head", {"impls/new_helper.py": "Y = 2\n"})
+    change = impact(base, head)
+    assert change.changed == ("impls/new_helper.py",) and change.affected is None  # no strategy's file: all
+
+
+def test_a_removed_strategy_is_touched(base, tmp_path):
+    head = _tree(tmp_path / "head")
+    shutil.rmtree(head / "impls" / "__pycache__", ignore_errors=True)
+    (head / "impls" / "b.py").unlink()
+    # without b, the registry must change too, and that touches every strategy
+    (head / "impls" / "registry.py").write_text(
+        "from impls import a, c\n\nSTRATEGIES = {s.name: s for s in (a.unfold, c.unfold)}\n"
+    )
+    assert impact(base, head).affected is None
+
+
+def test_the_real_registry_strategies_are_told_apart():
+    files = strategy_files(ROOT)
+    assert "impls/gather.py" in files["gather"] and "impls/gather.py" not in files["native"]
+    assert "impls/csrc/unfold_cpu.cpp" in files["cpp"] and "impls/csrc/unfold_cpu.cpp" not in files["gather"]
+    built_in = [name for name in files if (ROOT / "impls" / f"{name}.py").is_file()]
+    assert len(built_in) >= 10 and all(files[name] and f"impls/{name}.py" in files[name] for name in built_in)
+
+
+def _empty_table() -> pd.DataFrame:
+    return pd.DataFrame([], columns=PAIRED_COLUMNS)
+
+
+def test_nothing_timed_passes_only_when_strategies_were_left_out_as_identical():
+    assert gate_decision(_empty_table())[0] == 2
+    status, why = gate_decision(_empty_table(), identical=["gather"])
+    assert status == 0 and "identical" in why
+    record = {"verdict": why, "base": "a" * 40, "head": "b" * 40, "cells": [], "identical": ["gather", "cpp"]}
+    assert "Not measured, their files identical at both revisions: gather, cpp" in markdown(record)
+
+
+@pytest.mark.slow
+def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
+    """Both revisions the same commit: no file of impls differs, so no measuring process starts."""
+    verdict = tmp_path / "verdict.json"
+    command = [sys.executable, "-m", "unfold_bench.cli", "regress", "HEAD", "HEAD", "--bench", "allcnnc-conv3"]
+    ran = subprocess.run(
+        [*command, "--verdict-file", str(verdict)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    record = json.loads(verdict.read_text())
+    assert record["status"] == 0 and record["cells"] == [] and "native" in record["identical"]
+    assert "no file of impls/ differs" in ran.stdout and "nothing timed" in ran.stdout
+
+
+def test_the_validations_aa_commit_touches_every_strategy_and_its_injected_commit_the_slowed_ones(tmp_path):
+    """validate-gate's A/A commit must still time every strategy, and its injected one the slowed ones."""
+    from benchmarks.trees import revision_tree
+    from scripts.validate_gate import AA_FILE, SLOWED, make_clone
+
+    clone, base, same, injected = make_clone(tmp_path)
+    with (
+        revision_tree(base, tmp_path / "base", clone) as base_tree,
+        revision_tree(same, tmp_path / "same", clone) as same_tree,
+        revision_tree(injected, tmp_path / "injected", clone) as injected_tree,
+    ):
+        aa = impact(base_tree, same_tree)
+        assert aa.changed == (AA_FILE,) and aa.affected is None
+        slowed = impact(base_tree, injected_tree)
+        assert slowed.affected is not None and {*SLOWED, "as_strided"} <= slowed.affected
+        assert not slowed.touches("native") and not slowed.touches("tiling")
