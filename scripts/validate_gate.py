@@ -1,6 +1,6 @@
 """Measure the regression gate on this machine: its false alarms (A/A) and whether it catches injected regressions.
 
-    python scripts/validate_gate.py [--aa 10] [--injected 10] [--bench REGEX] [--mode paired]
+    python scripts/validate_gate.py [--aa 10] [--injected 10] [--bench REGEX] [--mode paired] [--strategy NAME]
 
 In a clone of this repository it makes two commits on top of HEAD:
 
@@ -12,10 +12,14 @@ In a clone of this repository it makes two commits on top of HEAD:
   shows), and ``as_strided`` allocates and fills a scratch buffer the size of its output before returning (its
   net peak grows by what the scratch adds over its own padded copy; filling it costs time too).
 
+With ``--strategy NAME`` (gather, cpp or compiled) both commits are the change a pull request to that strategy alone
+makes: the A/A comment goes to ``impls/NAME.py`` and only NAME's forward is slowed, so the gate measures NAME and
+the strategies importing its module, as it would on such a pull request.
+
 Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair,
 the two kinds alternating (a drift of the machine over the hours falls on both alike), and reads each run's table
 (``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A run passes when nothing is
-flagged. An injected run passes when the three slowed forward times and as_strided's forward net peak are flagged on
+flagged. An injected run passes when the slowed forward times and as_strided's forward net peak are flagged on
 every config, and no other strategy's cell is: the four strategies' other cells run changed code too and may be
 flagged or not, and every other strategy's cell the gate measures is an A/A cell of that run (the gate measures the
 strategies whose files include a changed one, ``benchmarks.impact``: those four and the ones importing them). It
@@ -38,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -53,7 +58,6 @@ from reports.compare import Thresholds
 from reports.units import METRICS
 from unfold_bench.common_args import add_bench
 
-AA_FILE = "impls/registry.py"  # where the A/A commit adds a comment: no strategy's own file, so all are measured
 SLOWDOWN = 0.10
 SLOWER = f"""
 
@@ -80,11 +84,46 @@ def _injected_hungrier(input, geometry):  # injected regression (scripts/validat
 
 unfold = dataclasses.replace(unfold, implementation=_injected_hungrier)
 """
-SLOWED = ("gather", "cpp", "compiled")
-INJECTED = {(s, timed_metric("forward")) for s in SLOWED} | {
-    ("as_strided", tracked_peak_metric("forward"))
-}  # must be flagged
-ALSO_CHANGED = {(s, m) for s in (*SLOWED, "as_strided") for m in METRICS} - INJECTED  # changed code: may be flagged
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The validation's two commits: the A/A one adds a comment to ``aa_file``; the injected one slows the forward of
+    each of ``slowed`` (``SLOWER``) and makes each of ``hungrier`` fill a scratch buffer (``HUNGRIER_AS_STRIDED``)."""
+
+    slowed: tuple[str, ...]
+    hungrier: tuple[str, ...]
+    aa_file: str
+
+    @property
+    def injected(self) -> set[tuple[str, str]]:
+        """(strategy, metric) of the cells an injected run must flag."""
+        return {(s, timed_metric("forward")) for s in self.slowed} | {
+            (s, tracked_peak_metric("forward")) for s in self.hungrier
+        }
+
+    @property
+    def also_changed(self) -> set[tuple[str, str]]:
+        """(strategy, metric) of the other cells of the strategies it changes: changed code, which may be flagged."""
+        return {(s, m) for s in (*self.slowed, *self.hungrier) for m in METRICS} - self.injected
+
+    def describe(self) -> str:
+        return f"A/A a comment in {self.aa_file}; injected {', '.join(self.slowed)}'s forward slowed" + "".join(
+            f", {name} hungrier" for name in self.hungrier
+        )
+
+
+# By default the A/A comment goes to a file of impls that is no single strategy's, so the gate measures every
+# strategy (benchmarks.impact), and three strategies are slowed and one made hungrier at once
+EVERY = Injection(slowed=("gather", "cpp", "compiled"), hungrier=("as_strided",), aa_file="impls/registry.py")
+
+
+def one_strategy(name: str) -> Injection:
+    """The change a pull request to one strategy makes: the A/A comment and the slowdown both in ``impls/NAME.py``,
+    so the gate measures that strategy and those importing it."""
+    if name not in EVERY.slowed:
+        raise ValueError(f"--strategy {name!r}: one of {', '.join(EVERY.slowed)}")
+    return Injection(slowed=(name,), hungrier=(), aa_file=f"impls/{name}.py")
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -97,18 +136,18 @@ def _implementation_name(path: Path) -> str:
     return re.search(r"implementation=(\w+)", path.read_text()).group(1)
 
 
-def make_clone(workdir: Path) -> tuple[Path, str, str, str]:
-    """A clone with (base, a/a, injected) commits; returns the clone and the three hashes."""
+def make_clone(workdir: Path, injection: Injection = EVERY) -> tuple[Path, str, str, str]:
+    """A clone with (base, a/a, injected) commits of ``injection``; returns the clone and the three hashes."""
     clone = make_clone_of(ROOT, workdir / "clone", "gate validation", "gate@localhost")
     base = git("rev-parse", "HEAD", repo=clone)
-    registry = clone / AA_FILE
-    registry.write_text(registry.read_text() + "\n# A/A commit (scripts/validate_gate.py): no code changes\n")
+    commented = clone / injection.aa_file
+    commented.write_text(commented.read_text() + "\n# A/A commit (scripts/validate_gate.py): no code changes\n")
     git("commit", "-qam", "A/A: no code under test changes", repo=clone)
     same = git("rev-parse", "HEAD", repo=clone)
     git("checkout", "-q", base, repo=clone)
     for module, text, placeholder in (
-        *((name, SLOWER, "_IMPLEMENTATION") for name in SLOWED),
-        ("as_strided", HUNGRIER_AS_STRIDED, "_as_strided_unfold"),
+        *((name, SLOWER, "_IMPLEMENTATION") for name in injection.slowed),
+        *((name, HUNGRIER_AS_STRIDED, "_as_strided_unfold") for name in injection.hungrier),
     ):
         path = clone / "impls" / f"{module}.py"
         imports = "\nimport dataclasses  # noqa: E402\nimport time  # noqa: E402\n\nimport torch  # noqa: E402\n"
@@ -138,15 +177,16 @@ def _keys(table: pd.DataFrame) -> list[tuple[str, str]]:
     return [(p.split(", ")[0], b.rsplit(".", 1)[-1]) for b, p in zip(table.benchmark, table.params)]
 
 
-def _unchanged(table: pd.DataFrame, injected: bool) -> pd.Series:
+def _unchanged(table: pd.DataFrame, injected: bool, injection: Injection = EVERY) -> pd.Series:
     """Which rows measured code the run left as it was (every row of an A/A run)."""
-    changed = INJECTED | ALSO_CHANGED if injected else set()
+    changed = injection.injected | injection.also_changed if injected else set()
     return pd.Series([key not in changed for key in _keys(table)], index=table.index)
 
 
-def _slowed(table: pd.DataFrame) -> pd.Series:
+def _slowed(table: pd.DataFrame, injection: Injection = EVERY) -> pd.Series:
     """Which rows of an injected run's table are the slowed forward times."""
-    return pd.Series([key in {(name, "time_forward") for name in SLOWED} for key in _keys(table)], index=table.index)
+    slowed = {(name, timed_metric("forward")) for name in injection.slowed}
+    return pd.Series([key in slowed for key in _keys(table)], index=table.index)
 
 
 def resolution_against_catches(resolution: pd.Series, caught: pd.Series) -> str:
@@ -161,9 +201,9 @@ def resolution_against_catches(resolution: pd.Series, caught: pd.Series) -> str:
     return f"resolution against catches, slowed forward cells: {'; '.join(parts)} (the resolution promises 95%)"
 
 
-def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
-    """The saved tables of an earlier validation (``WORKDIR/{AA,injected}-N.csv``) judged again with another
-    margin: time cells only."""
+def rejudge(workdir: Path, margin: float, measured_margin: float, injection: Injection = EVERY) -> list[str]:
+    """The saved tables of an earlier validation (``WORKDIR/{AA,injected}-N.csv``) of ``injection`` judged again with
+    another margin: time cells only."""
     flags = cells = caught = runs = 0
     lines = []
     slowed_cells: list[pd.DataFrame] = []
@@ -171,12 +211,12 @@ def rejudge(workdir: Path, margin: float, measured_margin: float) -> list[str]:
         table = pd.read_csv(path)
         table = table[(table.unit == "seconds") & (table.pairs > 0)]
         injected = path.name.startswith("injected")
-        same = _unchanged(table, injected)
+        same = _unchanged(table, injected, injection)
         flags += int(((table.low > 1 + margin) & same).sum())
         cells += int(same.sum())
         if injected:
             runs += 1
-            slowed = table[_slowed(table)]
+            slowed = table[_slowed(table, injection)]
             caught += bool(len(slowed)) and bool((slowed.low > 1 + margin).all())
             slowed_cells.append(slowed)
         resolution = table[same].resolution * (1 + margin) / (1 + measured_margin)  # the margin scales it
@@ -205,6 +245,12 @@ def main() -> int:
         help="paired mode: the gate's processes, e.g. a design to try before recording it (default: the gate's own "
         "choice on this machine, its recorded design or else the default)",
     )
+    parser.add_argument(
+        "--strategy",
+        choices=EVERY.slowed,
+        help="validate on the change a pull request to this one strategy makes: the A/A comment and the slowdown "
+        f"both in impls/STRATEGY.py, so the gate measures it and those importing it (default: {EVERY.describe()})",
+    )
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
     parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")
     parser.add_argument("--rejudge", type=Path, help="judge an earlier validation's saved tables (its --workdir) again")
@@ -214,8 +260,9 @@ def main() -> int:
         "--measured-margin", type=float, default=margin, help="with --rejudge: the margin they ran with (the gate's)"
     )
     args = parser.parse_args()
+    injection = EVERY if args.strategy is None else one_strategy(args.strategy)
     if args.rejudge:
-        print("\n".join(rejudge(args.rejudge, args.margin, args.measured_margin)))
+        print("\n".join(rejudge(args.rejudge, args.margin, args.measured_margin, injection)))
         return 0
     if args.processes is not None and (args.mode != "paired" or args.processes < 4 or args.processes % 2):
         parser.error(f"--processes {args.processes}: the paired mode's, even and at least 4")
@@ -229,7 +276,7 @@ def main() -> int:
     from benchmarks.profiles import get_profile
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
-    clone, base, same, injected = make_clone(workdir)
+    clone, base, same, injected = make_clone(workdir, injection)
     gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
     design = ""
     if args.mode == "paired":
@@ -251,7 +298,7 @@ def main() -> int:
     say(
         f"{gate_design.validation_header(machine_name(), base[:8], time.strftime('%Y-%m-%d'))} "
         f"{args.aa} A/A and {args.injected} injected runs planned, alternating, of scripts/regress.py --mode "
-        f"{args.mode} --bench '{args.bench}'{design} (defaults otherwise)"
+        f"{args.mode} --bench '{args.bench}'{design} (defaults otherwise); {injection.describe()}"
     )
     if args.mode == "paired":
         say(f"processes: {args.processes}, {why}")
@@ -259,8 +306,8 @@ def main() -> int:
     aa_cells = aa_flags = caught = 0
     runs = dict.fromkeys(("A/A", "injected"), 0)  # runs finished, failed ones included
     failed = dict.fromkeys(("A/A", "injected"), 0)  # runs whose gate exited with neither 0 nor 1
-    injected_ratios: dict[str, list[float]] = {name: [] for name in SLOWED}
-    caught_each = dict.fromkeys(SLOWED, 0)
+    injected_ratios: dict[str, list[float]] = {name: [] for name in injection.slowed}
+    caught_each = dict.fromkeys(injection.slowed, 0)
     aa_time: list[pd.DataFrame] = []  # the time cells of unchanged code, for the process effect
     slowed_time: list[pd.DataFrame] = []  # the slowed forward cells, for the resolution against the catches
 
@@ -287,7 +334,7 @@ def main() -> int:
             text.append(
                 f"injected: {caught} of {runs['injected']} runs flagged every injected cell and nothing unexpected"
             )
-            for name in SLOWED:
+            for name in injection.slowed:
                 ratios = ", ".join(f"{r:.3f}" for r in injected_ratios[name])
                 text.append(
                     f"  {name}'s forward caught on every config in {caught_each[name]} of {runs['injected']}; "
@@ -354,20 +401,20 @@ def main() -> int:
         else:
             # every selected config: the asv mode's table holds only the rows it flagged
             configs = selected | ({p.split(", ")[1] for p in table.params} if "params" in table else set())
-            wanted = {(s, c, m) for s, m in INJECTED for c in configs}
+            wanted = {(s, c, m) for s, m in injection.injected for c in configs}
             missed = wanted - flags
-            unexpected = {f for f in flags if (f[0], f[2]) not in INJECTED | ALSO_CHANGED}
+            unexpected = {f for f in flags if (f[0], f[2]) not in injection.injected | injection.also_changed}
             caught += not missed and not unexpected
-            for name in SLOWED:
+            for name in injection.slowed:
                 caught_each[name] += not {k for k in missed if k[0] == name}
                 slowed = table.benchmark.str.endswith("time_forward") & table.params.str.startswith(f"{name},")
                 injected_ratios[name] += [r for r in table[slowed].get("ratio", []) if r == r]
         if args.mode == "paired":
-            same_code = _unchanged(table, kind == "injected")
+            same_code = _unchanged(table, kind == "injected", injection)
             aa_cells += sum(same_code)
             aa_time.append(table[same_code & (table.unit == "seconds") & (table.pairs > 0)])
             if kind == "injected":
-                slowed_time.append(table[_slowed(table) & (table.pairs > 0)])
+                slowed_time.append(table[_slowed(table, injection) & (table.pairs > 0)])
         aa_flags += len(unexpected)
         say(
             f"{kind} run {i + 1}: exit {done.returncode} in {seconds / 60:.1f} min; unexpected flags "

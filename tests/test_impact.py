@@ -183,19 +183,26 @@ def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
     assert "no file of impls/ differs" in ran.stdout and "nothing timed" in ran.stdout
 
 
-def test_the_validations_aa_commit_touches_every_strategy_and_its_injected_commit_the_slowed_ones(tmp_path):
-    """validate-gate's A/A commit must still time every strategy, and its injected one the slowed ones."""
+@pytest.mark.parametrize("strategy", [None, "gather"])
+def test_the_validations_commits_touch_what_they_claim(tmp_path, strategy):
+    """validate-gate's A/A commit times every strategy by default, and the strategy and those importing it with
+    --strategy; its injected commit touches the slowed ones."""
     from benchmarks.trees import revision_tree
-    from scripts.validate_gate import AA_FILE, SLOWED, make_clone
+    from scripts.validate_gate import EVERY, make_clone, one_strategy
 
-    clone, base, same, injected = make_clone(tmp_path)
+    injection = EVERY if strategy is None else one_strategy(strategy)
+    clone, base, same, injected = make_clone(tmp_path, injection)
     with (
         revision_tree(base, tmp_path / "base", clone) as base_tree,
         revision_tree(same, tmp_path / "same", clone) as same_tree,
         revision_tree(injected, tmp_path / "injected", clone) as injected_tree,
     ):
-        aa = impact(base_tree, same_tree)
-        assert aa.changed == (AA_FILE,) and aa.affected is None
-        slowed = impact(base_tree, injected_tree)
-        assert slowed.affected is not None and {*SLOWED, "as_strided"} <= slowed.affected
-        assert not slowed.touches("native") and not slowed.touches("tiling")
+        aa, slowed = impact(base_tree, same_tree), impact(base_tree, injected_tree)
+    assert aa.changed == (injection.aa_file,)
+    assert not slowed.touches("native") and not slowed.touches("tiling")
+    if strategy is None:
+        assert aa.affected is None
+        assert slowed.affected is not None and {*EVERY.slowed, *EVERY.hungrier} <= slowed.affected
+    else:
+        assert aa.affected == slowed.affected == {"gather", "gather_reuse"}
+        assert slowed.changed == ("impls/gather.py",)

@@ -35,7 +35,7 @@ def _table(head: str, miss_cpp: bool) -> pd.DataFrame:
     ``miss_cpp``)."""
     rows = [_row("native", "time_forward", "unchanged", 1.0)]
     if head == INJECTED:
-        for strategy, metric in sorted(validate_gate.INJECTED):
+        for strategy, metric in sorted(validate_gate.EVERY.injected):
             missed = miss_cpp and strategy == "cpp"
             rows.append(_row(strategy, metric, "unchanged" if missed else "regression", 1.03 if missed else 1.1))
     return pd.DataFrame(rows)
@@ -61,7 +61,7 @@ def _validate(
         _table(head, miss_cpp=len(heads) == 2).to_csv(report, index=False)
         return subprocess.CompletedProcess(command, status, "wall-clock resolution: test\n", "")
 
-    monkeypatch.setattr(validate_gate, "make_clone", lambda workdir: (clone, BASE, SAME, INJECTED))
+    monkeypatch.setattr(validate_gate, "make_clone", lambda workdir, injection: (clone, BASE, SAME, INJECTED))
     monkeypatch.setattr(validate_gate, "_run", gate)
     out = tmp_path / "docs" / "gate-validation.txt"
     argv = ["validate_gate.py", "--aa", str(aa), "--injected", str(injected), "--bench", CONFIG, *options]
@@ -116,7 +116,7 @@ def test_the_asv_mode_counts_an_injected_run_that_flagged_nothing_as_a_miss(tmp_
     def gate(command: list[str], cwd) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(command, 0, "nothing changed\n", "")
 
-    monkeypatch.setattr(validate_gate, "make_clone", lambda workdir: (clone, BASE, SAME, INJECTED))
+    monkeypatch.setattr(validate_gate, "make_clone", lambda workdir, injection: (clone, BASE, SAME, INJECTED))
     monkeypatch.setattr(validate_gate, "_run", gate)
     out = tmp_path / "gate-validation.txt"
     argv = ["validate_gate.py", "--aa", "0", "--injected", "1", "--mode", "asv", "--bench", "allcnnc-conv2"]
