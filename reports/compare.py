@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -419,11 +418,11 @@ def paired_table(measurements: list[dict], profile: str, thresholds: Thresholds 
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
 
 
-def gate_decision(table: pd.DataFrame, asv_status: int = 0, identical: Sequence[str] = ()) -> tuple[int, str]:
+def gate_decision(table: pd.DataFrame, asv_status: int = 0, nothing_to_time: bool = False) -> tuple[int, str]:
     """(exit status, why): 2 when a cell failed at the new revision, when asv reported a failed benchmark
-    (``asv continuous`` exits 2), or when no cell was compared while no selected strategy was left out as
-    ``identical`` (its files the same at both revisions: ``benchmarks.impact``); else 1 for a significant
-    regression beyond a threshold; else 0.
+    (``asv continuous`` exits 2), or when no cell was compared, unless ``nothing_to_time`` (every selected
+    strategy's files were the same at both revisions, so none was measured: ``benchmarks.impact``); else 1 for a
+    significant regression beyond a threshold; else 0.
 
     asv's status counts whatever it saw fail: asv restarts a cell's samples after a failed round, and a memory
     cell keeps no samples, so a round lost at HEAD can leave no trace in the results. asv's status does not say
@@ -431,7 +430,7 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0, identical: Sequence[
     closed, and says so."""
     failed_at = table.failed_at.fillna("")
     measured = (table["mode"] != "callgrind").sum()
-    if not measured and not identical:
+    if not measured and not nothing_to_time:
         return 2, "FAIL: no benchmark cell was compared (all skipped or none selected)"
     if failed_at.isin(["head", "both", "unknown"]).any():
         return 2, "FAIL: a benchmark failed at head (or a measuring process died, revision unknown)"
@@ -445,5 +444,5 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0, identical: Sequence[
     if (table.verdict == "regression").any():
         return 1, "FAIL: regression"
     if not measured:
-        return 0, "PASS: nothing timed: the selected strategies that run here have identical files at both revisions"
+        return 0, "PASS: nothing timed: every selected strategy's files are identical at both revisions"
     return 0, "PASS"

@@ -121,12 +121,12 @@ def _unit_names(profile: Profile, strategy: str, config: str, device: str) -> li
 
 def run_paired(
     args: argparse.Namespace, base: str, head: str, thresholds: Thresholds
-) -> tuple[pd.DataFrame, list[str]]:
+) -> tuple[pd.DataFrame, list[str], bool]:
     """The paired mode: both revisions checked out, every selected (strategy, config, device) of a strategy the change
     can touch (``benchmarks.impact``; every one with ``--every-strategy`` or another repository's ``--strategy``)
     measured in replicate processes (``benchmarks.paired``), progress printed as cells finish; the table and the raw
-    measurements are written to ``.asv/regress/paired-BASE-HEAD.*``. Returns the table and the selected strategies
-    left unmeasured because their code is identical at both revisions."""
+    measurements are written to ``.asv/regress/paired-BASE-HEAD.*``. Returns the table, the selected strategies left
+    unmeasured because their files are identical at both revisions, and whether that was every one of them."""
     from benchmarks.cells import device_unavailable
     from benchmarks.impact import impact
     from benchmarks.paired import Design, load_strategies, measure_in_processes
@@ -153,20 +153,28 @@ def run_paired(
             if any(re.search(args.bench, name) for name in _unit_names(profile, s, c.name, d))
         ]
         identical: list[str] = []
-        if not (args.every_strategy or args.outside):
-            change = impact(base_tree, head_tree)
-            selected = list(dict.fromkeys(s for s, _, _ in units))
-            identical = [s for s in selected if not change.touches(s)]
-            units = [unit for unit in units if change.touches(unit[0])]
-            print(f"paired: {change.why}", flush=True)
-            if identical:
+        if not (args.every_strategy or os.environ.get(OUTSIDE_VARIABLE)):
+            try:
+                change = impact(base_tree, head_tree)
+            except Exception as error:  # a revision whose impls does not import: its processes report it
                 print(
-                    f"paired: not measured, their files identical at both revisions: {', '.join(identical)} "
-                    f"({len(identical)} of {len(selected)} strategies; --every-strategy measures them too)",
+                    f"paired: which strategies the change touches is unknown ({type(error).__name__}: {error}); "
+                    "measuring every one",
                     flush=True,
                 )
-        if not units:
-            return paired_table([], args.profile, thresholds), identical
+            else:
+                selected = list(dict.fromkeys(s for s, _, _ in units))
+                identical = [s for s in selected if not change.touches(s)]
+                units = [unit for unit in units if change.touches(unit[0])]
+                print(f"paired: {change.why}", flush=True)
+                if identical:
+                    print(
+                        f"paired: not measured, their files identical at both revisions: {', '.join(identical)} "
+                        f"({len(identical)} of {len(selected)} strategies; --every-strategy measures them too)",
+                        flush=True,
+                    )
+        if identical and not units:  # every selected strategy identical: nothing to time
+            return paired_table([], args.profile, thresholds), identical, True
         design = Design(thresholds.processes, thresholds.process_rounds, thresholds.blocks, thresholds.round_seconds)
         print(
             f"paired: {len(units)} strategy-config units in {design.processes} processes (half with each revision "
@@ -192,7 +200,7 @@ def run_paired(
     stem.with_suffix(".jsonl").write_text("".join(json.dumps(m) + "\n" for m in measurements))
     table.to_csv(stem.with_suffix(".csv"), index=False)
     print(f"paired report: {stem}.csv, raw measurements: {stem}.jsonl")
-    return table, identical
+    return table, identical, False
 
 
 def run_asv(
@@ -421,8 +429,9 @@ def main() -> int:
         flush=True,
     )
     identical: list[str] = []
+    nothing_to_time = False
     if args.mode == "paired":
-        (table, identical), asv_status = run_paired(args, base, head, thresholds), 0
+        (table, identical, nothing_to_time), asv_status = run_paired(args, base, head, thresholds), 0
         power = format_paired_resolution(table)
     else:
         table, asv_status, power = run_asv(args, base, head, machine, thresholds)
@@ -440,7 +449,7 @@ def main() -> int:
     else:
         print(format_table(table, only_changed=not args.all_rows))
     print(power)
-    status, verdict = gate_decision(table, asv_status, identical)
+    status, verdict = gate_decision(table, asv_status, nothing_to_time)
     counts = table.verdict.value_counts().to_dict()
     if args.mode == "asv":
         print(f"\nasv continuous exit status: {asv_status}")

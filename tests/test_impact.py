@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,8 +18,10 @@ from reports.gate_report import markdown
 
 # A package shaped like impls: a registry of strategies, each module exposing ``unfold``
 FILES = {
-    "impls/__init__.py": "",
-    "impls/strategy.py": """
+    name: textwrap.dedent(text)
+    for name, text in {
+        "impls/__init__.py": "",
+        "impls/strategy.py": """
         from dataclasses import dataclass
         from typing import Callable
 
@@ -29,12 +30,12 @@ FILES = {
             name: str
             implementation: Callable
     """,
-    "impls/shared.py": "def helper(x):\n    return x\n",
-    "impls/only_b.py": "def helper(x):\n    return x\n",
-    "impls/late.py": "def helper(x):\n    return x\n",
-    "impls/unused.py": "X = 1\n",
-    "impls/csrc/kernel.cpp": "// a kernel\n",
-    "impls/a.py": """
+        "impls/shared.py": "def helper(x):\n    return x\n",
+        "impls/only_b.py": "def helper(x):\n    return x\n",
+        "impls/late.py": "def helper(x):\n    return x\n",
+        "impls/unused.py": "X = 1\n",
+        "impls/csrc/kernel.cpp": "// a kernel\n",
+        "impls/a.py": """
         from impls.shared import helper
         from impls.strategy import Strategy
 
@@ -43,7 +44,7 @@ FILES = {
 
         unfold = Strategy("a", _a)
     """,
-    "impls/b.py": """
+        "impls/b.py": """
         from . import only_b
         from .strategy import Strategy
 
@@ -55,18 +56,19 @@ FILES = {
 
         unfold = Strategy("b", _b)
     """,
-    "impls/c.py": """
+        "impls/c.py": """
         import math
 
         from impls.strategy import Strategy
 
         unfold = Strategy("c", math.sqrt)  # an implementation whose source is not in the tree
     """,
-    "impls/registry.py": """
+        "impls/registry.py": """
         from impls import a, b, c
 
         STRATEGIES = {s.name: s for s in (a.unfold, b.unfold, c.unfold)}
     """,
+    }.items()
 }
 
 
@@ -89,16 +91,10 @@ def _affected(base: Path, tmp_path: Path, edits: dict[str, str | None]) -> froze
     return impact(base, _tree(tmp_path / "head", edits)).affected
 
 
-def test_a_strategys_files_are_its_modules_imports_and_the_files_they_name(base):
+def test_a_strategys_files_are_its_module_and_what_it_imports(base):
     files = strategy_files(base)
     assert files["a"] == {"impls/a.py", "impls/shared.py", "impls/strategy.py"}
-    assert files["b"] == {
-        "impls/b.py",
-        "impls/only_b.py",
-        "impls/late.py",
-        "impls/strategy.py",
-        "impls/csrc/kernel.cpp",
-    }
+    assert files["b"] == {"impls/b.py", "impls/only_b.py", "impls/late.py", "impls/strategy.py"}
     assert files["c"] is None  # its implementation's source cannot be told: any change touches it
 
 
@@ -109,7 +105,7 @@ def test_a_strategys_files_are_its_modules_imports_and_the_files_they_name(base)
         ("impls/shared.py", {"a", "c"}),
         ("impls/only_b.py", {"b", "c"}),
         ("impls/late.py", {"b", "c"}),
-        ("impls/csrc/kernel.cpp", {"b", "c"}),
+        ("impls/csrc/kernel.cpp", None),  # not Python: whoever reads it, every strategy is touched
         ("impls/strategy.py", {"a", "b", "c"}),
         ("impls/registry.py", None),
         ("impls/__init__.py", None),
@@ -128,7 +124,7 @@ def test_identical_trees_touch_nothing_and_bytecode_is_not_a_change(base, tmp_pa
     (head / "impls" / "__pycache__").mkdir()
     (head / "impls" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
     change = impact(base, head)
-    assert change.affected == frozenset() and change.changed == ()
+    assert change.affected == {"c"} and change.changed == ()  # c, whose files cannot be told, always is
     assert not change.touches("a")
 
 
@@ -138,21 +134,61 @@ def test_an_added_file_counts_as_a_change(base, tmp_path):
     assert change.changed == ("impls/new_helper.py",) and change.affected is None  # no strategy's file: all
 
 
-def test_a_removed_strategy_is_touched(base, tmp_path):
-    head = _tree(tmp_path / "head")
-    shutil.rmtree(head / "impls" / "__pycache__", ignore_errors=True)
-    (head / "impls" / "b.py").unlink()
-    # without b, the registry must change too, and that touches every strategy
-    (head / "impls" / "registry.py").write_text(
-        "from impls import a, c\n\nSTRATEGIES = {s.name: s for s in (a.unfold, c.unfold)}\n"
+def test_a_strategy_renamed_in_its_own_module_is_touched_under_both_names(base, tmp_path):
+    head = _tree(tmp_path / "head", {"impls/b.py": FILES["impls/b.py"].replace('Strategy("b"', 'Strategy("b2"')})
+    change = impact(base, head)
+    assert change.changed == ("impls/b.py",) and change.affected == {"b", "b2", "c"}
+    assert change.touches("b") and change.touches("b2") and not change.touches("a")
+
+
+def test_a_strategy_no_analysis_saw_is_always_touched(base, tmp_path):
+    change = impact(base, _tree(tmp_path / "head", {"impls/a.py": FILES["impls/a.py"] + "\n# an edit\n"}))
+    assert change.touches("outside_unfold") and not change.touches("b")
+
+
+@pytest.mark.parametrize(
+    "reach",
+    [
+        "import impls.shared\n\nX = impls.shared.helper",  # binds the bare package name: any attribute chain
+        "import importlib\n\nX = importlib.import_module('impls.only_b')",
+        "X = __import__('impls.only_b')",
+        "from impls import *",
+    ],
+)
+def test_a_module_that_reaches_others_by_name_makes_its_strategy_always_touched(base, tmp_path, reach):
+    edits = {"impls/a.py": FILES["impls/a.py"].replace("from impls.shared import helper", reach + "\nhelper = abs")}
+    base = _tree(tmp_path / "reach-base", edits)
+    assert strategy_files(base)["a"] is None
+    head = _tree(tmp_path / "reach-head", {**edits, "impls/only_b.py": FILES["impls/only_b.py"] + "\n# an edit\n"})
+    assert impact(base, head).affected == {"a", "b", "c"}
+
+
+def test_a_subpackages_init_is_a_file_of_the_modules_imported_through_it(base, tmp_path):
+    edits = {
+        "impls/kern/__init__.py": "SETTING = 1\n",
+        "impls/kern/fast.py": "def helper(x):\n    return x\n",
+        "impls/a.py": FILES["impls/a.py"].replace(
+            "from impls.shared import helper", "from impls.kern.fast import helper"
+        ),
+    }
+    tree = _tree(tmp_path / "sub", edits)
+    assert {"impls/kern/__init__.py", "impls/kern/fast.py"} <= strategy_files(tree)["a"]
+    head = _tree(tmp_path / "sub-head", {**edits, "impls/kern/__init__.py": "SETTING = 2\n"})
+    assert impact(tree, head).affected == {"a", "c"}
+
+
+def test_a_strategy_no_module_defines_is_always_touched(base, tmp_path):
+    registry = FILES["impls/registry.py"] + (
+        "\nfrom impls.strategy import Strategy  # noqa: E402\n\nSTRATEGIES['d'] = Strategy('d', a._a)\n"
     )
-    assert impact(base, head).affected is None
+    tree = _tree(tmp_path / "undefined", {"impls/registry.py": registry})
+    assert strategy_files(tree)["d"] is None and strategy_files(tree)["a"] is not None
 
 
 def test_the_real_registry_strategies_are_told_apart():
     files = strategy_files(ROOT)
     assert "impls/gather.py" in files["gather"] and "impls/gather.py" not in files["native"]
-    assert "impls/csrc/unfold_cpu.cpp" in files["cpp"] and "impls/csrc/unfold_cpu.cpp" not in files["gather"]
+    assert "impls/cpp.py" in files["cpp_huge_pages"] and "impls/cpp.py" not in files["gather"]
     built_in = [name for name in files if (ROOT / "impls" / f"{name}.py").is_file()]
     assert len(built_in) >= 10 and all(files[name] and f"impls/{name}.py" in files[name] for name in built_in)
 
@@ -161,9 +197,9 @@ def _empty_table() -> pd.DataFrame:
     return pd.DataFrame([], columns=PAIRED_COLUMNS)
 
 
-def test_nothing_timed_passes_only_when_strategies_were_left_out_as_identical():
-    assert gate_decision(_empty_table())[0] == 2
-    status, why = gate_decision(_empty_table(), identical=["gather"])
+def test_nothing_timed_passes_only_when_every_selected_strategy_was_identical():
+    assert gate_decision(_empty_table())[0] == 2  # nothing compared otherwise (all skipped, say): not a pass
+    status, why = gate_decision(_empty_table(), nothing_to_time=True)
     assert status == 0 and "identical" in why
     record = {"verdict": why, "base": "a" * 40, "head": "b" * 40, "cells": [], "identical": ["gather", "cpp"]}
     assert "Not measured, their files identical at both revisions: gather, cpp" in markdown(record)
