@@ -8,6 +8,7 @@ spatial dims and device, and only then hands the validated ``Geometry`` to the i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +18,9 @@ from impls.cpu_isa import onednn_isa
 from impls.geometry import Geometry, IntOrTuple, parse
 
 Implementation = Callable[[torch.Tensor, Geometry], torch.Tensor]
+# A strategy's name is part of benchmark cells ("gather:allcnnc-conv2:forward", asv's "('gather', ...)"), of the
+# gate's "strategy, config, device" and of the site's pages, so it holds none of their separators or markup
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class Strategy:
     """An unfold strategy with its registry metadata.
 
     Attributes:
-        name: registry key, used in benchmark names and reports.
+        name: registry key, used in benchmark names and reports (``NAME``: letters, digits, "_", "." and "-").
         description: one line on what the strategy does.
         spatial_dims: the spatial dims (1, 2, 3) it supports.
         devices: the device types ("cpu", "cuda") it supports.
@@ -144,6 +148,13 @@ class Strategy:
     empty_batch_defect: str | None = None
     compile_defect: str | None = None
     advises_huge_pages: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or NAME.fullmatch(self.name) is None:
+            raise ValueError(
+                f"Strategy name={self.name!r}: use letters, digits, '_', '.' and '-' (not first): the name is part of "
+                "benchmark cells, the gate's table and the site's pages"
+            )
 
     @property
     def machinery(self) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -55,6 +56,17 @@ def test_a_plugin_that_cannot_be_loaded_is_set_aside_with_its_name_and_why(outsi
     assert "neither a Strategy nor a callable" in problems["not_callable"]
     assert "AttributeError" in problems["missing"]
     assert "not module:attribute" in problems["no_colon"]
+
+
+@pytest.mark.parametrize("name", ["", "my unfold", "mine:v2", "mine, v2", "<b>mine</b>", "-mine", "'mine'"])
+def test_a_name_that_would_break_a_cell_a_table_or_a_page_is_refused_naming_it(outside_path, name):
+    """An entry point's name becomes the strategy's: one holding a separator or markup is refused, so that plugin is
+    set aside (``load`` catches it) before any cell is named after it."""
+    from impls.plugins import as_strategy
+
+    found = load("outside_unfold:outside_unfold")[0]["outside_unfold"]
+    with pytest.raises(ValueError, match=re.escape(f"name={name!r}")):
+        as_strategy(name, found.implementation.function, "test")
 
 
 @pytest.mark.parametrize(
