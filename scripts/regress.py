@@ -173,34 +173,34 @@ def run_paired(
                         f"({len(identical)} of {len(selected)} strategies; --every-strategy measures them too)",
                         flush=True,
                     )
-        if identical and not units:  # every selected strategy identical: nothing to time
-            return paired_table([], args.profile, thresholds), identical, True
+        nothing_to_time = bool(identical) and not units  # every selected strategy identical
         design = Design(thresholds.processes, thresholds.process_rounds, thresholds.blocks, thresholds.round_seconds)
-        print(
-            f"paired: {len(units)} strategy-config units in {design.processes} processes (half with each revision "
-            f"set up first), {design.rounds} input placements each, at most {design.blocks} blocks or "
-            f"{design.round_seconds:g} s per placement; timed in the {regime.name} regime: {regime.label}",
-            flush=True,
-        )
-        rows = measure_in_processes(
-            base_tree,
-            head_tree,
-            units,
-            args.profile,
-            design,
-            thresholds.paired_margin,
-            regime_environment(regime),
-            progress=lambda line: print(f"paired: {line}", flush=True),
-        )
-        for row in rows:
-            measurements.append(row)
-            print(format_paired_row(row), flush=True)
+        if not nothing_to_time:
+            print(
+                f"paired: {len(units)} strategy-config units in {design.processes} processes (half with each "
+                f"revision set up first), {design.rounds} input placements each, at most {design.blocks} blocks or "
+                f"{design.round_seconds:g} s per placement; timed in the {regime.name} regime: {regime.label}",
+                flush=True,
+            )
+            rows = measure_in_processes(
+                base_tree,
+                head_tree,
+                units,
+                args.profile,
+                design,
+                thresholds.paired_margin,
+                regime_environment(regime),
+                progress=lambda line: print(f"paired: {line}", flush=True),
+            )
+            for row in rows:
+                measurements.append(row)
+                print(format_paired_row(row), flush=True)
     table = paired_table(measurements, args.profile, thresholds)
     stem = WORK / f"paired-{base[:8]}-{head[:8]}"
     stem.with_suffix(".jsonl").write_text("".join(json.dumps(m) + "\n" for m in measurements))
     table.to_csv(stem.with_suffix(".csv"), index=False)
     print(f"paired report: {stem}.csv, raw measurements: {stem}.jsonl")
-    return table, identical, False
+    return table, identical, nothing_to_time
 
 
 def run_asv(
