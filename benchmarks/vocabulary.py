@@ -8,7 +8,7 @@ every suite module that imports it.)
 from __future__ import annotations
 
 PASSES: tuple[str, ...] = ("forward", "forward_backward")  # a call: the forward alone, or forward and backward
-DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a cell may run on
+DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a cell runs on (impls.strategy.DEVICES; a test ties them)
 MIB = 2**20  # bytes in a MiB, the unit memory is shown in
 # The write floors of the suite ``bounds`` (``benchmarks.bounds``), by their asv benchmark names
 COPY_FLOOR = "time_copy"  # copy_ between two resident output-sized tensors: the roofline
@@ -55,6 +55,12 @@ def min_peak_metric(which: str) -> str:
 def pass_label(which: str) -> str:
     """How a report names pass ``which``: "forward" or "forward-backward"."""
     return which.replace("_", "-")
+
+
+def measure_of(benchmark: str) -> str:
+    """What an asv benchmark (``suite.Class.name``) measures, as a report's cell names it: ``forward`` for
+    ``unfold.Quick.time_forward``, ``net_peak_forward`` for ``...track_net_peak_forward``."""
+    return benchmark.rsplit(".", 1)[-1].removeprefix("time_").removeprefix("track_")
 
 
 TIMED_PASSES: dict[str, str] = {timed_metric(which): which for which in PASSES}  # "time_forward" -> "forward"

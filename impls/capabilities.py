@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from impls.geometry import parse
 from impls.parity import mismatch
-from impls.strategy import Strategy
+from impls.strategy import DEVICES, Strategy
 
 SHAPE = (2, 3, 7, 7)  # the problem of the capability checks: stride 2, padding 1, a 3x3 kernel
 KWARGS = {"kernel_size": 3, "padding": 1, "stride": 2}
@@ -201,9 +201,6 @@ def check(strategy: Strategy, capability: str, device: str = "cpu") -> str:
     if defect is not None:
         return f"declared defect: {defect}" if problem is not None else "fails: declared defect no longer seen"
     return WORKS if problem is None else f"fails: {problem}"
-
-
-DEVICES = ("cpu", "cuda")
 
 
 def matrix(

@@ -80,17 +80,20 @@ def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str]) -> 
     for entry in metadata.entry_points(group=GROUP):
         origin = f"{entry.dist.name} {entry.dist.version}" if entry.dist else entry.value
         try:
-            found[entry.name] = as_strategy(entry.name, entry.load(), origin)
+            strategy = as_strategy(entry.name, entry.load(), origin)
         except Exception as error:  # any failure of someone else's package: reported, never fatal
-            problems[entry.name] = f"entry point {entry.value!r} ({origin}) could not be loaded: {_why(error)}"
+            why = f"entry point {entry.value!r} ({origin}) could not be loaded: {_why(error)}"
+            set_aside(problems, entry.name, why)
+            continue
+        _add(found, problems, strategy)
 
 
 def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: str) -> None:
-    for spec in (s.strip() for s in value.split(",") if s.strip()):
+    for spec in dict.fromkeys(s.strip() for s in value.split(",") if s.strip()):  # a spec named twice loads once
         module_name, _, attribute = spec.partition(":")
         name = attribute.rsplit(".", 1)[-1] or spec
         if not module_name or not attribute:
-            problems[spec] = f"{VARIABLE}: {spec!r} is not module:attribute"
+            set_aside(problems, spec, f"{VARIABLE}: {spec!r} is not module:attribute")
             continue
         try:
             target: object = importlib.import_module(module_name)
@@ -98,9 +101,32 @@ def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: 
                 target = getattr(target, part)
             origin = _distribution(module_name) or f"{module_name} (module)"
             strategy = as_strategy(name, target, origin)
-            found[strategy.name] = strategy
         except Exception as error:  # any failure of someone else's module: reported, never fatal
-            problems[name] = f"{VARIABLE}: {spec!r} could not be loaded: {_why(error)}"
+            set_aside(problems, name, f"{VARIABLE}: {spec!r} could not be loaded: {_why(error)}")
+            continue
+        _add(found, problems, strategy)
+
+
+def _add(found: dict[str, Strategy], problems: dict[str, str], strategy: Strategy) -> None:
+    """``strategy`` under its own name (a ``Strategy``'s ``name``, which the cells and pages show, may differ from
+    the entry point's or attribute's). The same implementation reached twice (an installed entry point also named
+    with ``--strategy``) is kept once; another plugin of a name one took first is set aside, not swapped in."""
+    taken = found.get(strategy.name)
+    if taken is None:
+        found[strategy.name] = strategy
+    elif _implementation(taken) is not _implementation(strategy):
+        set_aside(problems, strategy.name, f"{strategy.origin}: the name {strategy.name!r} is taken by {taken.origin}")
+
+
+def _implementation(strategy: Strategy) -> object:
+    """What ``strategy`` calls: a wrapped callable's function, else its implementation."""
+    implementation = strategy.implementation
+    return implementation.function if isinstance(implementation, Called) else implementation
+
+
+def set_aside(problems: dict[str, str], name: str, why: str) -> None:
+    """Record why a plugin called ``name`` is left out, after any earlier reason for that name."""
+    problems[name] = f"{problems[name]}; {why}" if name in problems else why
 
 
 def _why(error: BaseException) -> str:

@@ -54,7 +54,8 @@ if len({**_BUILT_IN, **UNVERIFIED}) != len(_REGISTERED) + len(_UNVERIFIED):
 # or whose name is taken, is left out and listed in PLUGIN_PROBLEMS (name -> why).
 _OUTSIDE, PLUGIN_PROBLEMS = plugins.load()
 for _name in [n for n in _OUTSIDE if n in _BUILT_IN or n in UNVERIFIED]:
-    PLUGIN_PROBLEMS[_name] = f"{_OUTSIDE.pop(_name).origin}: the name {_name!r} is taken by a built-in strategy"
+    _why = f"{_OUTSIDE.pop(_name).origin}: the name {_name!r} is taken by a built-in strategy"
+    plugins.set_aside(PLUGIN_PROBLEMS, _name, _why)
 STRATEGIES: dict[str, Strategy] = {**_BUILT_IN, **_OUTSIDE}
 TESTED_STRATEGIES: dict[str, Strategy] = {**STRATEGIES, **UNVERIFIED}
 

@@ -21,6 +21,7 @@ Implementation = Callable[[torch.Tensor, Geometry], torch.Tensor]
 # A strategy's name is part of benchmark cells ("gather:allcnnc-conv2:forward", asv's "('gather', ...)"), of the
 # gate's "strategy, config, device" and of the site's pages, so it holds none of their separators or markup
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a strategy may declare (benchmarks.vocabulary too)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,9 @@ class Strategy:
                 f"Strategy name={self.name!r}: use letters, digits, '_', '.' and '-' (not first): the name is part of "
                 "benchmark cells, the gate's table and the site's pages"
             )
+        unknown = [d for d in self.devices if d not in DEVICES]
+        if unknown or not self.devices:
+            raise ValueError(f"Strategy {self.name!r}: devices={self.devices!r}: each must be one of {DEVICES}")
 
     @property
     def machinery(self) -> tuple[str, ...]:

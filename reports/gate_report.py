@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.paired_stats import ALPHA, POWER
+from benchmarks.vocabulary import measure_of
 from reports.compare import DETECTION_POWER
 from reports.units import BYTES, format_interval, format_ratio, format_value
 
@@ -26,8 +27,7 @@ FLAGGED = ("regression", "failed", "failed (also before)", "failed (revision unk
 
 
 def _cell(row: pd.Series) -> str:
-    call = row.benchmark.rsplit(".", 1)[-1].removeprefix("time_").removeprefix("track_")
-    return f"{call} {row.params}"
+    return f"{measure_of(row.benchmark)} {row.params}"
 
 
 def verdict_record(table: pd.DataFrame, status: int, verdict: str, base: str, head: str, extra: Mapping) -> dict:
@@ -140,7 +140,7 @@ def format_paired(table: pd.DataFrame, all_rows: bool = True) -> str:
     memory_rows = table[(table.unit == "bytes") & ((table.verdict != "unchanged") | failed)]
     lines = []
     if not time_rows.empty:
-        calls = [b.rsplit(".", 1)[-1].removeprefix("time_") for b in time_rows.benchmark]
+        calls = [measure_of(b) for b in time_rows.benchmark]
         lines.append(
             pd.DataFrame(
                 {

@@ -7,12 +7,15 @@ A cell that says ``fails`` is an undeclared failure or a declared defect that no
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
 
+from benchmarks.vocabulary import DEVICES
 from impls import TESTED_STRATEGIES
 from impls.capabilities import CAPABILITIES, WORKS, check, matrix
+from impls.strategy import DEVICES as STRATEGY_DEVICES
 from impls.strategy import Strategy
 from scripts import capabilities as capabilities_script
 
@@ -70,6 +73,17 @@ def test_the_matrix_names_every_device_and_leaves_a_missing_gpu_unverified():
     assert set(matrix(native, devices=("cuda",))) == {"cuda"}
     with pytest.raises(ValueError, match=r"devices=\('tpu',\)"):
         matrix(native, devices=("tpu",))
+
+
+@pytest.mark.parametrize("devices", [("cpu", "gpu"), ("tpu",), ()])
+def test_a_strategy_declaring_a_device_the_suite_does_not_know_is_refused_naming_it(devices):
+    with pytest.raises(ValueError, match=re.escape(f"devices={devices!r}")):
+        dataclasses.replace(TESTED_STRATEGIES["native"], devices=devices)
+
+
+def test_the_devices_a_strategy_may_declare_are_the_reports_devices():
+    """``impls`` imports torch and the reports must not, so each names the devices; this keeps them one list."""
+    assert STRATEGY_DEVICES == DEVICES
 
 
 def _record(commit: str, rows: dict[str, dict[str, str]], torch_version: str = "2.13.0") -> dict:

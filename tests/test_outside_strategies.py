@@ -58,6 +58,40 @@ def test_a_plugin_that_cannot_be_loaded_is_set_aside_with_its_name_and_why(outsi
     assert "not module:attribute" in problems["no_colon"]
 
 
+def test_a_plugin_is_registered_under_its_strategys_name_and_a_second_one_of_that_name_is_set_aside(
+    outside_path, tmp_path, monkeypatch, request
+):
+    """The cells and pages show a ``Strategy``'s ``name``, so the registry keys it by that name, not by the entry
+    point's; the same function reached twice is one plugin, and another plugin of a name one took first is set
+    aside with both origins, never swapped in."""
+    site = tmp_path / "site"
+    (site / "their_strategy").mkdir(parents=True)
+    (site / "their_strategy" / "__init__.py").write_text(
+        "import torch\nfrom impls.plugins import wrap\n"
+        "STRATEGY = wrap('named_inside', torch.nn.functional.unfold, 'their-strategy 0.1')\n"
+    )
+    info = site / "their_strategy-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: their-strategy\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\ntheirs = their_strategy:STRATEGY\n")
+    monkeypatch.syspath_prepend(str(site))
+    request.addfinalizer(lambda: sys.modules.pop("their_strategy", None))
+    # outside_bad re-exports outside_unfold's function: the same plugin; its wrong_shape renamed is another one
+    specs = "outside_unfold:outside_unfold,outside_unfold:outside_unfold,outside_bad:outside_unfold"
+    found, problems = load(specs + ",their_strategy:STRATEGY")
+    assert set(found) == {"named_inside", "outside_unfold"} and problems == {}
+    assert found["named_inside"].name == "named_inside" and found["outside_unfold"].origin == "outside_unfold (module)"
+    monkeypatch.setattr(sys.modules["outside_bad"], "impostor", sys.modules["outside_bad"].wrong_shape, raising=False)
+    found, problems = load("outside_unfold:outside_unfold,outside_bad:impostor,outside_bad:impostor")
+    assert set(found) == {"named_inside", "outside_unfold", "impostor"} and problems == {}
+    monkeypatch.setattr(sys.modules["outside_bad"], "outside_unfold", sys.modules["outside_bad"].wrong_shape)
+    found, problems = load("outside_unfold:outside_unfold,outside_bad:outside_unfold")
+    assert found["outside_unfold"].implementation.function is sys.modules["outside_unfold"].outside_unfold
+    assert problems == {
+        "outside_unfold": "outside_bad (module): the name 'outside_unfold' is taken by outside_unfold (module)"
+    }
+
+
 @pytest.mark.parametrize("name", ["", "my unfold", "mine:v2", "mine, v2", "<b>mine</b>", "-mine", "'mine'"])
 def test_a_name_that_would_break_a_cell_a_table_or_a_page_is_refused_naming_it(outside_path, name):
     """An entry point's name becomes the strategy's: one holding a separator or markup is refused, so that plugin is
