@@ -22,6 +22,7 @@ from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from reports import analysis
 from reports.results import load_results, process_interval
 from reports.run_level import RunLevel, write_run_levels
+from tests.test_harness import AT_TEST_SIZE
 
 TRAINING = analysis.RULES[0]
 
@@ -236,11 +237,15 @@ def test_the_floor_suite_times_native_against_resident_writes_and_skips_where_na
             suite.setup("example", "cuda")
 
 
+class _QuickDirectFloorsAtTestSize(direct_floors.Quick):
+    profile = AT_TEST_SIZE  # the quick profile's cells, a quarter of the work
+
+
 def test_the_direct_floor_suite_pairs_a_strategy_with_the_floors_only_where_the_reference_cannot_run():
-    suite = direct_floors.Quick()
+    suite = _QuickDirectFloorsAtTestSize()
     assert {name for name in dir(suite) if name.startswith("track_")} == set(DIRECT_FLOOR_RATIOS.values())
     assert suite.params[1] == [c.name for c in QUICK.configs() if c.spatial_dims == 3]  # native: 1-d and 2-d
-    verdicts = gate([Cell.from_names("as_strided", "vol3d-conv", "cpu", QUICK)])
+    verdicts = gate([Cell.from_names("as_strided", "vol3d-conv", "cpu", AT_TEST_SIZE)])
     suite.setup(verdicts, "as_strided", "vol3d-conv", "cpu")
     for metric in DIRECT_FLOOR_RATIOS.values():
         measured = getattr(suite, metric)(verdicts, "as_strided", "vol3d-conv", "cpu")
