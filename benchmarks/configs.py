@@ -5,8 +5,8 @@ All-CNN-C on CIFAR-100 (DeepOBS ``cifar100_allcnnc``, batch size 256): unfold de
 'same' padding. For the stride-1 layers that is symmetric padding 1. For the stride-2 layers (conv3, conv6)
 on even inputs TensorFlow pads 0 before and 1 after; the symmetric padding 1 used here gives the same
 output size (and so the same amount of work and memory), with every window shifted by one pixel.
-conv5 (input 192x16x16, stride 1) is included although the issue's table left it out: its unfold differs
-from conv6's. conv9 (1x1 on 192x6x6) has exactly conv8's input and kernel, hence the same unfold, and is
+conv5 (input 192x16x16, stride 1) is included although it has conv6's input: its unfold (stride 1) differs
+from conv6's (stride 2). conv9 (1x1 on 192x6x6) has exactly conv8's input and kernel, hence the same unfold, and is
 not repeated.
 
 The other rows make the suite's N-d and half-precision claims benchmarked, not only tested: ``example``

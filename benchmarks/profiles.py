@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.configs import LayerConfig, configs
+from benchmarks.vocabulary import FULL_PROFILE, QUICK_PROFILE
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Profile:
 # The quick profile is a look in a few minutes: one layer of each kind (unfoldNd's example; All-CNN-C's largest
 # stride-1 and stride-2 layers; 1-d; 3-d; half precision) and one cold compile. The full profile has them all.
 QUICK = Profile(
-    "quick",
+    QUICK_PROFILE,
     batch_cap=8,
     rounds=2,
     repeat=(3, 100, 0.2),
@@ -76,7 +77,7 @@ QUICK = Profile(
     compile_time_configs=("allcnnc-conv2",),
 )
 FULL = Profile(
-    "full",
+    FULL_PROFILE,
     batch_cap=None,
     rounds=2,
     repeat=(2, 10, 0.5),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 PASSES: tuple[str, ...] = ("forward", "forward_backward")  # a call: the forward alone, or forward and backward
 DEVICES: tuple[str, ...] = ("cpu", "cuda")  # the device types a cell runs on (impls.strategy.DEVICES; a test ties them)
+QUICK_PROFILE, FULL_PROFILE = "quick", "full"  # the profiles' names (benchmarks.profiles: what each runs)
 MIB = 2**20  # bytes in a MiB, the unit memory is shown in
 # The write floors of the suite ``bounds`` (``benchmarks.bounds``), by their asv benchmark names
 COPY_FLOOR = "time_copy"  # copy_ between two resident output-sized tensors: the roofline

@@ -42,7 +42,7 @@ _REGISTERED: tuple[Strategy, ...] = (
     cpp_huge_pages.unfold,
 )
 
-# Checked only under Triton's CPU interpreter so far; the issue asks for the GPU parity tests to pass first.
+# Checked only under Triton's CPU interpreter so far: supported on CUDA once the GPU check's parity tests pass there.
 _UNVERIFIED: tuple[Strategy, ...] = (triton_gather.unfold,)
 
 _BUILT_IN: dict[str, Strategy] = {s.name: s for s in _REGISTERED}

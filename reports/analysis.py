@@ -49,12 +49,8 @@ from reports.results import chained_ratio
 from reports.units import METRICS, RATIO_METRICS, SECONDS
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
-# the four figures of a cell as (label, unit shown, scale from seconds/bytes, bound metric), for code that
-# unpacks them; the vocabulary itself is ``reports.units.METRICS``
-FIGURES = {name: (m.label, m.unit.shown, m.unit.scale, m.bound) for name, m in METRICS.items()}
 REFERENCE_STRATEGY = PAIRED_REFERENCE  # the strategy every "x native" is over
 STEP_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
-REGRESSION_THRESHOLD = STEP_THRESHOLD  # the name it had
 
 
 def regime_label(run_table: pd.DataFrame) -> str:

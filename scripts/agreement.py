@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import statistics
 import subprocess
 import sys
@@ -168,7 +169,8 @@ def main() -> int:
             flush=True,
         )
     lines = [
-        f"make agreement: machine {machine_name(regime.name)}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}",
+        f"unfold-bench agreement {shlex.join(sys.argv[1:])}: machine {machine_name(regime.name)}, commit "
+        f"{commit[:8]}, {time.strftime('%Y-%m-%d')}",
         f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
         "",
         *textwrap.wrap(

@@ -17,13 +17,13 @@ def test_every_config_has_a_valid_geometry(config):
     assert g.output_shape[0] == config.batch_size
 
 
-def test_allcnnc_rows_match_the_issue_table():
+def test_allcnnc_rows_match_deepobs_layer_inputs():
     expected = {
         "allcnnc-conv1": ((256, 3, 32, 32), 3, 1, 1),
         "allcnnc-conv2": ((256, 96, 32, 32), 3, 1, 1),
         "allcnnc-conv3": ((256, 96, 32, 32), 3, 2, 1),
         "allcnnc-conv4": ((256, 96, 16, 16), 3, 1, 1),
-        "allcnnc-conv5": ((256, 192, 16, 16), 3, 1, 1),  # not in the issue's table; its input is conv6's
+        "allcnnc-conv5": ((256, 192, 16, 16), 3, 1, 1),  # conv6's input at stride 1: a different unfold
         "allcnnc-conv6": ((256, 192, 16, 16), 3, 2, 1),
         "allcnnc-conv7": ((256, 192, 8, 8), 3, 1, 0),
         "allcnnc-conv8": ((256, 192, 6, 6), 1, 1, 0),

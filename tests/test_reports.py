@@ -533,7 +533,8 @@ def test_one_vocabulary_writes_every_value_with_its_unit():
     assert units.format_value(math.nan, "seconds") == "-" and units.format_value(None, "bytes", missing="n/a") == "n/a"
     forward_backward = units.METRICS["time_forward_backward"]
     assert forward_backward.column == "fwd+bwd ms" and forward_backward.bound_info.ratio_label == "xcopy"
-    assert analysis.FIGURES["track_net_peak_forward"] == (
+    net_peak = units.METRICS["track_net_peak_forward"]
+    assert (net_peak.label, net_peak.unit.shown, net_peak.unit.scale, net_peak.bound) == (
         "forward net peak memory",
         "MiB",
         2.0**-20,

@@ -10,7 +10,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from benchmarks.allocator import regime_of_machine
-from benchmarks.vocabulary import TIMED_PASSES, min_peak_metric, pass_label, tracked_peak_metric
+from benchmarks.vocabulary import FULL_PROFILE, TIMED_PASSES, min_peak_metric, pass_label, tracked_peak_metric
 from reports.analysis import cell_table, fastest_against_bounds, latest_runs, regime_label, select_run
 from reports.units import format_ratio, format_ratio_interval
 
@@ -21,7 +21,6 @@ PHYSICS = "Physics checks"
 TOPICS = (SOURCES, ROOFLINE, NEW_TENSOR, PHYSICS)
 ONEHOT = "onehot"  # unfoldNd's strategy
 ALLCNNC_PREFIX = "allcnnc-"
-FULL_PROFILE = "full"
 PASS_METRICS = {  # time metric -> (pass name, the net peak of that pass, its analytic minimum)
     metric: (pass_label(which), tracked_peak_metric(which), min_peak_metric(which))
     for metric, which in TIMED_PASSES.items()
