@@ -172,11 +172,11 @@ def format_paired_row(m: dict) -> str:
         return f"{cell}: FAILED at {m['failed_at']}: {m.get('error', '')}"
     if m["measure"].startswith("net_peak"):
         return f"{cell}: {BYTES.format(m['before'])} -> {BYTES.format(m['after'])}"
-    processes = " ".join(f"{r:.3f}" for r in m.get("process_ratios", []))
+    processes = " ".join(format_ratio(r, 3, suffix="") for r in m.get("process_ratios", []))
     each = f"; per process {processes}" if processes else ""
     interval = format_interval(m["low"], m["high"], 3, missing="(no interval)")
     return (
-        f"{cell}: {m['ratio']:.3f}x {interval}, resolves {m['resolution']:.3f}x, "
+        f"{cell}: {format_ratio(m['ratio'], 3)} {interval}, resolves {format_ratio(m['resolution'], 3)}, "
         f"{m.get('processes', '?')} processes, {m['pairs']} blocks{each}"
     )
 
@@ -190,7 +190,8 @@ def format_paired_resolution(table: pd.DataFrame) -> str:
     unresolved = (timed.verdict == "unresolved").sum()
     return (
         f"wall-clock resolution of this run (slowdown caught {POWER:.0%} of the time at a one-sided false-alarm "
-        f"rate of {ALPHA:g} per cell): median {timed.resolution.median():.3f}x, worst {worst.resolution:.3f}x "
+        f"rate of {ALPHA:g} per cell): median {format_ratio(timed.resolution.median(), 3)}, worst "
+        f"{format_ratio(worst.resolution, 3)} "
         f"({worst.benchmark.rsplit('.', 1)[-1]} {worst.params}); {unresolved} of {len(timed)} time cells "
         "unresolved"
     )

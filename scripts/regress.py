@@ -51,7 +51,7 @@ from reports.compare import (
     smallest_p,
 )
 from reports.gate_report import format_paired, format_paired_resolution, format_resolution, format_table
-from unfold_bench.common_args import add_bench, add_machine, add_profile, add_regime
+from unfold_bench.common_args import add_bench, add_machine, add_mode, add_profile, add_regime
 
 WORK = ROOT / ".asv" / "regress"
 
@@ -258,7 +258,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base", help="the revision to compare against (e.g. origin/main)")
     parser.add_argument("head", nargs="?", default="HEAD", help="the revision under test (default HEAD)")
-    parser.add_argument("--mode", choices=("paired", "asv"), default="paired", help="how time is measured (paired)")
+    add_mode(parser)
     add_profile(parser)
     add_bench(parser)
     parser.add_argument(

@@ -56,7 +56,7 @@ from benchmarks.trees import clone as make_clone_of
 from benchmarks.vocabulary import timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench
+from unfold_bench.common_args import add_bench, add_mode
 
 SLOWDOWN = 0.10
 SLOWER = f"""
@@ -238,7 +238,7 @@ def main() -> int:
     parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
     parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
     add_bench(parser, default=CI_SUBSET, help="the cells to judge: the CI subset")
-    parser.add_argument("--mode", choices=("paired", "asv"), default="paired")
+    add_mode(parser)
     parser.add_argument(
         "--processes",
         type=int,

@@ -2,7 +2,8 @@
 
 Each ``add_*`` adds one option to a parser with the same name, choices, default and help in every command that
 takes it: ``--profile``, ``--regime``, ``--bench`` (the cell regex ``make bench``'s ``BENCH`` passes), ``--machine``
-and ``--commit`` (what a result is recorded under) and ``--config`` (asv's configuration file).
+and ``--commit`` (what a result is recorded under), ``--config`` (asv's configuration file) and ``--mode`` (how the
+regression gate times).
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ def add_regime(parser: argparse.ArgumentParser, default: str = DEFAULT_REGIME, a
 
 def add_bench(parser: argparse.ArgumentParser, default: str = "", help: str = BENCH_HELP) -> None:
     parser.add_argument("--bench", default=default, help=help + (f" (default {default!r})" if default else ""))
+
+
+GATE_MODES = ("paired", "asv")  # the gate's: both revisions interleaved in each process, or asv's own runs
+
+
+def add_mode(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mode",
+        choices=GATE_MODES,
+        default=GATE_MODES[0],
+        help=f"how the gate times: paired (both revisions in each process) or asv (a run of each) "
+        f"(default {GATE_MODES[0]})",
+    )
 
 
 def add_machine(parser: argparse.ArgumentParser) -> None:
