@@ -88,8 +88,14 @@ def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str]) -> 
         _add(found, problems, strategy)
 
 
+def specs(value: str | None = None) -> list[str]:
+    """The ``MODULE:ATTRIBUTE`` specs of ``value`` (default ``$UNFOLD_BENCH_STRATEGIES``), each once, in order."""
+    value = os.environ.get(VARIABLE, "") if value is None else value
+    return list(dict.fromkeys(s.strip() for s in value.split(",") if s.strip()))
+
+
 def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: str) -> None:
-    for spec in dict.fromkeys(s.strip() for s in value.split(",") if s.strip()):  # a spec named twice loads once
+    for spec in specs(value):  # a spec named twice loads once
         module_name, _, attribute = spec.partition(":")
         name = attribute.rsplit(".", 1)[-1] or spec
         if not module_name or not attribute:

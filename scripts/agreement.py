@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shlex
 import statistics
 import subprocess
@@ -42,7 +41,7 @@ from benchmarks.profiles import PROFILES, Profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
 from benchmarks.trees import ROOT, head_commit
 from benchmarks.vocabulary import PASSES, split_cell
-from impls.plugins import VARIABLE as PLUGINS_VARIABLE
+from impls.plugins import specs as plugin_specs
 from reports.results import process_interval
 from reports.units import format_ratio_interval
 from unfold_bench.common_args import add_profile, add_regime
@@ -170,7 +169,7 @@ def main() -> int:
             ),
             flush=True,
         )
-    plugins = "".join(f"--strategy {spec} " for spec in filter(None, os.environ.get(PLUGINS_VARIABLE, "").split(",")))
+    plugins = "".join(f"--strategy {spec} " for spec in plugin_specs())
     lines = [
         f"unfold-bench {plugins}agreement {shlex.join(sys.argv[1:])}: machine {machine_name(regime.name)}, commit "
         f"{commit[:8]}, {time.strftime('%Y-%m-%d')}",
