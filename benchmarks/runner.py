@@ -21,7 +21,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,14 +90,22 @@ PAIRED_SUITES = (PAIRED_SUITE, FLOORS_SUITE, DIRECT_FLOORS_SUITE)
 PAIRED_REFERENCE = "native"  # the strategy the paired suite measures every other against
 
 
-def plan(profile: Profile, narrow: str = "", ratio_processes: int | None = None) -> list[Chunk]:
-    """The run's chunks holding the cells ``narrow`` (a regex) selects: each config's figures, in the config table's
-    order, then ``ratio_processes`` (default ``profile.ratio_processes``) replicates of the paired ratios and floors
-    (the reference's own ratio is not measured: asv's n/a)."""
+def plan(
+    profile: Profile, narrow: str = "", ratio_processes: int | None = None, devices: Collection[str] | None = None
+) -> list[Chunk]:
+    """The run's chunks holding the cells ``narrow`` (a regex) selects on ``devices`` (default: every device):
+    each config's figures, in the config table's order, then ``ratio_processes`` (default
+    ``profile.ratio_processes``) replicates of the paired ratios and floors (the reference's own ratio is not
+    measured: asv's n/a). A cell left out is not run at all: asv records it n/a, as it records one that its
+    ``setup`` skips, without forking a process to find out."""
     if ratio_processes is not None and ratio_processes < 1:
         raise ValueError(f"ratio_processes={ratio_processes!r}: at least one process")
     pattern = re.compile(narrow)
-    selected = [(name, params) for name, params in suite_cells(profile) if pattern.search(name)]
+    selected = [
+        (name, params)
+        for name, params in suite_cells(profile)
+        if pattern.search(name) and (devices is None or params.get("device", "") in devices)
+    ]
     chunks = []
     for config in profile.configs():
         figures = tuple(

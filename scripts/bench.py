@@ -2,11 +2,12 @@
 
 By default: the quick profile, timed in the warm regime (glibc as a user's process has it; ``--regime
 fresh-pages`` times every output on first-touched memory, recorded as a machine of its own; see
-``benchmarks/allocator.py``), on this machine's devices (CUDA cells are skipped without a GPU), in the current
-environment (asv's ``--python=same``), recorded under the current commit. The run is one asv run per config
-(``benchmarks/runner.py``): each saves when it ends, a kill loses only the config in flight, and ``--resume``
-carries on where a killed run stopped. asv's output goes to a log file; the terminal gets one line per
-config, then a summary that fits a screen, and the full tables are written beside the site.
+``benchmarks/allocator.py``), on this machine's devices (without a GPU no CUDA cell is run: asv records each n/a
+and the summary says why), in the current environment (asv's ``--python=same``), recorded under the current
+commit. The run is one asv run per config (``benchmarks/runner.py``): each saves when it ends, a kill loses only
+the config in flight, and ``--resume`` carries on where a killed run stopped. asv's output goes to a log file; the
+terminal gets one line per config, then a summary that fits a screen, and the full tables are written beside the
+site.
 
 ``--profile full`` runs the configs' real batch size; ``--thp`` runs with huge pages for PyTorch's CPU
 allocations as a separately named machine; ``--commits RANGE`` lets asv build and benchmark each commit of a
@@ -22,12 +23,13 @@ import time
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
-from benchmarks.cells import GATE_CACHE_VARIABLE, Cell
+from benchmarks.cells import GATE_CACHE_VARIABLE, Cell, device_unavailable
 from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
 from benchmarks.runner import Ledger, plan, run_chunks
 from benchmarks.trees import ROOT, git
+from benchmarks.vocabulary import DEVICES
 from unfold_bench.common_args import add_bench, add_commit, add_config, add_machine, add_profile, add_regime
 
 
@@ -72,9 +74,12 @@ def main() -> int:
         env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])  # user names (impls.plugins) must import there too
     env.setdefault(GATE_CACHE_VARIABLE, str(ROOT / ".asv" / "gate"))
     profile = PROFILES[args.profile]
-    chunks = None if args.commits else plan(profile, args.bench, args.ratio_processes)
+    lacking = {device: why for device in DEVICES if (why := device_unavailable(device)) is not None}
+    devices = [device for device in DEVICES if device not in lacking]
+    chunks = None if args.commits else plan(profile, args.bench, args.ratio_processes, devices)
     if chunks == []:
-        print(f"no {profile.name}-profile cell matches --bench {args.bench!r}")
+        on = "; ".join(f"{device}: {why}" for device, why in lacking.items())
+        print(f"no {profile.name}-profile cell matches --bench {args.bench!r}" + (f" ({on})" if on else ""))
         return 2
     # asked before this run writes its own records (machine.json, catalogue.jsonl) beside the committed results
     uncommitted = not args.commits and args.commit is None and git("status", "--porcelain", "--untracked-files=no")

@@ -48,6 +48,16 @@ def test_a_chunk_regex_selects_exactly_its_cells_as_asv_matches_them():
     assert sorted(planned) == sorted(everything)  # no narrowing: every cell, once (a ratio once per replicate)
 
 
+def test_a_device_left_out_of_the_plan_has_no_cell_in_any_chunk_and_the_others_keep_theirs():
+    everything = [name for c in plan(QUICK) for name in c.cells]
+    on_cpu = plan(QUICK, devices=["cpu"])
+    planned = [name for c in on_cpu for name in c.cells]
+    assert planned and not any("'cuda'" in name for name in planned)
+    assert planned == [name for name in everything if "'cuda'" not in name]  # the same cells, in the same order
+    assert [c.name for c in on_cpu] == [c.name for c in plan(QUICK)]  # a resumed run's ledger names the same chunks
+    assert plan(QUICK, "'cuda'", devices=["cpu"]) == []  # bench then says which devices this machine lacks
+
+
 def _reference_ratio(name: str, params: dict) -> bool:
     """A cell of the reference's ratio to itself, which no run measures."""
     return name.startswith(f"{PAIRED_SUITE}.") and params["strategy"] == PAIRED_REFERENCE
