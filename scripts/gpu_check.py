@@ -1,9 +1,9 @@
 """The prepared GPU check: what a task lent a GPU machine runs, as one command of at most eight minutes.
 
-    python scripts/gpu_check.py prepare           # here: wheels, commit manifest, the device call
-    python scripts/gpu_check.py run --dry-run     # here: what it would run; are the carried files ready
-    python scripts/gpu_check.py run --out "$OUT"  # there: the check itself (the command prepare prints)
-    python scripts/gpu_check.py import DIR        # here: what came back, into results/ and capabilities
+    unfold-bench gpu-check prepare                # here: wheels, commit manifest, the device call
+    unfold-bench gpu-check run --dry-run          # here: what it would run; are the carried files ready
+    python3 scripts/gpu_check.py run --out "$OUT"  # there: the check itself (the command prepare prints)
+    unfold-bench gpu-check import DIR             # here: what came back, into results/ and capabilities
 
 The lent machine has torch with CUDA, Triton, pytest and pandas but neither asv, unfoldNd nor plotly, cannot
 fetch anything, and receives the working tree without its git history. ``prepare`` therefore puts into

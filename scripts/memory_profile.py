@@ -1,6 +1,6 @@
 """Show where one strategy's memory goes on one config: memory_profiler's line-by-line increments and timeline.
 
-Example: ``python scripts/memory_profile.py as_strided allcnnc-conv2 --profile full``
+Example: ``unfold-bench memprofile as_strided allcnnc-conv2 --profile full``
 (or ``make memprofile STRATEGY=as_strided CONFIG=allcnnc-conv2 PROFILE=full``).
 """
 

@@ -8,7 +8,7 @@ not found in the source is stale and fails too.
 
 With ``--baseline`` every test selection first runs unmutated and must pass, so a failure is the mutation's.
 
-    python scripts/mutation_check.py [--baseline] [--only NAME ...] [--list]
+    unfold-bench mutation-check [--baseline] [--only NAME ...] [--list]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The CI regression gate: measure two revisions on this machine in one run and judge the change.
 
-    python scripts/regress.py BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--processes K] [--callgrind CELL]
+    unfold-bench regress BASE [HEAD] [--bench REGEX] [--mode paired|asv] [--processes K] [--callgrind CELL]
 
 **paired** (the default): ``--processes`` replicate processes each import both revisions' ``impls`` side by side
 and alternate their calls A B B A on freshly placed inputs (``benchmarks.paired``, ``benchmarks.replicates``); a

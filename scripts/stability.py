@@ -1,6 +1,6 @@
 """How much the published figures move between runs of one commit: the stability check of the suite's figures.
 
-Runs ``scripts/bench.py`` ``--runs`` times, one after another, each into a results directory of its own (asv keys
+Runs ``unfold-bench bench`` ``--runs`` times, one after another, each into a results directory of its own (asv keys
 a result by commit and environment, so two runs of one commit cannot share one), then reports, for the CPU cells:
 
 - every ratio to native the site shows, and every time's paired ratio to ``copy_`` (chained through native,
@@ -13,7 +13,7 @@ a result by commit and environment, so two runs of one commit cannot share one),
 - the which-to-ship picks of every run, and whether they agree or every disagreement is a declared tie;
 - each run's wall time.
 
-    python scripts/stability.py --runs 3 --out docs/stability-quick.txt
+    unfold-bench stability --runs 3 --out docs/stability-quick.txt
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def report(
     line."""
     both = pd.concat([f.assign(run=i) for i, f in enumerate(frames)], ignore_index=True)
     lines = [
-        f"python scripts/stability.py --runs {args.runs} --profile {args.profile}"
+        f"unfold-bench stability --runs {args.runs} --profile {args.profile}"
         + (f" --bench {args.bench!r}" if args.bench else "")
         + f": {len(frames)} runs of one commit, one after another, CPU cells; {provenance}",
         "run wall times: " + ", ".join(f"{s / 60:.1f} min" for s in seconds),

@@ -1,6 +1,6 @@
 """Measure the regression gate on this machine: its false alarms (A/A) and whether it catches injected regressions.
 
-    python scripts/validate_gate.py [--aa 10] [--injected 10] [--bench REGEX] [--mode paired] [--strategy NAME]
+    unfold-bench validate-gate [--aa 10] [--injected 10] [--bench REGEX] [--mode paired] [--strategy NAME]
 
 In a clone of this repository it makes two commits on top of HEAD:
 
@@ -16,7 +16,7 @@ With ``--strategy NAME`` (gather, cpp or compiled) both commits are the change a
 makes: the A/A comment goes to ``impls/NAME.py`` and only NAME's forward is slowed, so the gate measures NAME and
 the strategies importing its module, as it would on such a pull request.
 
-Then it runs ``scripts/regress.py`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair,
+Then it runs ``unfold-bench regress`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair,
 the two kinds alternating (a drift of the machine over the hours falls on both alike), and reads each run's table
 (``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A run passes when nothing is
 flagged. An injected run passes when the slowed forward times and as_strided's forward net peak are flagged on
@@ -297,7 +297,7 @@ def main() -> int:
         design = f" --processes {args.processes}"
     say(
         f"{gate_design.validation_header(machine_name(), base[:8], time.strftime('%Y-%m-%d'))} "
-        f"{args.aa} A/A and {args.injected} injected runs planned, alternating, of scripts/regress.py --mode "
+        f"{args.aa} A/A and {args.injected} injected runs planned, alternating, of unfold-bench regress --mode "
         f"{args.mode} --bench '{args.bench}'{design} (defaults otherwise); {injection.describe()}"
     )
     if args.mode == "paired":

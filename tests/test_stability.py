@@ -1,5 +1,5 @@
 """The stability check's arithmetic: what share of one run's intervals should hold another run's estimate, and the
-count it reports (no timing: the runs themselves are made by hand, ``scripts/stability.py``)."""
+count it reports (no timing: the runs themselves are made by hand, ``unfold-bench stability``)."""
 
 from __future__ import annotations
 
