@@ -149,8 +149,11 @@ bench-commits: venv  ## asv's own mode: a virtualenv per commit of RANGE, each b
 
 # The same matrix with pytest-benchmark (quick profile unless UNFOLD_BENCH_PROFILE=full); pass
 # PYTEST_ARGS='--benchmark-autosave' or '--benchmark-compare' to save or compare runs.
-bench-pytest: venv  ## the same matrix with pytest-benchmark
-	$(PY) -m benchmarks.allocator $(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
+# Timed in the warm regime, as make bench is; REGIME=fresh-pages pins glibc's mmap threshold first
+# (benchmarks/allocator.py), as the asv runs of that regime do.
+bench-pytest: venv  ## the same matrix with pytest-benchmark (REGIME=fresh-pages for that regime)
+	$(if $(filter-out warm fresh-pages,$(REGIME)),$(error REGIME=$(REGIME): bench-pytest takes warm or fresh-pages))
+	$(if $(filter fresh-pages,$(REGIME)),$(PY) -m benchmarks.allocator) $(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
 
 # Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
 memprofile: venv  ## where one strategy's memory goes: STRATEGY=... CONFIG=...

@@ -119,7 +119,7 @@ def pin_mmap_threshold_now() -> bool:
 def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:
     """Re-execute this Python process with the threshold pinned, unless it already started with it set.
 
-    For entry points that time in the fresh-pages regime only (the regression gate, the memory profile).
+    For entry points that time in the fresh-pages regime only (the memory profile).
     Call it first thing, before torch is imported. ``argv``, the arguments after the interpreter, defaults to
     the ones this process was started with (``sys.orig_argv``, so interpreter options and ``-m``/``-c``
     survive; ``sys.argv`` has lost them).

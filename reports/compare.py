@@ -2,9 +2,13 @@
 
 For every benchmark cell measured at both revisions on one machine:
 
-- **time** (``time_*``): a regression when the median grew by more than the time threshold **and** the slowdown
-  is significant by asv's Mann-Whitney U test on per-round medians (one process's samples are correlated, so the
-  round, not the sample, is the observation); without rounds, ``asv._stats.is_different`` on pooled samples.
+- **time, paired mode** (the default, what CI runs): ``paired_verdict`` on the interval of the ratio head / base
+  across processes: a regression when the whole interval lies above ``1 + paired_margin``; ``unresolved`` when
+  the cell could not resolve ``resolution_limit``.
+- **time, asv mode** (``time_*``): a regression when the median grew by more than the time threshold **and** the
+  slowdown is significant by asv's Mann-Whitney U test on per-round medians (one process's samples are
+  correlated, so the round, not the sample, is the observation); without rounds, ``asv._stats.is_different`` on
+  pooled samples.
 - **memory** (``track_net_peak_*``): deterministic, so no test; growth beyond the memory threshold and beyond
   ``MEMORY_FLOOR_BYTES``.
 - **instructions** (``callgrind``): growth beyond the instruction threshold, no test.
