@@ -4,10 +4,11 @@ asv (``benchmarks/unfold.py``, ``benchmarks/bounds.py``), pytest-benchmark (``be
 and the memory_profiler script all take their cells from here, so the matrix is the registry x the config
 table x ``DEVICES`` everywhere.
 
-A cell is either runnable or skipped with a stated reason (a CUDA cell without a GPU, a strategy that does
-not support the config's spatial dims). A runnable cell's figures only count if the correctness gate passed
-(``gate``): the output bit-exact and the input gradient within the summation bound (``impls.parity``),
-checked once per profile on the very inputs the benchmarks use, outside any timed region.
+A cell is either runnable or skipped with a stated reason (a CUDA cell without a GPU, which ``unfold-bench
+bench`` does not plan there; a strategy that does not support the config's spatial dims). A runnable cell's
+figures only count if the correctness gate passed (``gate``): the output bit-exact and the input gradient within
+the summation bound (``impls.parity``), checked once per profile on the very inputs the benchmarks use, outside
+any timed region.
 
 Timed calls keep their results alive (``Workload.result``) until ``Workload.reset`` runs in the next setup,
 so freeing an output is not timed, while allocating it (and, on CPU, faulting its pages in) is:

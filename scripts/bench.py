@@ -3,11 +3,11 @@
 By default: the quick profile, timed in the warm regime (glibc as a user's process has it; ``--regime
 fresh-pages`` times every output on first-touched memory, recorded as a machine of its own; see
 ``benchmarks/allocator.py``), on this machine's devices (without a GPU no CUDA cell is run: asv records each n/a
-and the summary says why), in the current environment (asv's ``--python=same``), recorded under the current
-commit. The run is one asv run per config (``benchmarks/runner.py``): each saves when it ends, a kill loses only
-the config in flight, and ``--resume`` carries on where a killed run stopped. asv's output goes to a log file; the
-terminal gets one line per config, then a summary that fits a screen, and the full tables are written beside the
-site.
+and the summary says why; with ``--commits`` asv skips each in its setup), in the current environment (asv's
+``--python=same``), recorded under the current commit. The run is one asv run per config
+(``benchmarks/runner.py``): each saves when it ends, a kill loses only the config in flight, and ``--resume``
+carries on where a killed run stopped. asv's output goes to a log file; the terminal gets one line per config,
+then a summary that fits a screen, and the full tables are written beside the site.
 
 ``--profile full`` runs the configs' real batch size; ``--thp`` runs with huge pages for PyTorch's CPU
 allocations as a separately named machine; ``--commits RANGE`` lets asv build and benchmark each commit of a
@@ -78,8 +78,9 @@ def main() -> int:
     devices = [device for device in DEVICES if device not in lacking]
     chunks = None if args.commits else plan(profile, args.bench, args.ratio_processes, devices)
     if chunks == []:
-        on = "; ".join(f"{device}: {why}" for device, why in lacking.items())
-        print(f"no {profile.name}-profile cell matches --bench {args.bench!r}" + (f" ({on})" if on else ""))
+        missing = "; ".join(f"{device}: {why}" for device, why in lacking.items())
+        why = f" on this machine ({missing})" if lacking and plan(profile, args.bench, args.ratio_processes) else ""
+        print(f"no {profile.name}-profile cell matches --bench {args.bench!r}{why}")
         return 2
     # asked before this run writes its own records (machine.json, catalogue.jsonl) beside the committed results
     uncommitted = not args.commits and args.commit is None and git("status", "--porcelain", "--untracked-files=no")

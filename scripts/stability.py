@@ -209,6 +209,7 @@ def report(
     lines = [
         f"unfold-bench stability --runs {args.runs} --profile {args.profile}"
         + (f" --bench {args.bench!r}" if args.bench else "")
+        + (" --from-runs (reported again from the runs kept)" if args.from_runs else "")
         + f": {len(frames)} runs of one commit, one after another, CPU cells; {provenance}",
         "run wall times: " + ", ".join(f"{s / 60:.1f} min" for s in seconds),
         "",
