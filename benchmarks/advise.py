@@ -1,8 +1,7 @@
 """Every strategy measured on a user's own layers: the measuring half of ``unfold-bench advise``.
 
-A layer is an unfold problem (``benchmarks.configs.LayerConfig``): given directly, or collected from a model by
-forward pre-hooks on its convolutions (``torch.nn.Conv1d``/``2d``/``3d``) and ``torch.nn.Unfold`` modules, run
-once on zeros of the given input shape; layers with the same geometry are merged and counted.
+A layer is an unfold problem (``benchmarks.configs.LayerConfig``), given directly or collected from a model's
+convolutions and ``torch.nn.Unfold`` modules by forward pre-hooks; layers of the same geometry are merged.
 
 Each layer is measured in a process of its own (``measure_layer``, so a crash fails that layer only), started
 with glibc's allocator as a user's process has it:
@@ -16,7 +15,7 @@ with glibc's allocator as a user's process has it:
    a 95% signed-rank interval (``benchmarks.paired_stats``), its time the ratio times the baseline's median;
 3. **memory**, the threshold pinned: each strategy's net peak (``benchmarks.cells.charged_net_peak``).
 
-Run as a module it measures one layer (given as JSON), printing progress lines and one JSON object per row::
+Run as a module it measures one layer (JSON), printing progress lines and one JSON object per row::
 
     python -m benchmarks.advise LAYER_JSON [--budget S] [--regimes warm,fresh-pages] [--device cpu]
 """

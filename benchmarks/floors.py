@@ -10,8 +10,7 @@ Per profile class (``Quick`` / ``Full``), params config x device, unit ``ratio``
 - ``track_ratio_native_forward_backward_over_copy``: ``native``'s forward-backward against the same ``copy_`` (the
   floor a forward-backward's ``x copy_`` is over).
 
-A strategy's time over a floor is then its paired ratio to native times native's paired ratio to that floor, for
-the same pass,
+A strategy's time over a floor is then its paired ratio to native times native's over that floor, same pass:
 
     t_s / t_floor = (t_s / t_native) * (t_native / t_floor),
 

@@ -8,10 +8,9 @@ is built with ``torch.as_strided``: shape ``(N, C, *O, *k)``, strides ``(t_N, t_
 where ``t`` are the padded tensor's own strides (so non-contiguous and channels_last input need no copy
 either). Windows overlap, so the view shares memory and costs nothing. Permuting it to
 ``(N, C, *k, *O)`` and copying it once in that order (``clone`` in contiguous format, then a free ``view`` to
-``(N, C*K, L)``) writes the output. The copy is explicit because a ``reshape`` would be a view wherever it can
-be, and it can where no window overlaps another and the windows tile the input in order (a one-element kernel
-with stride 1, or one window covering the whole input): the result would then be the input itself, so
-writing into it would write the input, unlike ``F.unfold`` (and, for channels_last input, not contiguous).
+``(N, C*K, L)``) writes the output. The copy is explicit: where the windows tile the input in order (a
+one-element kernel with stride 1, or one window covering the whole input) a ``reshape`` would return the input
+itself, so writing into the result would write the input, unlike ``F.unfold``.
 
 Backward goes through autograd's generic ``as_strided`` backward, which must handle overlapping windows
 in any geometry and so works on the whole underlying storage rather than on the unfold's structure: it

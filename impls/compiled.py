@@ -1,27 +1,19 @@
 """``compiled``: the unfold and its backward each written as one expression of views and pads, compiled by
 ``torch.compile`` (Inductor) into fused loops with affine indexing.
 
-Forward: zero-pad, take windows with ``Tensor.unfold`` (a view: ``(N, C, *O, *span)``), keep every ``d``-th
-element of each span (dilation), move the kernel dims before the window dims and reshape to the contract's
-``(N, C K, L)``. Eagerly that is the padded copy plus one output copy (``as_strided``'s path); Inductor fuses
-the pad into the copy as a masked load whose index is affine in the output's, so one loop writes the output
-once, vectorised along the innermost window dim.
+Forward: zero-pad, take windows with ``Tensor.unfold`` (a view ``(N, C, *O, *span)``), keep every ``d``-th element
+of each span (dilation), move the kernel dims before the window dims and reshape to ``(N, C K, L)``. Inductor
+fuses the pad into the copy as a masked load whose index is affine in the output's: one loop writes the output
+once.
 
-Backward, stride 1: the gradient of the padded input is the sum over kernel offsets ``j`` of the slot
-``grad_output[:, :, j]`` placed at ``j d`` (zero-padded to the padded size); the input gradient is its
-interior. Eagerly that would materialise K padded tensors; Inductor fuses the sum, pads and crop into one
-loop over the input gradient that gathers, for each input element, the K values of the windows that touch
-it (masked loads, no atomics, no index tensors).
+Backward: the gradient of the padded input is the sum over kernel offsets ``j`` of the slot
+``grad_output[:, :, j]`` placed at ``j d``; the input gradient is its interior. Inductor fuses the sum, pads and
+crop into one loop that gathers, for each input element, the K values of the windows that touch it (masked loads,
+no atomics, no index tensors). At stride > 1 the innermost dim is summed one phase ``x mod s`` at a time
+(``_strided_gradient_expression``).
 
-Backward, stride > 1: the same, except along the innermost dim, which is summed one phase ``x mod s`` at a
-time (``_strided_gradient_expression``): only the offsets with ``(x + p - j d) mod s = 0`` read a phase, as
-contiguous shifted slots, and the phases are interleaved by a stack that Inductor writes straight into the
-gradient. (Zero-inserted slots in the innermost dim made every position load all K offsets through a mask.)
-
-Compilation: once per geometry, dtype and layout (``dynamic=False``; docs/internals.md says why).
-
-``unfold_into(..., out=buffer)`` compiles a second forward that stores into ``buffer`` (an input mutation,
-which Inductor writes in place: no temporary), for the ``compiled_reuse`` strategy.
+``unfold_into(..., out=buffer)`` compiles a second forward that stores into ``buffer`` in place, for the
+``compiled_reuse`` strategy. Details: docs/internals.md#implscompiledpy.
 """
 
 from __future__ import annotations

@@ -1,31 +1,18 @@
 """``triton_gather``: the unfold and its backward as two Triton kernels, each writing its result exactly once.
 
-Both kernels see every problem as 3-d: 1-d and 2-d geometries get leading spatial dims of size 1 (kernel 1,
-stride 1, no padding or dilation), and every size is a ``tl.constexpr``, so each geometry compiles to its own
-kernel whose divisions are by constants and whose unused dims fold away.
+Forward (``_unfold_kernel``): one program per ``(n, c)`` and block of windows ``o``; for each of the ``K`` kernel
+offsets ``j``, output entry ``(n, c K + j, o)`` is the input at ``i = o s - p + j d`` per dim, or 0 where ``i``
+falls in the padding: one masked load, one store, nothing else allocated.
 
-Forward (``_unfold_kernel``): one program per ``(n, c)`` and block of ``BLOCK`` windows ``o``. For each of the
-``K`` kernel offsets ``j`` (a loop unrolled at compile time), output entry ``(n, c K + j, o)`` is the input at
-``i = o s - p + j d`` per dim, or 0 where ``i`` falls in the padding: one masked load, one store. The output is
-written once and nothing else is allocated; the ``K`` loads of a program touch overlapping input, which stays
-in cache.
+Backward (``_fold_kernel``): one program per ``(n, c)`` and block of input positions ``x``; the input gradient at
+``x`` is the sum over the offsets ``j`` of ``grad_output[n, c K + j, o]`` at the one window
+``o = (x + p - j d) / s`` that reads ``x`` through ``j``, where that is an integer in ``[0, O)`` in every dim: at
+most ``K`` masked loads and one store per position, no atomics, no index tensor, accumulated in float32 (float64
+for float64). The two maps are each other's adjoint, so ``impls.adjoint_pair`` makes them autograd Functions
+(double backward, forward-mode AD, ``torch.func.vmap``).
 
-Backward (``_fold_kernel``): one program per ``(n, c)`` and block of ``BLOCK`` input positions ``x``. The input
-gradient at ``x`` is the sum, over the ``K`` kernel offsets ``j``, of ``grad_output[n, c K + j, o]`` at the one
-window ``o = (x + p - j d) / s`` that reads ``x`` through ``j``, where that is an integer in ``[0, O)`` in every
-dim. So each program gathers at most ``K`` values per position (a loop unrolled at compile time, masked loads)
-and stores once: no atomics, no index tensor, no col2im, nothing of the output's size. It accumulates in
-float32 (float64 for float64), which is within the parity bound of a sum in the gradient's own precision.
-
-The two maps are each other's adjoint, so the backward of the fold is the unfold again: ``impls.adjoint_pair``
-makes them two autograd Functions, which gives double backward, forward-mode AD and ``torch.func.vmap``.
-
-Not yet run on a GPU: the kernels are checked on CPU under Triton's interpreter (where the strategy also declares
-"cpu", so that the parity tests run it), and the registry keeps it unverified (tested, never benchmarked) until
-the prepared GPU check passes (docs/strategies.md).
-
-Layout: the kernels index a contiguous input (and output gradient); another layout is copied first.
-Kernel size: the loop over offsets is unrolled, so a very large kernel (hundreds of offsets) compiles slowly.
+Not yet run on a GPU: checked on CPU under Triton's interpreter, and kept unverified by the registry until the
+prepared GPU check passes (docs/strategies.md). Details: docs/internals.md#implstriton_gatherpy.
 """
 
 from __future__ import annotations

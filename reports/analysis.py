@@ -1,25 +1,11 @@
 """What the website says, computed from the tidy results table (``reports.results.load_results``).
 
-Pure pandas, no plotting, so the tests can check every claim the site makes:
-
-- ``runs``: one row per run (machine, environment, profile, commit) in commit order; ``latest_runs`` picks
-  each machine's and profile's newest complete run (a run of a selection never decides the picks).
-- ``cell_table``: for one run and device, one row per config x strategy with the four figures (forward and
-  forward-backward time and net peak memory), their status, and their ratios to ``native`` and to the bound
-  (time: the ``copy_`` roofline; memory: the analytic minimum) measured in the same run.
-- ``winners``: the best ``ok`` figure of each config and metric (a time's ranked by the paired ratios, with those
-  tied with it). Skipped and failed cells never win and never become numbers.
-- ``recommend``: the stated rule (``Rule``) applied per config and per device.
-- ``pareto_front``: the strategies no other beats on both time and memory.
-- ``fastest``: one config's fastest strategy, ranked by the paired ratios, and those tied with it;
-  ``fastest_against_bounds``: per config, the fastest strategy's time over the roofline and its net peak over the
-  analytic minimum; ``floors_against_copy``: the fill and fresh-output floors over the roofline;
-  ``with_bandwidth``: the fastest's achieved bandwidth beside ``copy_``'s measured one.
-- ``steps``: asv's own step detection (``asv.step_detect``) on each series across commits. The site calls
-  what it finds steps; a "regression" is only ever the CI gate's verdict (``reports.compare``).
-- ``skipped_cells``: the cells a run skipped, the one list the site and the summary both print.
-
-Names, units and bounds of the figures come from ``reports.units``.
+Pure pandas, no plotting, so the tests can check every claim the site makes: the runs and the newest complete one
+per machine and profile (a run of a selection never decides the picks), each run's cell table with its ratios to
+``native`` and to the bounds, the winners and the recommendation by the stated ``Rule`` (a time ranked by the
+paired ratios, with those tied with it; skipped and failed cells never win), the Pareto front, the floors, asv's
+own step detection across commits (the site calls what it finds steps; a "regression" is only ever the CI gate's
+verdict, ``reports.compare``), and the skipped cells. Names, units and bounds come from ``reports.units``.
 """
 
 from __future__ import annotations

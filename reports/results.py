@@ -1,25 +1,16 @@
 """Every asv result in a results directory as one tidy pandas table.
 
-One row per result file x benchmark x parameter combination: commit, date, machine, env (``environment_label``:
-named by the Python version and the pinned packages, not by the interpreter's path), profile, suite,
-metric, strategy, config, device, value, unit, spread (asv's interquartile range, ``q_25``/``q_75``), the
-99% confidence interval asv computed, and status. ``status`` is ``ok``, ``skipped`` (asv's n/a: setup raised
-``NotImplementedError``) or ``failed`` (an exception, a wrong result, a timeout or a killed process); only
-``ok`` rows have a value, so a skipped or failed cell can never be read as zero.
+One row per result file x benchmark x parameter combination: commit, date, machine, env, profile, suite, metric,
+strategy, config, device, value, unit, spread, interval and status (``ok``, ``skipped``: asv's n/a, or
+``failed``); only ``ok`` rows have a value, so a skipped or failed cell can never be read as zero. A timing's
+``low``/``high`` are asv's 99% interval. A paired ratio (unit ``ratio``) holds one sample per process: its
+``value`` is their geometric mean and ``low``/``high`` its 95% Student-t interval across the processes
+(``ratio_interval``), widened by the machine's recorded run level (``reports.run_level``); the process, not the
+call, is the unit of replication.
 
-Benchmark names are ``<suite>.<Profile>.<metric>``; parameter names come from asv's ``benchmarks.json``.
-A paired ratio (unit ``ratio``, ``benchmarks.ratios``) holds one sample per process; its ``value`` is their
-geometric mean, ``low``/``high`` its 95% Student-t interval across the processes (``ratio_interval``), widened
-by the machine's recorded run level where the stability check measured one (``reports.run_level``: its variance in
-``run_variance``), ``df`` that interval's degrees of freedom, and ``samples`` the per-process ratios themselves:
-the process, not the call, is the unit of replication. A timing's
-``low``/``high`` are asv's 99% interval.
-Machine details (CPU, GPU, torch, allocator, timing regime) come from each result's ``params``, which asv
-copies from the machine entry written by ``scripts/bench.py``.
-
-``unroll_result`` is the one reader of an asv ``Results`` (this table and the gate's ``reports.compare`` both
-read through it): one ``ResultCell`` per benchmark and parameter combination, its parameters unquoted and its
-status decided here, like the ``unroll_result`` of asv's own ``compare.py``.
+``unroll_result`` is the one reader of an asv ``Results`` (this table and the gate's ``reports.compare`` both read
+through it), like the ``unroll_result`` of asv's own ``compare.py``. The columns in detail:
+docs/internals.md#reports-what-the-site-is-built-from.
 """
 
 from __future__ import annotations

@@ -13,12 +13,11 @@ variance :math:`s_r^2`, the method of moments gives
 
     \\hat\\sigma^2_{\\mathrm{run}} = \\operatorname{Var}_r(m_r) - \\frac{1}{R} \\sum_r s_r^2 / n_r,
 
-averaged over the suite's cells; its degrees of freedom are :math:`R - 1`, since the cells of one run share
-whatever moved that run, so it is only as well known as the number of runs. Each set of runs is recorded with its
-own estimate (negative where the runs moved less than their processes predict); the level an interval uses pools
-every set recorded for the machine, profile and suite, weighted by degrees of freedom, and is floored at 0 only
-then, so that the noise of small sets averages out instead of adding up. Delete a record to start afresh (after a
-change of the harness or the machine).
+averaged over the suite's cells, with :math:`R - 1` degrees of freedom (the cells of one run share whatever moved
+it). Each set of runs is recorded with its own estimate, negative where the runs moved less than their processes
+predict; an interval pools every set recorded for the machine, profile and suite, weighted by degrees of freedom,
+and floors the pool at 0, so that the noise of small sets averages out instead of adding up. Delete a record to
+start afresh after a change of the harness or the machine.
 """
 
 from __future__ import annotations

@@ -11,14 +11,10 @@ fetch anything, and receives the working tree without its git history. ``prepare
 installed here, a manifest of the commit, and an asv configuration whose repository is that manifest
 (``unfold_bench.carried_repo``), so asv records the results under this commit as a run here would.
 
-``run`` takes its steps in order, each in its own process session with a share of the budget, killed at the end
-of it (a killed benchmark run keeps the configs it finished): the environment; the CUDA tests (``pytest -m
-cuda``: every strategy's parity on CUDA in every dtype, the Triton kernels compiled for the GPU, the capability
-checks on ``cuda``); the capability matrix on ``cuda``; the quick profile's CUDA cells (forward and
-forward-backward time, each call synchronised; net peaks from ``torch.cuda``'s statistics reset per call; the
-device's ``copy_``/``fill_`` bounds); then the full profile's All-CNN-C layers at batch 256 (forward time and
-the bounds) while the budget lasts. Everything comes back under ``$OUT``: the log, the tests' JUnit XML, the
-capability matrix, the summary and the asv results of the GPU machine.
+``run`` takes its steps in order (the environment, the CUDA tests, the capability matrix on ``cuda``, the quick
+profile's CUDA cells, then the full profile's All-CNN-C layers while the budget lasts), each in its own process
+session with a share of the budget; everything comes back under ``$OUT``. The steps, what each measures and what
+comes back: docs/gpu-check.md.
 """
 
 from __future__ import annotations

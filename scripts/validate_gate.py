@@ -2,33 +2,14 @@
 
     unfold-bench validate-gate [--aa 10] [--injected 10] [--bench REGEX] [--mode paired] [--strategy NAME]
 
-In a clone of this repository it makes two commits on top of HEAD:
-
-- ``A/A``: a commit that changes no code under test, a comment in ``impls/registry.py``: a file of ``impls`` that is
-  no single strategy's, so the gate measures every strategy (``benchmarks.impact``) and must flag nothing;
-- ``injected``: the forward of ``gather``, ``cpp`` and ``compiled`` spins, after computing its output, for 10% of
-  the time that took (a slowdown of exactly 10% of the implementation's time, whatever the machine's speed; the
-  strategy's argument checks are not slowed, so the whole call slows by a little less, which the gate's ratio
-  shows), and ``as_strided`` allocates and fills a scratch buffer the size of its output before returning (its
-  net peak grows by what the scratch adds over its own padded copy; filling it costs time too).
-
-With ``--strategy NAME`` (gather, cpp or compiled) both commits are the change a pull request to that strategy alone
-makes: the A/A comment goes to ``impls/NAME.py`` and only NAME's forward is slowed, so the gate measures NAME and
-the strategies importing its module, as it would on such a pull request.
-
-Then it runs ``unfold-bench regress`` ``--aa`` times on the A/A pair and ``--injected`` times on the injected pair,
-the two kinds alternating (a drift of the machine over the hours falls on both alike), and reads each run's table
-(``.asv/regress/paired-*.csv`` in the clone; the asv mode's from its output). An A/A run passes when nothing is
-flagged. An injected run passes when the slowed forward times and as_strided's forward net peak are flagged on
-every config, and no other strategy's cell is: the four strategies' other cells run changed code too and may be
-flagged or not, and every other strategy's cell the gate measures is an A/A cell of that run (the gate measures the
-strategies whose files include a changed one, ``benchmarks.impact``: those four and the ones importing them). It
-prints one line per run and a summary: the runs finished, flags over A/A cells, the process effect (how often an
-interval of unchanged code excludes 1), catches over injected runs (a run whose gate failed caught nothing), the
-injected cells' ratios, the resolution, and the catches of the slowed cells that resolved the injected slowdown
-against the 95% the resolution promises (``resolution_against_catches``, also after ``--rejudge``). With ``--out``
-the text and the tables are written after every run, so a validation stopped part way keeps what it finished. Exit
-status 1 when a run's gate failed, 0 otherwise.
+In a clone of this repository it makes two commits on top of HEAD: ``A/A``, a comment in ``impls/registry.py`` (no
+single strategy's file, so the gate measures every strategy and must flag nothing), and ``injected``, the forward of
+``gather``, ``cpp`` and ``compiled`` spinning for 10% of its own time after computing and ``as_strided`` filling a
+scratch buffer the size of its output. With ``--strategy NAME`` both go to ``impls/NAME.py`` alone, the change a
+pull request to that strategy makes. It runs ``unfold-bench regress`` on the two pairs, alternating, and prints one
+line per run and a summary; with ``--out`` the text and each run's table are written after every run. What a run
+must show to pass, and what the summary says: docs/regression-gate.md#measured. Exit status 1 when a run's gate
+failed, 0 otherwise.
 """
 
 from __future__ import annotations

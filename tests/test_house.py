@@ -1,0 +1,21 @@
+"""The house rules a reviewer would otherwise check by eye."""
+
+from __future__ import annotations
+
+import ast
+
+from benchmarks.trees import ROOT
+
+PACKAGES = ("impls", "benchmarks", "reports", "scripts", "unfold_bench", "tests")
+DOCSTRING_LINES = 20  # a summary, the why and the math; the longer explanation belongs in docs/internals.md
+
+
+def test_a_module_docstring_is_a_summary_and_the_why_not_a_manual():
+    long = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            docstring = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+            lines = len(docstring.rstrip().splitlines())
+            if lines > DOCSTRING_LINES:
+                long[str(path.relative_to(ROOT))] = lines
+    assert not long, f"module docstrings over {DOCSTRING_LINES} lines (move the detail to docs/internals.md): {long}"
