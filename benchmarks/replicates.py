@@ -83,7 +83,7 @@ def _placed(template, seed: int):
     return placed
 
 
-def _fresh_workloads(cells: tuple, seed: int, templates: dict | None = None) -> tuple:
+def fresh_workloads(cells: tuple, seed: int, templates: dict | None = None) -> tuple:
     """Both sides' workloads on inputs allocated now behind a random spacer; returns (workloads, spacer). The inputs
     are copies of the cell's fixed inputs (drawn once per process into ``templates``), so a round pays a copy, not
     the random draws, for its fresh placement."""
@@ -205,7 +205,7 @@ def measure_pair(
 
     for round_ in range(rounds):
         round_started = time.monotonic()
-        workloads, spacer = _fresh_workloads(cells, seed + round_, templates)
+        workloads, spacer = fresh_workloads(cells, seed + round_, templates)
         for _ in range(2):  # warm-up blocks: first touches, lazy set-up, the allocator's threshold
             for side in (0, 1):
                 timed_call(workloads, side, passes[side])

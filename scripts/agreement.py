@@ -35,28 +35,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
-from benchmarks.cells import Cell
 from benchmarks.children import run_json_child
 from benchmarks.profiles import PROFILES, Profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
 from benchmarks.trees import ROOT, head_commit
-from benchmarks.vocabulary import PASSES, split_cell
 from impls.plugins import specs as plugin_specs
 from reports.results import process_interval
 from reports.units import format_ratio_interval
-from unfold_bench.common_args import add_profile, add_regime
+from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
 WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN) and 1 + WITHIN
-
-DEFAULT_CELLS = (
-    "native:allcnnc-conv2:forward",
-    "as_strided:allcnnc-conv2:forward",
-    "gather:allcnnc-conv2:forward",
-    "compiled:allcnnc-conv2:forward",
-    "native:allcnnc-conv3:forward_backward",
-    "compiled:allcnnc-conv3:forward_backward",
-)
 
 _TIMER = """
 import json, sys, torch
@@ -77,44 +66,9 @@ print(json.dumps(out))
 """
 
 
-EVERY_STRATEGY_CONFIGS = ("allcnnc-conv2", "allcnnc-conv3")  # --cells every: each strategy on these, both calls
-
-
-def _parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
-    if text == "every":
-        from impls import STRATEGIES
-
-        profile = PROFILES[profile_name]
-        return [
-            (name, config, call)
-            for config in EVERY_STRATEGY_CONFIGS
-            for name in STRATEGIES
-            for call in PASSES
-            if Cell.from_names(name, config, "cpu", profile).skip_reason() is None
-        ]
-    cells = []
-    for item in text.split(","):
-        try:
-            parts = split_cell(item.strip())
-        except ValueError as error:
-            raise SystemExit(f"--cells: {error}") from None
-        try:
-            reason = Cell.from_names(parts[0], parts[1], "cpu", PROFILES[profile_name]).skip_reason()
-        except KeyError as error:
-            raise SystemExit(f"--cells: {item!r}: {error.args[0]}") from None
-        if reason is not None:
-            raise SystemExit(f"--cells: {item!r} does not run here: {reason}")
-        cells.append(parts)
-    return cells
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--cells",
-        default=",".join(DEFAULT_CELLS),
-        help=f"STRATEGY:CONFIG:CALL,... (CPU), or 'every': each strategy on {', '.join(EVERY_STRATEGY_CONFIGS)}",
-    )
+    add_cells(parser)
     add_profile(parser)
     add_regime(parser)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both timers (default 5)")
@@ -122,7 +76,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1:
         raise SystemExit(f"--rounds {args.rounds}: must be at least 1")
-    cells = _parse_cells(args.cells, args.profile)
+    cells = parse_cells(args.cells, args.profile)
     regime = get_regime(args.regime)
     env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
     profile = PROFILES[args.profile]

@@ -360,6 +360,7 @@ SCRIPTS = {
     "validate-gate": "validate_gate.py",
     "capabilities": "capabilities.py",
     "agreement": "agreement.py",
+    "context": "context.py",
     "memprofile": "memory_profile.py",
     "build-cpp": "build_cpp.py",
     "gpu-check": "gpu_check.py",

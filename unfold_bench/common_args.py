@@ -2,8 +2,8 @@
 
 Each ``add_*`` adds one option to a parser with the same name, choices, default and help in every command that
 takes it: ``--profile``, ``--regime``, ``--bench`` (the cell regex ``make bench``'s ``BENCH`` passes), ``--machine``
-and ``--commit`` (what a result is recorded under), ``--config`` (asv's configuration file) and ``--mode`` (how the
-regression gate times).
+and ``--commit`` (what a result is recorded under), ``--config`` (asv's configuration file), ``--mode`` (how the
+regression gate times) and ``--cells`` (the cells a check by hand times, ``parse_cells``).
 """
 
 from __future__ import annotations
@@ -69,3 +69,55 @@ def add_commit(parser: argparse.ArgumentParser) -> None:
 
 def add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration file")
+
+
+DEFAULT_CELLS = (
+    "native:allcnnc-conv2:forward",
+    "as_strided:allcnnc-conv2:forward",
+    "gather:allcnnc-conv2:forward",
+    "compiled:allcnnc-conv2:forward",
+    "native:allcnnc-conv3:forward_backward",
+    "compiled:allcnnc-conv3:forward_backward",
+)
+EVERY_STRATEGY_CONFIGS = ("allcnnc-conv2", "allcnnc-conv3")  # --cells every: each strategy on these, both calls
+
+
+def add_cells(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cells",
+        default=",".join(DEFAULT_CELLS),
+        help=f"STRATEGY:CONFIG:CALL,... (CPU), or 'every': each strategy on {', '.join(EVERY_STRATEGY_CONFIGS)}",
+    )
+
+
+def parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
+    """``--cells`` as (strategy, config, call) triples that run on this machine's CPU; exits naming the cell that is
+    malformed, unknown or does not run here."""
+    from benchmarks.cells import Cell
+    from benchmarks.vocabulary import PASSES, split_cell
+
+    profile = PROFILES[profile_name]
+    if text == "every":
+        from impls import STRATEGIES
+
+        return [
+            (name, config, call)
+            for config in EVERY_STRATEGY_CONFIGS
+            for name in STRATEGIES
+            for call in PASSES
+            if Cell.from_names(name, config, "cpu", profile).skip_reason() is None
+        ]
+    cells = []
+    for item in text.split(","):
+        try:
+            parts = split_cell(item.strip())
+        except ValueError as error:
+            raise SystemExit(f"--cells: {error}") from None
+        try:
+            reason = Cell.from_names(parts[0], parts[1], "cpu", profile).skip_reason()
+        except KeyError as error:
+            raise SystemExit(f"--cells: {item!r}: {error.args[0]}") from None
+        if reason is not None:
+            raise SystemExit(f"--cells: {item!r} does not run here: {reason}")
+        cells.append(parts)
+    return cells

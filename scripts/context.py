@@ -1,0 +1,138 @@
+"""How a call's time depends on the call before it: each strategy against the reference in three orders.
+
+    unfold-bench context [--cells every] [--processes 3] [--placements 2] [--calls 30] [--out docs/call-context.txt]
+
+Every timer fixes an order of calls: ``torch.utils.benchmark`` times a call after itself, the suite's paired ratios
+in blocks A B B A. Where a call's time depends on its predecessor, the two read different figures, and neither is
+wrong. In fresh processes (``benchmarks.call_context``), per cell and placement of the inputs, the strategy (B) and
+the reference (A) are timed in a loop each, alternating, and in the suite's blocks; the table gives B's median time
+per position, and B / A per order, each as the geometric mean over every process and placement with its range.
+A check to run by hand, not a test: timings on a shared machine. docs/methodology.md says how to read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import statistics
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from benchmarks.allocator import get_regime, regime_environment
+from benchmarks.call_context import ORDERS
+from benchmarks.children import run_json_child
+from benchmarks.runner import PAIRED_REFERENCE
+from benchmarks.trees import ROOT, head_commit
+from impls.plugins import specs as plugin_specs
+from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells
+
+WIDTH = 124  # the table's width, which the prose above it wraps to
+POSITIONS = ("B", "B after A", "blocks B after A", "blocks B after B")  # B's times: loop, alternating, blocks
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
+def b_times(orders: dict) -> dict[str, float]:
+    """B's median seconds of one placement per column of ``POSITIONS``."""
+    return {
+        "B": orders["loop"]["times"]["B"],
+        "B after A": orders["alternating"]["times"]["B after A"],
+        "blocks B after A": orders["blocks"]["times"]["B after A"],
+        "blocks B after B": orders["blocks"]["times"]["B after B"],
+    }
+
+
+def geometric(values: list[float]) -> str:
+    """The geometric mean of ``values`` with their range, e.g. ``0.251 (0.22-0.29)``."""
+    mean = math.exp(statistics.fmean(map(math.log, values)))
+    return f"{mean:.3g} ({min(values):.2g}-{max(values):.2g})"
+
+
+def table(rows: list[dict], keys: list[str]) -> list[str]:
+    """One line per cell: B's median ms per position (the median over placements) and B / A per order."""
+    header = f"{'cell':<42}" + "".join(f"{name:>9}" for name in ("loop", "after A", "1st", "2nd"))
+    header += "".join(f"{order:>20}" for order in ORDERS)
+    lines = [header]
+    for key in keys:
+        mine = [row for row in rows if row["key"] == key]
+        problem = next((row["problem"] for row in mine if "problem" in row), None)
+        placements = [row["orders"] for row in mine if "orders" in row]
+        if problem or not placements:
+            lines.append(f"{key:<42} {problem or 'failed: no placement measured'}")
+            continue
+        times = [b_times(orders) for orders in placements]
+        line = f"{key:<42}" + "".join(
+            f"{statistics.median(t[position] for t in times) * 1e3:>9.3g}" for position in POSITIONS
+        )
+        line += "".join(f"{geometric([orders[o]['ratio'] for orders in placements]):>20}" for o in ORDERS)
+        lines.append(line)
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_cells(parser)
+    add_profile(parser)
+    add_regime(parser)
+    parser.add_argument("--processes", type=positive, default=3, help="fresh processes (default 3)")
+    parser.add_argument("--placements", type=positive, default=2, help="input placements per process (default 2)")
+    parser.add_argument("--calls", type=positive, default=30, help="timed calls per side, order, placement (30)")
+    parser.add_argument("--out", help="also write the table to this file (e.g. docs/call-context.txt)")
+    args = parser.parse_args()
+    cells = [cell for cell in parse_cells(args.cells, args.profile) if cell[0] != PAIRED_REFERENCE]
+    if not cells:
+        raise SystemExit(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")
+    regime = get_regime(args.regime)
+    env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
+    keys = [":".join(cell) for cell in cells]
+    units = [{"strategy": s, "config": c, "which": w} for s, c, w in cells]
+    rows: list[dict] = []
+    for process in range(args.processes):
+        spec = {
+            "units": units,
+            "reference": PAIRED_REFERENCE,
+            "placements": args.placements,
+            "calls": args.calls,
+            "seed": 1000 * process,
+            "profile": args.profile,
+        }
+        found, why = run_json_child([sys.executable, "-m", "benchmarks.call_context", "-"], spec, env, 3600)
+        rows += found
+        print(f"process {process + 1}/{args.processes}: {len(found)} rows{f'; it {why}' if why else ''}", flush=True)
+    from benchmarks.machine import machine_name
+
+    plugins = "".join(f"--strategy {spec} " for spec in plugin_specs())
+    lines = [
+        f"unfold-bench {plugins}context {shlex.join(sys.argv[1:])}: machine {machine_name(regime.name)}, commit "
+        f"{head_commit()[:8]}, {time.strftime('%Y-%m-%d')}",
+        f"{args.profile} profile, CPU, {regime.label}, {args.processes} processes x {args.placements} placements, "
+        f"{args.calls} timed calls per side and order",
+        "",
+        *textwrap.wrap(
+            f"A: {PAIRED_REFERENCE}, B: the strategy. B's median ms (the median over the placements) in a loop of "
+            "its own calls, alternating with A (each call after A's), and in the suite's blocks A B B A (1st: after "
+            f"A, 2nd: after B). Then B / A per order: {', '.join(ORDERS)} (the suite's statistic), each the "
+            "geometric mean over the placements of every process, with their range",
+            WIDTH,
+        ),
+        "",
+        *table(rows, keys),
+    ]
+    print("\n" + "\n".join(lines))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
