@@ -26,7 +26,7 @@ help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-.PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement test-strategy \
+.PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement context test-strategy \
 	memprofile report regress regress-validate advise asv-check gpu-check gpu-check-prepare mutation-check variance clean
 
 # The torch asked for, recorded so that another TORCH_SPEC reinstalls into an existing .venv instead of keeping the
@@ -137,6 +137,10 @@ bench-fresh-pages:  ## make bench with every output on first-touched memory
 # A few cells timed by the harness and by torch.utils.benchmark in one run, same threads and regime: the ratios.
 agreement: venv  ## the harness against torch.utils.benchmark on a few cells
 	$(PY) -m unfold_bench.cli agreement $(AGREEMENT_ARGS)
+
+# Each strategy against native in a loop each, alternating and in the suite's blocks: what the call before costs.
+context: venv  ## a call's time after itself, after native and in the suite's blocks, on a few cells
+	$(PY) -m unfold_bench.cli context $(CONTEXT_ARGS)
 
 # The same suite with PyTorch's CPU allocations on transparent huge pages, recorded as a separate machine.
 bench-thp:  ## make bench with PyTorch CPU allocations on transparent huge pages

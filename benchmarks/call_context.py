@@ -75,20 +75,26 @@ def time_orders(cells: tuple, which: str, calls: int, seed: int, templates: dict
     return found
 
 
-def measure_units(spec: Mapping) -> Iterator[dict]:
+def measure_units(spec: Mapping, strategies: Mapping | None = None) -> Iterator[dict]:
     """The rows of one process: per unit (``strategy``, ``config``, ``which``; A is ``reference``), after both
-    sides' correctness check, one row per placement, or one row naming the problem."""
+    sides' correctness check, one row per placement, or one row naming each side's problem (it does not run here,
+    or computes a wrong result). ``strategies``: the registry to take both from (default ``impls.STRATEGIES``)."""
     from benchmarks.cells import Cell, check_cell, reference_for, use_exact_float32
     from benchmarks.profiles import DEFAULT_PROFILE, get_profile
 
     profile = get_profile(spec.get("profile", DEFAULT_PROFILE))
+    registry = () if strategies is None else (strategies,)
     seed = int(spec.get("seed", 0))
     templates: dict = {}
     verdicts: dict[tuple[str, str], object] = {}  # (strategy, config) -> the correctness check's Verdict
     for unit in spec["units"]:
         key = f"{unit['strategy']}:{unit['config']}:{unit['which']}"
         names = (spec["reference"], unit["strategy"])
-        cells = tuple(Cell.from_names(name, unit["config"], "cpu", profile) for name in names)
+        cells = tuple(Cell.from_names(name, unit["config"], "cpu", profile, *registry) for name in names)
+        skipped = [f"{cell.strategy.name}: skipped: {why}" for cell in cells if (why := cell.skip_reason())]
+        if skipped:
+            yield {"key": key, "problem": "; ".join(skipped)}
+            continue
         for cell in cells:
             if (cell.strategy.name, unit["config"]) not in verdicts:
                 verdicts[(cell.strategy.name, unit["config"])] = check_cell(cell, reference_for(cell))

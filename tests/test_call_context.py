@@ -1,0 +1,90 @@
+"""The call-order check (``benchmarks.call_context``, ``unfold-bench context``): on strategies made here whose cost
+or correctness is known by construction."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from benchmarks.call_context import ORDERS, _position, measure_units, time_orders
+from benchmarks.cells import Cell, profile_config
+from benchmarks.profiles import get_profile
+from impls import STRATEGIES, Geometry
+from impls.strategy import Strategy
+from scripts import context
+
+NATIVE = STRATEGIES["native"]
+EXAMPLE = profile_config(get_profile("quick"), "example")
+
+
+def _slower(factor: float) -> Strategy:
+    """native, spinning after each call for ``factor - 1`` times the call's time: ``factor`` times as slow."""
+
+    def slower(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        start = time.perf_counter()
+        out = NATIVE.implementation(input, geometry)
+        end = time.perf_counter()
+        end += (factor - 1) * (end - start)
+        while time.perf_counter() < end:
+            pass
+        return out
+
+    return Strategy("slower", "native, slowed", (1, 2), ("cpu",), slower)
+
+
+def test_a_position_is_named_by_the_call_and_the_one_before_it_in_the_repeated_pattern():
+    assert [_position("A", 0), _position("B", 0)] == ["A", "B"]
+    assert [_position("AB", i) for i in range(2)] == ["A after B", "B after A"]
+    assert [_position("ABBA", i) for i in range(4)] == ["A after A", "B after A", "B after B", "A after B"]
+
+
+def test_every_order_gives_the_second_over_the_first_and_times_every_position():
+    cells = (Cell(NATIVE, EXAMPLE, "cpu"), Cell(_slower(4.0), EXAMPLE, "cpu"))
+    found = time_orders(cells, "forward", calls=6, seed=1)
+    assert set(found) == set(ORDERS)
+    assert set(found["loop"]["times"]) == {"A", "B"}
+    assert set(found["alternating"]["times"]) == {"A after B", "B after A"}
+    assert set(found["blocks"]["times"]) == {"A after A", "B after A", "B after B", "A after B"}
+    for order in ORDERS:  # four times as slow by construction: far above 1 in every order, never below
+        assert found[order]["ratio"] > 2, (order, found[order])
+
+
+def test_a_side_that_does_not_run_or_computes_a_wrong_result_is_named_and_nothing_is_timed():
+    def wrong(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        return NATIVE.implementation(input, geometry) + 1
+
+    registry = {"native": NATIVE, "wrong": Strategy("wrong", "native plus one", (1, 2), ("cpu",), wrong)}
+    units = [
+        {"strategy": "wrong", "config": "example", "which": "forward"},
+        {"strategy": "wrong", "config": "vol3d-conv", "which": "forward"},
+    ]
+    spec = {"units": units, "reference": "native", "placements": 1, "calls": 2, "profile": "quick"}
+    rows = list(measure_units(spec, registry))
+    assert [row["key"] for row in rows] == ["wrong:example:forward", "wrong:vol3d-conv:forward"]
+    assert rows[0]["problem"].startswith("wrong: wrong output") and "orders" not in rows[0]
+    assert "native: skipped: " in rows[1]["problem"] and "wrong: skipped: " in rows[1]["problem"]
+
+
+def test_the_table_gives_bs_times_and_each_orders_ratio_with_its_range_or_the_problem():
+    def orders(ratio: float) -> dict:
+        times = {"A": 1.0, "B": 0.5, "A after B": 1.0, "B after A": 0.6, "A after A": 1.0, "B after B": 0.8}
+        return {order: {"times": times, "ratio": ratio} for order in ORDERS}
+
+    rows = [
+        {"key": "s:example:forward", "placement": 0, "orders": orders(0.25)},
+        {"key": "s:example:forward", "placement": 1, "orders": orders(1.0)},
+        {"key": "t:example:forward", "problem": "t: wrong output: off by one"},
+    ]
+    header, measured, failed, missing = context.table(rows, ["s:example:forward", "t:example:forward", "u:x:forward"])
+    assert header.split()[:5] == ["cell", "loop", "after", "A", "1st"]
+    assert measured.split()[1:5] == ["500", "600", "600", "800"]  # ms: the median over the placements
+    assert measured.count("0.5 (0.25-1)") == len(ORDERS)  # the geometric mean of 0.25 and 1, with the range
+    assert failed.endswith("t: wrong output: off by one") and "no placement measured" in missing
+
+
+def test_the_command_refuses_a_selection_of_the_reference_alone(monkeypatch):
+    monkeypatch.setattr("sys.argv", ["unfold-bench context", "--cells", "native:example:forward"])
+    with pytest.raises(SystemExit, match="every cell is the reference"):
+        context.main()
