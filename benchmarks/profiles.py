@@ -15,7 +15,8 @@ asv reports the median over all rounds' samples and the interquartile range; ``a
 
 The paired ratios (``benchmarks.ratios``) sample otherwise: ``ratio_processes`` replicate asv runs, one process
 per cell in each, each over
-``placements`` placements of the inputs of at most ``blocks`` blocks A B B A or ``placement_seconds`` of them.
+``placements`` placements of the inputs of ``warmup_blocks`` untimed blocks A B B A, then at most ``blocks`` blocks or
+``placement_seconds`` of them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Profile:
     placements: int = 2  # paired ratios (benchmarks.ratios): input placements per process
     blocks: int = 24  # paired ratios: at most this many blocks A B B A per placement ...
     placement_seconds: float = 0.1  # ... or this many seconds of them (at least 4 blocks)
+    warmup_blocks: int = 6  # paired ratios: untimed blocks after each placement (its first blocks read high)
     config_names: tuple[str, ...] | None = None  # the configs benchmarked (None: every config in the table)
     compile_time_configs: tuple[str, ...] | None = None  # the configs whose cold compile is timed (None: all)
 

@@ -41,7 +41,15 @@ def process_ratio(cells: tuple[Cell, Cell], which: str | tuple[str, str], profil
     passes = (which, which) if isinstance(which, str) else which
     flip = seed % 2 == 1
     ordered, passes = ((cells[1], cells[0]), passes[::-1]) if flip else (cells, passes)
-    rounds = measure_pair(ordered, passes, profile.placements, profile.blocks, profile.placement_seconds, seed)
+    rounds = measure_pair(
+        ordered,
+        passes,
+        profile.placements,
+        profile.blocks,
+        profile.placement_seconds,
+        seed,
+        warmup_blocks=profile.warmup_blocks,
+    )
     log_ratio = sum(trimmed_mean(r["log_ratios"]) for r in rounds) / profile.placements
     return math.exp(-log_ratio if flip else log_ratio)
 

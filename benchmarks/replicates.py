@@ -191,14 +191,16 @@ def measure_pair(
     round_seconds: float,
     seed: int = 0,
     templates: dict | None = None,
+    warmup_blocks: int = 2,
 ) -> Iterator[dict]:
     """``rounds`` rounds of one pair of cells (checked by the caller): each places fresh inputs (shared by both
-    sides) behind a random spacer, makes two untimed warm-up blocks, then takes at most ``blocks`` blocks A B B A or
-    ``round_seconds`` of them (at least 4); per round, the log-ratios log(second cell's time / first's), the minor
-    page faults each block took (``minor_faults``: a call whose output lands on fresh pages faults once per page,
-    which adds time to both sides whatever their work and pulls a fast side's ratio towards 1) and its seconds
-    (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or each side's (a
-    floor's forward against a strategy's forward-backward)."""
+    sides) behind a random spacer, makes ``warmup_blocks`` untimed blocks (the first blocks after a placement read
+    high; the gate's designs were sized with 2), then takes at most ``blocks`` blocks A B B A or ``round_seconds``
+    of them (at least 4); per round, the log-ratios log(second cell's time / first's), the minor page faults each
+    block took (``minor_faults``: a call whose output lands on fresh pages faults once per page, which adds time to
+    both sides whatever their work and pulls a fast side's ratio towards 1) and its seconds (``setup_seconds``: the
+    placement and warm-up). ``which`` is the call both sides make, or each side's (a floor's forward against a
+    strategy's forward-backward)."""
     from benchmarks.paired import timed_call
 
     passes = (which, which) if isinstance(which, str) else which
@@ -206,7 +208,9 @@ def measure_pair(
     for round_ in range(rounds):
         round_started = time.monotonic()
         workloads, spacer = fresh_workloads(cells, seed + round_, templates)
-        for _ in range(2):  # warm-up blocks: first touches, lazy set-up, the allocator's threshold
+        for _ in range(
+            warmup_blocks
+        ):  # first touches, lazy set-up, the allocator's threshold, the placement's settling
             for side in (0, 1):
                 timed_call(workloads, side, passes[side])
         setup_seconds = time.monotonic() - round_started

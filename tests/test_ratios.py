@@ -208,7 +208,8 @@ def test_a_process_ratio_times_each_side_in_its_own_pass_whichever_is_set_up_fir
     ratio is always the second cell's time over the first's."""
     calls = []
 
-    def measure_pair(cells, passes, *args):
+    def measure_pair(cells, passes, *args, warmup_blocks):
+        assert warmup_blocks == QUICK.warmup_blocks  # the profile's, not the gate's
         calls.append((cells, passes))
         log_ratio = math.log(2.0)  # log(second side's time / first side's), as measured in this order
         return [{"log_ratios": [log_ratio] * 4}] * QUICK.placements

@@ -232,3 +232,19 @@ def test_the_gate_across_processes_fails_a_dying_cell_alone_and_judges_the_rest(
     assert set(table.verdict) >= {"failed (revision unknown)"}
     judged = table[table.params == "native, example, cpu"]
     assert judged.processes.tolist() == [4, 4]  # what gate_design reads a run's processes from
+
+
+@pytest.mark.parametrize("warmup_blocks", [2, 6])
+def test_a_round_makes_its_untimed_blocks_before_the_blocks_it_times(warmup_blocks):
+    counted: list[int] = []
+
+    def counting(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        counted.append(1)
+        return NATIVE.implementation(input, geometry)
+
+    cells = (
+        Cell(NATIVE, EXAMPLE, "cpu"),
+        Cell(Strategy("s", "native, counted", (1, 2), ("cpu",), counting), EXAMPLE, "cpu"),
+    )
+    (round_,) = measure_pair(cells, "forward", rounds=1, blocks=4, round_seconds=0.0, warmup_blocks=warmup_blocks)
+    assert len(round_["log_ratios"]) == 4 and len(counted) == warmup_blocks + 2 * 4  # one call a warm-up block
