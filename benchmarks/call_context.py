@@ -38,7 +38,7 @@ def _position(pattern: str, index: int) -> str:
     return f"{side} after {pattern[index - 1]}"
 
 
-def time_orders(cells: tuple, which: str, calls: int, seed: int, templates: dict | None = None) -> dict:
+def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: dict | None = None) -> dict:
     """One placement of ``cells`` (A, B), checked by the caller: per order, ``times`` (position -> median seconds)
     and ``ratio`` (B over A); each pattern repeated until it has ``calls`` timed calls of each of its sides."""
     from benchmarks.paired import timed_call
@@ -109,7 +109,7 @@ def measure_units(spec: Mapping, strategies: Mapping | None = None) -> Iterator[
         use_exact_float32("cpu")
         for placement in range(int(spec["placements"])):
             seed += 1
-            orders = time_orders(cells, unit["which"], int(spec["calls"]), seed, templates)
+            orders = measure_orders(cells, unit["which"], int(spec["calls"]), seed, templates)
             yield {"key": key, "placement": placement, "orders": orders}
 
 

@@ -3,35 +3,19 @@ or correctness is known by construction."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
-from benchmarks.call_context import ORDERS, _position, measure_units, time_orders
+from benchmarks.call_context import ORDERS, _position, measure_orders, measure_units
 from benchmarks.cells import Cell, profile_config
 from benchmarks.profiles import get_profile
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from scripts import context
+from tests.helpers import slower_native
 
 NATIVE = STRATEGIES["native"]
 EXAMPLE = profile_config(get_profile("quick"), "example")
-
-
-def _slower(factor: float) -> Strategy:
-    """native, spinning after each call for ``factor - 1`` times the call's time: ``factor`` times as slow."""
-
-    def slower(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        start = time.perf_counter()
-        out = NATIVE.implementation(input, geometry)
-        end = time.perf_counter()
-        end += (factor - 1) * (end - start)
-        while time.perf_counter() < end:
-            pass
-        return out
-
-    return Strategy("slower", "native, slowed", (1, 2), ("cpu",), slower)
 
 
 def test_a_position_is_named_by_the_call_and_the_one_before_it_in_the_repeated_pattern():
@@ -41,8 +25,8 @@ def test_a_position_is_named_by_the_call_and_the_one_before_it_in_the_repeated_p
 
 
 def test_every_order_gives_the_second_over_the_first_and_times_every_position():
-    cells = (Cell(NATIVE, EXAMPLE, "cpu"), Cell(_slower(4.0), EXAMPLE, "cpu"))
-    found = time_orders(cells, "forward", calls=6, seed=1)
+    cells = (Cell(NATIVE, EXAMPLE, "cpu"), Cell(slower_native(4.0), EXAMPLE, "cpu"))
+    found = measure_orders(cells, "forward", calls=6, seed=1)
     assert set(found) == set(ORDERS)
     assert set(found["loop"]["times"]) == {"A", "B"}
     assert set(found["alternating"]["times"]) == {"A after B", "B after A"}
