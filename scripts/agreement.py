@@ -42,7 +42,7 @@ from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
 from reports.results import process_interval
 from reports.units import format_ratio_interval
-from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells
+from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells, print_report
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
 WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN) and 1 + WITHIN
@@ -154,11 +154,7 @@ def main() -> int:
             f"{'overlap':>8}",
         ]
         lines += table_lines(paired_keys, harness_ratios, timer_paired, ratio_line, 20, "intervals")
-    print("\n" + "\n".join(lines))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("\n".join(lines) + "\n")
-        print(f"written to {args.out}")
+    print_report("\n".join(lines), args.out)
     return 0
 
 

@@ -19,7 +19,6 @@ import statistics
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.call_context import ORDERS
@@ -27,7 +26,7 @@ from benchmarks.children import run_json_child
 from benchmarks.runner import PAIRED_REFERENCE
 from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
-from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells
+from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells, print_report
 
 WIDTH = 124  # the table's width, which the prose above it wraps to
 POSITIONS = ("B", "B after A", "blocks B after A", "blocks B after B")  # B's times: loop, alternating, blocks
@@ -126,11 +125,7 @@ def main() -> int:
         "",
         *table(rows, keys),
     ]
-    print("\n" + "\n".join(lines))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text("\n".join(lines) + "\n")
-        print(f"written to {args.out}")
+    print_report("\n".join(lines), args.out)
     return 0
 
 

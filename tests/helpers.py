@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -12,6 +14,24 @@ from impls.strategy import Strategy
 def assert_matches_reference(fn, x: torch.Tensor, kwargs: dict, *, backward: bool = True) -> None:
     problem = mismatch(fn, x, kwargs, backward=backward)
     assert problem is None, f"{getattr(fn, 'name', fn)}: {problem}"
+
+
+def slower_native(factor: float) -> Strategy:
+    """native, spinning after each call for ``factor - 1`` times the call's time: ``factor`` times as slow."""
+    from impls import STRATEGIES, Geometry
+
+    native = STRATEGIES["native"]
+
+    def slower(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
+        start = time.perf_counter()
+        out = native.implementation(input, geometry)
+        end = time.perf_counter()
+        end += (factor - 1) * (end - start)
+        while time.perf_counter() < end:
+            pass
+        return out
+
+    return Strategy("s", "native, slowed", (1, 2), ("cpu",), slower)
 
 
 def skip_unless_supported(strategy: Strategy, spatial_dims: int, device: str) -> None:

@@ -5,7 +5,6 @@ strategies made here whose cost or behaviour is known by construction."""
 from __future__ import annotations
 
 import math
-import time
 import weakref
 
 import numpy as np
@@ -29,6 +28,7 @@ from benchmarks.variance import Components, components, design, faulted_share, r
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from reports.compare import Thresholds, paired_table
+from tests.helpers import slower_native
 
 NATIVE = STRATEGIES["native"]
 EXAMPLE = profile_config(get_profile("quick"), "example")
@@ -156,21 +156,6 @@ def test_a_shift_of_the_stated_resolution_is_caught_at_the_stated_power_by_the_t
     assert resolution(1.0, 6, 0.001, 0.95, margin=0.05) == pytest.approx(1.05 * math.exp(shift))
 
 
-def _slower(factor: float) -> Strategy:
-    """native, spinning after each call for ``factor - 1`` times the call's time: ``factor`` times as slow."""
-
-    def slower(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
-        start = time.perf_counter()
-        out = NATIVE.implementation(input, geometry)
-        end = time.perf_counter()
-        end += (factor - 1) * (end - start)
-        while time.perf_counter() < end:
-            pass
-        return out
-
-    return Strategy("s", "native, slowed", (1, 2), ("cpu",), slower)
-
-
 def test_a_round_gives_the_second_over_the_first_and_each_round_places_the_inputs_anew():
     alive: list[weakref.ref] = []
     inputs: list[int] = []
@@ -184,7 +169,7 @@ def test_a_round_gives_the_second_over_the_first_and_each_round_places_the_input
         return out
 
     plain = Strategy("s", "native, careful", (1, 2), ("cpu",), careful)
-    cells = (Cell(plain, EXAMPLE, "cpu"), Cell(_slower(4.0), EXAMPLE, "cpu"))
+    cells = (Cell(plain, EXAMPLE, "cpu"), Cell(slower_native(4.0), EXAMPLE, "cpu"))
     rounds = list(measure_pair(cells, "forward", rounds=3, blocks=8, round_seconds=0.05, seed=1))
     assert [r["round"] for r in rounds] == [0, 1, 2] and all(len(r["log_ratios"]) >= 4 for r in rounds)
     assert all(len(r["minor_faults"]) == len(r["log_ratios"]) and min(r["minor_faults"]) >= 0 for r in rounds)

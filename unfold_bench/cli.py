@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.trees import ROOT, head_commit
+from unfold_bench.common_args import print_report
 
 if TYPE_CHECKING:
     from reports.compare import Thresholds
@@ -250,9 +251,7 @@ def variance(argv: list[str]) -> int:
         rows = components.measure(units, args.runs, args.processes, args.rounds, args.blocks, args.round_seconds)
     text = f"{header['command']}: {header['machine']}, commit {header['commit']}, {header['date']}\n"
     text += components.report(rows, args.target, ALPHA, POWER, defaults.paired_margin)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    print_report(text, args.out)
     if args.json:
         Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in [header, *rows]))
     return 0
@@ -321,9 +320,7 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
             f"no number of processes up to {gate_design.MAX_PROCESSES} resolves {args.target:g}x at the median"
         )
     text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    print_report(text, args.out)
     if k is None:
         return 1
     if args.record:

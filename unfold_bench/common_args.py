@@ -9,6 +9,7 @@ regression gate times) and ``--cells`` (the cells a check by hand times, ``parse
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
 from benchmarks.profiles import DEFAULT_PROFILE, PROFILES
@@ -80,6 +81,15 @@ DEFAULT_CELLS = (
     "compiled:allcnnc-conv3:forward_backward",
 )
 EVERY_STRATEGY_CONFIGS = ("allcnnc-conv2", "allcnnc-conv3")  # --cells every: each strategy on these, both calls
+
+
+def print_report(text: str, out: str | None) -> None:
+    """Print a command's report and, with ``--out``, write it to that file too (its folder made if missing)."""
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n")
+        print(f"written to {out}")
 
 
 def add_cells(parser: argparse.ArgumentParser) -> None:
