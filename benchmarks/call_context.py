@@ -81,23 +81,27 @@ def measure_units(spec: Mapping, strategies: Mapping | None = None) -> Iterator[
     or computes a wrong result). ``strategies``: the registry to take both from (default ``impls.STRATEGIES``)."""
     from benchmarks.cells import Cell, check_cell, reference_for, use_exact_float32
     from benchmarks.profiles import DEFAULT_PROFILE, get_profile
+    from impls import STRATEGIES
 
     profile = get_profile(spec.get("profile", DEFAULT_PROFILE))
-    registry = () if strategies is None else (strategies,)
+    registry = STRATEGIES if strategies is None else strategies
     seed = int(spec.get("seed", 0))
     templates: dict = {}
     verdicts: dict[tuple[str, str], object] = {}  # (strategy, config) -> the correctness check's Verdict
+    references: dict[str, object] = {}  # config -> the reference's answers, the same for every strategy on it
     for unit in spec["units"]:
         key = f"{unit['strategy']}:{unit['config']}:{unit['which']}"
         names = (spec["reference"], unit["strategy"])
-        cells = tuple(Cell.from_names(name, unit["config"], "cpu", profile, *registry) for name in names)
+        cells = tuple(Cell.from_names(name, unit["config"], "cpu", profile, registry) for name in names)
         skipped = [f"{cell.strategy.name}: skipped: {why}" for cell in cells if (why := cell.skip_reason())]
         if skipped:
             yield {"key": key, "problem": "; ".join(skipped)}
             continue
         for cell in cells:
             if (cell.strategy.name, unit["config"]) not in verdicts:
-                verdicts[(cell.strategy.name, unit["config"])] = check_cell(cell, reference_for(cell))
+                if unit["config"] not in references:
+                    references[unit["config"]] = reference_for(cell)
+                verdicts[(cell.strategy.name, unit["config"])] = check_cell(cell, references[unit["config"]])
         problems = [
             f"{cell.strategy.name}: {problem}"
             for cell in cells
