@@ -1,12 +1,13 @@
 """glibc's allocator in benchmark processes: the two timing regimes, and the pinned threshold net peaks need.
 
 glibc ``malloc`` serves a block of at least ``M_MMAP_THRESHOLD`` bytes with a fresh ``mmap`` (its pages fault on
-first touch) and a smaller one from its heap (its pages may be resident). The threshold is dynamic, rising to the
-size of each freed mmapped block up to 32 MiB, so what a call pays depends on what the process freed before.
+first touch) and a smaller one from its heap (its pages may be resident). By default the threshold is dynamic,
+rising with each freed mmapped block up to 32 MiB, so what a call pays depends on what the process freed before.
 
-Timing regimes (``REGIMES``): ``warm`` (the default), the allocator as a user's process has it; ``fresh-pages``,
-the threshold pinned at 128 KiB, so every timed call pays its output's first-touch page faults. Net peaks are
-measured with the threshold pinned in either regime (``pin_mmap_threshold_now``), so that they repeat.
+Timing regimes (``REGIMES``): ``warm`` (the default), glibc's thresholds set where that adjustment ends (mmap at
+32 MiB, trim at 64 MiB), as a process that has run a while has them, from a process's first call on;
+``fresh-pages``, the threshold pinned at 128 KiB, so every timed call pays its output's first-touch page faults.
+Net peaks are measured with the threshold pinned in either regime (``pin_mmap_threshold_now``), so they repeat.
 
 No torch import here: this must run before torch allocates anything.
 
@@ -24,13 +25,21 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 MMAP_THRESHOLD_VARIABLE = "MALLOC_MMAP_THRESHOLD_"
+TRIM_THRESHOLD_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
 PINNED_MMAP_THRESHOLD = 128 * 1024  # glibc's initial (and minimum dynamic) value
+# where glibc's dynamic adjustment ends on a 64-bit machine: the mmap threshold at DEFAULT_MMAP_THRESHOLD_MAX and
+# the trim threshold at twice it (malloc.c sets both when it frees an mmapped block of that size)
+WARM_MMAP_THRESHOLD = 32 * 1024 * 1024
+WARM_TRIM_THRESHOLD = 2 * WARM_MMAP_THRESHOLD
 # A net peak is resolved no finer: a smaller block comes from the heap, whose pages may already be resident (or
 # whose growth is counted in whole chunks), so two net peaks, or a net peak and the analytic minimum, that differ
 # by less say nothing.
 NET_PEAK_RESOLUTION = PINNED_MMAP_THRESHOLD
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 _REEXECUTED = "UNFOLD_BENCH_ALLOCATOR_PINNED"
+# set beside a regime's variables, naming the regime: they are the suite's, not the user's, and another regime
+# replaces them
+REGIME_VARIABLE = "UNFOLD_BENCH_REGIME"
 
 
 @dataclass(frozen=True)
@@ -41,14 +50,17 @@ class Regime:
     label: str  # how charts, tables and recommendations name it
     machine_suffix: str  # appended to the machine name, so two regimes never share a results series
     description: str
+    variables: tuple[tuple[str, str], ...]  # glibc's environment variables that make the regime
 
 
 WARM = Regime(
     "warm",
     "warm allocator (a user's process)",
     "",
-    "glibc's defaults, nothing pinned: each sample's output is freed before the next call, and an output "
-    "below glibc's dynamic mmap threshold (up to 32 MiB) comes back from the heap already resident",
+    f"glibc's mmap threshold at {WARM_MMAP_THRESHOLD} bytes and trim threshold at {WARM_TRIM_THRESHOLD}, where "
+    "its dynamic adjustment ends: each sample's output is freed before the next call, and an output below 32 MiB "
+    "comes back from the heap already resident, from a process's first calls on",
+    ((MMAP_THRESHOLD_VARIABLE, str(WARM_MMAP_THRESHOLD)), (TRIM_THRESHOLD_VARIABLE, str(WARM_TRIM_THRESHOLD))),
 )
 FRESH_PAGES = Regime(
     "fresh-pages",
@@ -56,6 +68,7 @@ FRESH_PAGES = Regime(
     "-freshpages",
     f"glibc's mmap threshold pinned at {PINNED_MMAP_THRESHOLD} bytes: every block over 128 KiB is new memory "
     "from the kernel, so every call pays its output's first-touch page faults",
+    ((MMAP_THRESHOLD_VARIABLE, str(PINNED_MMAP_THRESHOLD)),),
 )
 REGIMES: dict[str, Regime] = {r.name: r for r in (WARM, FRESH_PAGES)}
 DEFAULT_REGIME = WARM.name
@@ -78,22 +91,35 @@ def regime_of_machine(machine: str) -> Regime:
 
 
 def mmap_threshold_setting(environ: Mapping[str, str] = os.environ) -> str:
-    """How glibc's mmap threshold is set in ``environ``: pinned at N bytes, or dynamic."""
+    """How glibc's mmap threshold (and trim threshold, where set) is set in ``environ``: pinned, or dynamic."""
     value = environ.get(MMAP_THRESHOLD_VARIABLE)
     if value is None:
         return "mmap threshold dynamic (128 KiB to 32 MiB, depends on history)"
-    return f"mmap threshold pinned at {value} bytes ({MMAP_THRESHOLD_VARIABLE})"
+    setting = f"mmap threshold pinned at {value} bytes ({MMAP_THRESHOLD_VARIABLE})"
+    trim = environ.get(TRIM_THRESHOLD_VARIABLE)
+    return setting if trim is None else f"{setting}, trim threshold at {trim} bytes ({TRIM_THRESHOLD_VARIABLE})"
 
 
-def pinned_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """A copy of ``environ`` with the threshold pinned (a value the user already set is kept)."""
-    return {MMAP_THRESHOLD_VARIABLE: str(PINNED_MMAP_THRESHOLD), **environ}
+def users_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """``environ`` without what the suite set: a regime's variables (where ``REGIME_VARIABLE`` names the regime and
+    they still hold its values) and the re-execution marker. A value the user set stays."""
+    regime = REGIMES.get(environ.get(REGIME_VARIABLE, ""))
+    ours = {_REEXECUTED, REGIME_VARIABLE}
+    if regime is not None:
+        ours |= {name for name, value in regime.variables if environ.get(name) == value}
+    return {k: v for k, v in environ.items() if k not in ours}
 
 
 def regime_environment(regime: Regime, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The environment for the processes that time in ``regime`` (a threshold the user set is kept in both)."""
-    environment = {k: v for k, v in environ.items() if k != _REEXECUTED}
-    return pinned_environment(environment) if regime is FRESH_PAGES else environment
+    """The environment for the processes that time in ``regime``: its variables, except where the user set one
+    (the user's value is kept), and ``REGIME_VARIABLE``; another regime's variables in ``environ`` are dropped."""
+    environment = users_environment(environ)
+    return {**dict(regime.variables), **environment, REGIME_VARIABLE: regime.name}
+
+
+def pinned_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment of a process whose threshold is pinned from its start (the fresh-pages regime's)."""
+    return regime_environment(FRESH_PAGES, environ)
 
 
 @functools.cache
@@ -124,8 +150,8 @@ def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:
     the ones this process was started with (``sys.orig_argv``, so interpreter options and ``-m``/``-c``
     survive; ``sys.argv`` has lost them).
     """
-    if MMAP_THRESHOLD_VARIABLE in os.environ:
-        return
+    if os.environ.get(MMAP_THRESHOLD_VARIABLE) == pinned_environment()[MMAP_THRESHOLD_VARIABLE]:
+        return  # started pinned (or with the user's own threshold)
     if os.environ.get(_REEXECUTED):  # the variable was dropped on the way: do not loop
         raise RuntimeError(f"{MMAP_THRESHOLD_VARIABLE} did not survive re-execution")
     environment = {**pinned_environment(), _REEXECUTED: "1"}

@@ -5,8 +5,8 @@ so asv stores, compares and plots the two separately and they can never be mixed
 built from one code path; only the batch cap and asv's sampling attributes differ.
 
 How noise is kept in check (asv's sampling, see docs/methodology.md "Noise"): every cell runs in fresh processes
-(``rounds``), each process first makes untimed warm-up calls for ``warmup_time`` seconds (at least one: in the
-warm regime the first few outputs are fresh pages, until glibc's dynamic threshold has risen past their size),
+(``rounds``), each process first makes untimed warm-up calls for ``warmup_time`` seconds (at least one: a first
+call touches its output and sets up what it does lazily),
 then takes between ``repeat[0]`` and ``repeat[1]`` samples until ``repeat[2]`` seconds have passed. A sample is
 one call (asv's ``number`` = 1, never asv's default of enough calls to fill 10 ms): asv re-runs the setup before
 each sample, which drops the previous output, so no call allocates while its predecessor's output is alive.

@@ -16,7 +16,11 @@ from benchmarks.allocator import (
     FRESH_PAGES,
     MMAP_THRESHOLD_VARIABLE,
     PINNED_MMAP_THRESHOLD,
+    REGIME_VARIABLE,
+    TRIM_THRESHOLD_VARIABLE,
     WARM,
+    WARM_MMAP_THRESHOLD,
+    WARM_TRIM_THRESHOLD,
     get_regime,
     pinned_environment,
     regime_environment,
@@ -24,8 +28,12 @@ from benchmarks.allocator import (
 )
 from benchmarks.trees import ROOT
 
-# neither the threshold nor the re-execution marker: a caller's pinned process must not leak either into these
-UNPINNED = {k: v for k, v in os.environ.items() if k not in (MMAP_THRESHOLD_VARIABLE, _REEXECUTED)}
+# none of the allocator's variables nor the suite's markers: a caller's regime must not leak into these
+UNPINNED = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in (MMAP_THRESHOLD_VARIABLE, TRIM_THRESHOLD_VARIABLE, _REEXECUTED, REGIME_VARIABLE)
+}
 
 
 def test_pinned_environment_adds_the_threshold_and_keeps_a_value_the_user_set():
@@ -33,7 +41,8 @@ def test_pinned_environment_adds_the_threshold_and_keeps_a_value_the_user_set():
     assert pinned_environment({MMAP_THRESHOLD_VARIABLE: "65536"})[MMAP_THRESHOLD_VARIABLE] == "65536"
 
 
-def test_an_entry_point_re_executes_itself_with_the_threshold_and_records_it(tmp_path):
+@pytest.mark.parametrize("start", ["unpinned", "warm"])
+def test_an_entry_point_re_executes_itself_with_the_threshold_and_records_it(tmp_path, start):
     script = tmp_path / "entry.py"
     script.write_text(
         f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
@@ -43,11 +52,12 @@ def test_an_entry_point_re_executes_itself_with_the_threshold_and_records_it(tmp
         "from benchmarks.machine import allocator_setting\n"
         f"print(json.dumps([sys.argv[1:], os.environ.get({MMAP_THRESHOLD_VARIABLE!r}), allocator_setting()]))\n"
     )
-    run = subprocess.run([sys.executable, str(script), "a b", "--x"], env=UNPINNED, capture_output=True, text=True)
+    environment = UNPINNED if start == "unpinned" else regime_environment(WARM, UNPINNED)
+    run = subprocess.run([sys.executable, str(script), "a b", "--x"], env=environment, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     arguments, value, setting = json.loads(run.stdout)
     assert arguments == ["a b", "--x"] and value == str(PINNED_MMAP_THRESHOLD)
-    assert f"pinned at {PINNED_MMAP_THRESHOLD} bytes" in setting
+    assert f"pinned at {PINNED_MMAP_THRESHOLD} bytes" in setting and "trim" not in setting
 
 
 def test_re_execution_keeps_interpreter_options_and_a_command_string():
@@ -90,25 +100,73 @@ _PEAKS = (
 def test_with_the_threshold_pinned_the_net_peaks_repeat_and_pinning_late_gives_those_of_a_pinned_start():
     # tiling's backward frees and allocates many output-sized temporaries: with glibc's dynamic threshold its
     # net peak wanders between calls of one process; pinned, at start or (as the warm regime's memory benchmarks
-    # do, with mallopt) after the process started with the dynamic threshold, it repeats, and alike
+    # do, with mallopt) after the process started otherwise (glibc's default, the warm regime), it repeats, alike
     runs = [
         subprocess.run([sys.executable, "-c", _PEAKS], cwd=ROOT, env=env, capture_output=True, text=True)
-        for env in (UNPINNED, pinned_environment(UNPINNED))
+        for env in (UNPINNED, regime_environment(WARM, UNPINNED), pinned_environment(UNPINNED))
     ]
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
-    pinned_now, pinned_at_start = (json.loads(run.stdout) for run in runs)
-    for peaks in (pinned_now, pinned_at_start):
+    *pinned_now, pinned_at_start = (json.loads(run.stdout) for run in runs)
+    for peaks in (*pinned_now, pinned_at_start):
         assert max(peaks) - min(peaks) <= 0.01 * max(peaks), peaks
-    assert abs(pinned_now[-1] - pinned_at_start[-1]) <= 0.01 * pinned_at_start[-1], (pinned_now, pinned_at_start)
+    for peaks in pinned_now:
+        assert abs(peaks[-1] - pinned_at_start[-1]) <= 0.01 * pinned_at_start[-1], (peaks, pinned_at_start)
 
 
-def test_only_the_fresh_pages_regime_pins_the_threshold_for_timing():
-    assert MMAP_THRESHOLD_VARIABLE not in regime_environment(WARM, UNPINNED)
-    assert regime_environment(FRESH_PAGES, UNPINNED)[MMAP_THRESHOLD_VARIABLE] == str(PINNED_MMAP_THRESHOLD)
+def test_each_regime_sets_its_thresholds_replaces_the_other_regimes_and_keeps_the_users():
+    warm = regime_environment(WARM, UNPINNED)
+    assert warm[MMAP_THRESHOLD_VARIABLE] == str(WARM_MMAP_THRESHOLD)
+    assert warm[TRIM_THRESHOLD_VARIABLE] == str(WARM_TRIM_THRESHOLD)
+    fresh = regime_environment(FRESH_PAGES, UNPINNED)
+    assert fresh[MMAP_THRESHOLD_VARIABLE] == str(PINNED_MMAP_THRESHOLD) and TRIM_THRESHOLD_VARIABLE not in fresh
+    # a process of one regime starting another regime's processes: the suite's variables are replaced
+    assert regime_environment(FRESH_PAGES, warm) == fresh
+    assert regime_environment(WARM, fresh) == warm
+    assert pinned_environment(warm) == fresh
+    # the user's own value stays in either regime
+    users = {**UNPINNED, MMAP_THRESHOLD_VARIABLE: "65536"}
+    assert regime_environment(WARM, users)[MMAP_THRESHOLD_VARIABLE] == "65536"
+    assert regime_environment(FRESH_PAGES, regime_environment(WARM, users))[MMAP_THRESHOLD_VARIABLE] == "65536"
     assert regime_environment(WARM, {**UNPINNED, _REEXECUTED: "1"}).get(_REEXECUTED) is None
     assert get_regime("fresh-pages") is FRESH_PAGES
     with pytest.raises(ValueError, match="regime='cold'"):
         get_regime("cold")
+
+
+_HEAP = (
+    "import ctypes, ctypes.util, json\n"
+    "libc = ctypes.CDLL(ctypes.util.find_library('c'))\n"
+    "libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]\n"
+    "libc.free.argtypes = [ctypes.c_void_p]\n"
+    "def heap():\n"
+    "    with open('/proc/self/maps') as maps:\n"
+    "        line = next(line for line in maps if line.rstrip().endswith('[heap]'))\n"
+    "    return [int(x, 16) for x in line.split()[0].split('-')]\n"
+    "block = libc.malloc(1 << 20)\n"
+    "low, high = heap()\n"
+    "big = libc.malloc(20 << 20)\n"
+    "in_use = heap()[1]\n"
+    "libc.free(big)\n"
+    "print(json.dumps([low <= block < high, heap()[1] >= in_use]))\n"
+)
+
+
+@pytest.mark.parametrize(
+    "environment, from_heap, kept",
+    [
+        (UNPINNED, False, True),  # glibc's start: 1 MiB is over the threshold (128 KiB), so fresh mmapped pages
+        (regime_environment(WARM, UNPINNED), True, True),  # from the heap, and freeing 20 MiB trims nothing
+        ({**UNPINNED, MMAP_THRESHOLD_VARIABLE: str(WARM_MMAP_THRESHOLD)}, True, False),  # trimmed at 128 KiB
+        (regime_environment(FRESH_PAGES, UNPINNED), False, True),
+    ],
+    ids=["glibc-default", "warm", "mmap-only", "fresh-pages"],
+)
+def test_glibc_in_a_process_of_each_regime_serves_and_keeps_blocks_as_the_regime_says(environment, from_heap, kept):
+    # a 1 MiB block comes from the heap only above glibc's starting threshold; a freed 20 MiB block at the top of
+    # the heap stays (resident, for the next call) only with the trim threshold raised beside the mmap threshold
+    run = subprocess.run([sys.executable, "-c", _HEAP], env=environment, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [from_heap, kept]
 
 
 def test_the_regime_is_in_the_machine_name_and_entry():
