@@ -74,7 +74,7 @@ test: lint cpp  ## ruff, then the whole test suite in two workers (what CI runs)
 # gradcheck, validation, views, caveats, capabilities, the reports. Leaves out the tests marked slow: the compiling
 # strategies' random problems, PyTorch's OpInfo samples, Triton's interpreter, the harness end to end (every quick
 # cell, asv runs, the gate's processes, the cold compile), a killed run, the allocator's processes, the defects'
-# reproducers, torch.func on the compiled strategies, the scripts' entry points, the site in chromium, the
+# reproducers, torch.func on the compiled strategies, the commands' entry points, the site in chromium, the
 # gate's paired processes, the mutation check, the decision rule's simulation, advise end to end.
 test-fast: cpp  ## the tests not marked slow, for the inner loop (make test runs them all)
 	@echo "make test-fast: the tests not marked slow (compiles, processes, Triton's interpreter, the browser); make test runs them all"
@@ -171,7 +171,7 @@ gpu-check-prepare: venv  ## the GPU check's carried files (.gpu-check/) and the 
 gpu-check: venv  ## the GPU check's dry run here: what it would run on a lent GPU, and whether it is ready
 	$(PY) -m unfold_bench.cli gpu-check run --dry-run
 
-# Every mutation of scripts/mutation_check.py, each test selection first run unmutated (make test runs a quick few).
+# Every mutation of unfold_bench/commands/mutation_check.py, each test selection first run unmutated (make test runs a quick few).
 mutation-check: cpp  ## break each figure on purpose and expect the tests that name it to fail (minutes)
 	$(PY) -m unfold_bench.cli mutation-check --baseline
 

@@ -10,8 +10,9 @@ the suite places them, with A the reference and B the strategy, this times:
 - ``blocks``: A B B A ...: the suite's order, B's first call after A, its second after B.
 
 Each order is repeated untimed first, so that its steady state is what is timed. Per order it gives each position's
-median time and the ratio B / A: for ``loop`` and ``alternating`` the quotient of the medians, for ``blocks`` the
-suite's own statistic (the trimmed mean of the block log-ratios, exponentiated). Run as a module (one process)::
+median time, the ratio B / A (for ``loop`` and ``alternating`` the quotient of the medians, for ``blocks`` the
+suite's own statistic: the trimmed mean of the block log-ratios, exponentiated) and the minor page faults per timed
+call (a call whose output lands on fresh pages takes one per 4 KiB page). Run as a module (one process)::
 
     python -m benchmarks.call_context -   # spec on stdin: {"units": [...], "placements": P, "calls": N, ...}
 """
@@ -39,10 +40,11 @@ def _position(pattern: str, index: int) -> str:
 
 
 def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: dict | None = None) -> dict:
-    """One placement of ``cells`` (A, B), checked by the caller: per order, ``times`` (position -> median seconds)
-    and ``ratio`` (B over A); each pattern repeated until it has ``calls`` timed calls of each of its sides."""
+    """One placement of ``cells`` (A, B), checked by the caller: per order, ``times`` (position -> median seconds),
+    ``ratio`` (B over A) and ``faults`` (minor page faults per timed call); each pattern repeated until it has
+    ``calls`` timed calls of each of its sides."""
     from benchmarks.paired import timed_call
-    from benchmarks.replicates import fresh_workloads, trimmed_mean
+    from benchmarks.replicates import fresh_workloads, minor_faults, trimmed_mean
 
     workloads, spacer = fresh_workloads(cells, seed, templates)
     found: dict[str, dict] = {}
@@ -51,12 +53,15 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
     for order in orders:
         times: dict[str, list[float]] = {}
         block_ratios = []
+        faults = 0
         for pattern in ORDERS[order]:
             repeats = max(1, calls // max(pattern.count("A"), pattern.count("B")))
             for repeat in range(WARM_REPEATS + repeats):
+                before = minor_faults()
                 took = [timed_call(workloads, "AB".index(side), which) for side in pattern]
                 if repeat < WARM_REPEATS:
                     continue
+                faults += minor_faults() - before
                 for index, seconds in enumerate(took):
                     times.setdefault(_position(pattern, index), []).append(seconds)
                 if pattern == "ABBA":
@@ -68,7 +73,8 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
             b = [v for p, values in times.items() if p.startswith("B") for v in values]
             a = [v for p, values in times.items() if p.startswith("A") for v in values]
             ratio = statistics.median(b) / statistics.median(a)
-        found[order] = {"times": medians, "ratio": ratio}
+        timed = sum(len(values) for values in times.values())
+        found[order] = {"times": medians, "ratio": ratio, "faults": faults / timed}
     for workload in workloads:
         workload.reset()
     del workloads, spacer

@@ -11,7 +11,7 @@ path (two revisions loaded side by side) on the machine that will run the gate, 
 differs between machines (``docs/regression-gate.md``).
 
 The design is recorded per machine in ``results/<machine>/gate-design.jsonl``, the last record the one in force;
-``scripts/regress.py`` takes its ``--processes`` from it for a run of the profile, regime, rounds, blocks and round
+``unfold-bench regress`` takes its ``--processes`` from it for a run of the profile, regime, rounds, blocks and round
 seconds it was sized at.
 """
 

@@ -3,7 +3,7 @@
 Wall-clock time on a shared machine moves between runs with where each process landed; the number of
 instructions a call executes, counted by valgrind's callgrind through ``torch.utils.benchmark.Timer.
 collect_callgrind``, barely moves. It is slow (valgrind runs the interpreter too: minutes per
-measurement), so the gate uses it only for the cells it is told to (``scripts/regress.py --callgrind``).
+measurement), so the gate uses it only for the cells it is told to (``unfold-bench regress --callgrind``).
 
 ``count_instructions`` measures in a child process whose ``impls`` comes from a given directory (a checkout
 of the revision under test) and whose harness comes from this working tree, and checks that it imported

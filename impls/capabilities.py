@@ -15,7 +15,7 @@ non-contiguous input, in every dtype. ``check`` runs one capability on one strat
 - ``fails: ...``: an undeclared failure, which the tests reject, or ``declared defect no longer seen``.
 
 ``matrix`` gives every strategy's row; the test suite checks every cell (``tests/test_capabilities.py``), and
-``scripts/capabilities.py`` writes the matrix of this machine for the site.
+``unfold-bench capabilities`` writes the matrix of this machine for the site.
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ unfold = Strategy(
 
 
 def build() -> float:
-    """Build the kernel now (or load it from the cache); the seconds it took. ``scripts/build_cpp.py`` calls it for
+    """Build the kernel now (or load it from the cache); the seconds it took. ``unfold-bench build-cpp`` calls it for
     ``make cpp`` (before ``make test``, ``bench`` and ``advise``), so that no test or benchmark pays the build."""
     import time
 

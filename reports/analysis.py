@@ -543,7 +543,7 @@ def recommend(
 
 
 def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, str]:
-    """The strategies a capability matrix (``scripts/capabilities.py``) shows not working for ``capability`` on
+    """The strategies a capability matrix (``unfold-bench capabilities``) shows not working for ``capability`` on
     ``device``, each with its cell (to set aside when a user needs that capability); an unverified cell is not
     counted (nothing is known), and there are none without a matrix."""
     rows = (record or {}).get("cells", {}).get(device, {})

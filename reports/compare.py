@@ -1,4 +1,4 @@
-"""Judge two revisions' asv results for the CI regression gate (``scripts/regress.py``).
+"""Judge two revisions' asv results for the CI regression gate (``unfold-bench regress``).
 
 For every benchmark cell measured at both revisions on one machine:
 
@@ -42,7 +42,7 @@ PAIRED_COLUMNS = [*COLUMNS, "low", "high", "resolution", "pairs", "processes", "
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The gate's thresholds and how much it measures: the one place of their defaults (``scripts/regress.py``'s
+    """The gate's thresholds and how much it measures: the one place of their defaults (``unfold-bench regress``'s
     options read them from here)."""
 
     time: float = 0.10

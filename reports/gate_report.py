@@ -1,6 +1,6 @@
 """The regression gate's verdict where reviewers look: one JSON file, markdown, text tables and CI annotations.
 
-``scripts/regress.py`` writes ``verdict.json`` (the exit status, the verdict, both revisions and every cell) on
+``unfold-bench regress`` writes ``verdict.json`` (the exit status, the verdict, both revisions and every cell) on
 every run; under GitHub Actions it also appends the markdown table to the job summary (``$GITHUB_STEP_SUMMARY``)
 and prints an ``::error`` annotation naming each regressed or failed cell, which GitHub shows on the run and the
 pull request. ``python -m reports.gate_report verdict.json`` prints the markdown of a saved verdict (the body of the
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description="print a saved verdict (verdict.json) as markdown")
-    parser.add_argument("verdict", type=Path, help="a verdict file written by scripts/regress.py")
+    parser.add_argument("verdict", type=Path, help="a verdict file written by unfold-bench regress")
     args = parser.parse_args(argv)
     try:
         record = json.loads(args.verdict.read_text())

@@ -282,7 +282,7 @@ def load_results(
 
 
 def load_capabilities(directory: str | Path) -> list[dict]:
-    """The capability matrices in ``directory`` (``scripts/capabilities.py``: one file per machine, the newest
+    """The capability matrices in ``directory`` (``unfold-bench capabilities``: one file per machine, the newest
     measurement), sorted by machine; empty when there are none."""
     return [json.loads(path.read_text()) for path in sorted(Path(directory).glob("*.json"))]
 

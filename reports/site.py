@@ -445,7 +445,7 @@ CAPABILITY_MARKS = {
 
 
 def _capabilities_html(records: list[dict]) -> Markup:
-    """Each machine's newest capability matrix (``scripts/capabilities.py``): a table per device it could check,
+    """Each machine's newest capability matrix (``unfold-bench capabilities``): a table per device it could check,
     every cell other than "works" numbered and explained under the table."""
     sections = []
     for record in records:

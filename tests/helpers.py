@@ -41,17 +41,16 @@ def skip_unless_supported(strategy: Strategy, spatial_dims: int, device: str) ->
         pytest.skip(reason)
 
 
-# scripts/regress.py's main on each command line of a JSON list (argv[1]) in one process, printing [status, stderr]
-# per line: its checks are argparse's, before any work, so one process serves many refusals.
+# unfold-bench regress's main on each command line of a JSON list (argv[1]) in one process, printing [status,
+# stderr] per line: its checks are argparse's, before any work, so one process serves many refusals.
 RUN_REGRESS_MAIN = """
-import contextlib, io, json, runpy, sys
-main = runpy.run_path("scripts/regress.py", run_name="regress")["main"]
+import contextlib, io, json, sys
+from unfold_bench.commands.regress import main
 for arguments in json.loads(sys.argv[1]):
-    sys.argv = ["scripts/regress.py", "HEAD", *arguments]
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
         try:
-            status = main()
+            status = main(["HEAD", *arguments])
         except SystemExit as exit:
             status = exit.code
     print(json.dumps([status, stderr.getvalue()]), flush=True)

@@ -175,17 +175,20 @@ def test_the_race_drops_a_strategy_far_behind_the_leader_and_resolves_the_conten
     assert "fast" not in found.far_behind and "reusing" not in found.far_behind
 
 
-def test_the_command_lists_every_subcommand_and_runs_a_script_one():
+def test_the_command_lists_every_subcommand_and_runs_each_from_its_module():
     import contextlib
     import io
 
-    from unfold_bench.cli import COMMANDS, SCRIPTS
+    from unfold_bench.cli import COMMANDS, COMMANDS_DIR
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["--help"]) == 0
     listed = [line.split()[0] for line in out.getvalue().splitlines() if line.startswith("  ")]
-    assert listed == [*COMMANDS, *SCRIPTS]
+    assert listed == list(COMMANDS)
+    # every module of unfold_bench.commands is a command
+    modules = {path.stem for path in COMMANDS_DIR.glob("*.py") if path.stem != "__init__"}
+    assert modules == set(COMMANDS.values())
     assert main(["no-such-command"]) == 2
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["gpu-check", "run", "--budget", "0"]) == 2  # the script's own refusal, its exit status
+        assert main(["gpu-check", "run", "--budget", "0"]) == 2  # the command's own refusal, its exit status

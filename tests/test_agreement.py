@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from scripts import agreement
+from unfold_bench.commands import agreement
 
 
 def test_the_timers_paired_ratio_is_each_process_strategy_over_its_own_native():

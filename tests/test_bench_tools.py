@@ -59,7 +59,7 @@ def test_pytest_benchmark_runs_a_config_and_skips_with_reasons():
     assert "strategy 'native' supports spatial dims (1, 2), not 3" in run.stdout
 
 
-# Command lines scripts/regress.py must refuse before any work (exit status 2), and what its message must name
+# Command lines unfold-bench regress must refuse before any work (exit status 2), and what its message must name
 REGRESS_REFUSALS = [
     (["--mode", "asv", "--rounds", "6"], ["--rounds 6", "at least 7"]),
     *[

@@ -11,8 +11,8 @@ from benchmarks.cells import Cell, profile_config
 from benchmarks.profiles import get_profile
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
-from scripts import context
 from tests.helpers import slower_native
+from unfold_bench.commands import context
 
 NATIVE = STRATEGIES["native"]
 EXAMPLE = profile_config(get_profile("quick"), "example")
@@ -33,6 +33,7 @@ def test_every_order_gives_the_second_over_the_first_and_times_every_position():
     assert set(found["blocks"]["times"]) == {"A after A", "B after A", "B after B", "A after B"}
     for order in ORDERS:  # four times as slow by construction: far above 1 in every order, never below
         assert found[order]["ratio"] > 2, (order, found[order])
+        assert found[order]["faults"] >= 0
 
 
 def test_a_side_that_does_not_run_or_computes_a_wrong_result_is_named_and_nothing_is_timed():
@@ -54,17 +55,19 @@ def test_a_side_that_does_not_run_or_computes_a_wrong_result_is_named_and_nothin
 def test_the_table_gives_bs_times_and_each_orders_ratio_with_its_range_or_the_problem():
     def orders(ratio: float) -> dict:
         times = {"A": 1.0, "B": 0.5, "A after B": 1.0, "B after A": 0.6, "A after A": 1.0, "B after B": 0.8}
-        return {order: {"times": times, "ratio": ratio} for order in ORDERS}
+        return {order: {"times": times, "ratio": ratio, "faults": 7168.0 if ratio == 1.0 else 2.0} for order in ORDERS}
 
     rows = [
         {"key": "s:example:forward", "placement": 0, "orders": orders(0.25)},
         {"key": "s:example:forward", "placement": 1, "orders": orders(1.0)},
+        {"key": "s:example:forward", "placement": 2, "orders": orders(0.25)},
         {"key": "t:example:forward", "problem": "t: wrong output: off by one"},
     ]
     header, measured, failed, missing = context.table(rows, ["s:example:forward", "t:example:forward", "u:x:forward"])
     assert header.split()[:5] == ["cell", "loop", "after", "A", "1st"]
     assert measured.split()[1:5] == ["500", "600", "600", "800"]  # ms: the median over the placements
-    assert measured.count("0.5 (0.25-1)") == len(ORDERS)  # the geometric mean of 0.25 and 1, with the range
+    assert measured.count("0.397 (0.25-1)") == len(ORDERS)  # the geometric mean of 0.25, 0.25, 1, with the range
+    assert measured.endswith("2 (7168)")  # the blocks' faults per call: the median placement's, the most of any
     assert failed.endswith("t: wrong output: off by one") and "no placement measured" in missing
 
 

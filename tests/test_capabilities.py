@@ -17,7 +17,7 @@ from impls import TESTED_STRATEGIES
 from impls.capabilities import CAPABILITIES, WORKS, check, matrix
 from impls.strategy import DEVICES as STRATEGY_DEVICES
 from impls.strategy import Strategy
-from scripts import capabilities as capabilities_script
+from unfold_bench.commands import capabilities as capabilities_script
 
 
 @pytest.mark.parametrize("capability", CAPABILITIES)

@@ -1,6 +1,6 @@
 """The regression gate's judgement (``reports/compare.py``), on asv results made here, not measured.
 
-The gate itself runs benchmarks (``scripts/regress.py``); what it decides from their samples is tested here:
+The gate itself runs benchmarks (``unfold-bench regress``); what it decides from their samples is tested here:
 thresholds, asv's significance test, memory's page floor, failures, and exit statuses. The A/A and power
 checks draw samples from a fixed noise model with a fixed seed: they test the decision rule, not a machine.
 """

@@ -133,7 +133,7 @@ def test_a_record_that_is_not_a_design_is_refused_naming_its_file(tmp_path):
 def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_the_runs_name(
     tmp_path, monkeypatch, capsys
 ):
-    from unfold_bench import cli
+    from unfold_bench.commands import variance
 
     rng = np.random.default_rng(1)
     runs = tmp_path / "validation-runs"
@@ -146,9 +146,9 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
         ]
         pd.DataFrame(rows).to_csv(runs / f"AA-{run + 1}.csv", index=False)
     pd.DataFrame([{**rows[0], "resolution": 9.0}]).to_csv(runs / "injected-1.csv", index=False)  # not A/A: unread
-    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    monkeypatch.setattr(variance, "ROOT", tmp_path)
     out = tmp_path / "design.txt"
-    assert cli.variance(["--from-gate-runs", str(runs), "--record", "--out", str(out)]) == 0
+    assert variance.main(["--from-gate-runs", str(runs), "--record", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert out.read_text().strip() in printed and "of box at commit 0123abcd" in printed
     design = gate_design.recorded(tmp_path / "results", "box")
@@ -161,25 +161,25 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     )
     assert f"design: {design.processes} processes" in printed and f"{design.processes / 8:5.2f}x" in printed
     with pytest.raises(SystemExit):
-        cli.variance(["--from-gate-runs", str(runs), "--record", "--machine", "elsewhere"])
+        variance.main(["--from-gate-runs", str(runs), "--record", "--machine", "elsewhere"])
     assert "were made on box" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.variance(["--from-gate-runs", str(tmp_path / "results")])
+        variance.main(["--from-gate-runs", str(tmp_path / "results")])
     assert "no A/A table" in capsys.readouterr().err
     more = tmp_path / "again-runs"
     shutil.copytree(runs, more)
     # the first line of the validations committed before validate-gate named itself
     (tmp_path / "again.txt").write_text("make regress-validate: machine box, commit 4567cdef, 2026-11-29; ...\n")
-    assert cli.variance(["--from-gate-runs", str(runs), str(more), "--record"]) == 0  # two validations pooled
+    assert variance.main(["--from-gate-runs", str(runs), str(more), "--record"]) == 0  # two validations pooled
     pooled = gate_design.recorded(tmp_path / "results", "box")
     assert pooled is not None and (pooled.runs, pooled.commit) == (6, "0123abcd,4567cdef")
     assert pooled.processes == design.processes  # the same runs twice: the same variances
     (tmp_path / "again.txt").write_text("make regress-validate: machine other, commit 4567cdef, 2026-11-29; ...\n")
     with pytest.raises(SystemExit):
-        cli.variance(["--from-gate-runs", str(runs), str(more)])
+        variance.main(["--from-gate-runs", str(runs), str(more)])
     assert "runs of several machines (box, other)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.variance(["--record"])
+        variance.main(["--record"])
     assert "give --from-gate-runs" in capsys.readouterr().err
 
 

@@ -1,4 +1,4 @@
-"""The prepared GPU check (``scripts/gpu_check.py``): its dry run here, the carried wheels' requirements, and the
+"""The prepared GPU check (``unfold-bench gpu-check``): its dry run here, the carried wheels' requirements, and the
 asv run through the carried repository in a tree without ``.git``, as the lent machine receives it."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.machine import HOST_VARIABLE
 from benchmarks.trees import ROOT
-from scripts import gpu_check
+from unfold_bench.commands import gpu_check
 
 
 def _carry_to(directory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -98,7 +98,7 @@ def test_asv_records_under_the_carried_commit_where_git_is_unavailable(carried, 
     # no repository for git to find, as in the tree a lent machine receives: any git call fails
     env = {**os.environ, "HOME": str(tmp_path), "GIT_DIR": str(tmp_path / "no-git"), HOST_VARIABLE: "rehearsal"}
     cell = r"^unfold\.Quick\.time_forward\('native', 'example', 'cpu'\)$"
-    command = [sys.executable, "scripts/bench.py", "--config", str(carried / "asv.conf.json")]
+    command = [sys.executable, "-m", "unfold_bench.commands.bench", "--config", str(carried / "asv.conf.json")]
     command += ["--commit", manifest["commit"], "--bench", cell, "--summaries", str(tmp_path / "summaries")]
     ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr

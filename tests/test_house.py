@@ -6,7 +6,7 @@ import ast
 
 from benchmarks.trees import ROOT
 
-PACKAGES = ("impls", "benchmarks", "reports", "scripts", "unfold_bench", "tests")
+PACKAGES = ("impls", "benchmarks", "reports", "unfold_bench", "tests")
 DOCSTRING_LINES = 20  # a summary, the why and the math; the longer explanation belongs in docs/internals.md
 
 

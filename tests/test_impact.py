@@ -224,7 +224,7 @@ def test_the_validations_commits_touch_what_they_claim(tmp_path, strategy):
     """validate-gate's A/A commit times every strategy by default, and the strategy and those importing it with
     --strategy; its injected commit touches the slowed ones."""
     from benchmarks.trees import revision_tree
-    from scripts.validate_gate import EVERY, make_clone, one_strategy
+    from unfold_bench.commands.validate_gate import EVERY, make_clone, one_strategy
 
     injection = EVERY if strategy is None else one_strategy(strategy)
     clone, base, same, injected = make_clone(tmp_path, injection)

@@ -1,4 +1,4 @@
-"""A few of ``scripts/mutation_check.py``'s mutations, so the suite keeps failing where its subjects break.
+"""A few of ``unfold-bench mutation-check``'s mutations, so the suite keeps failing where its subjects break.
 
 The whole check (every mutation, with ``--baseline``) is ``make mutation-check``; this runs the quick ones, each
 pytest run in a temporary copy of the working tree.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.trees import ROOT
-from scripts import mutation_check
+from unfold_bench.commands import mutation_check
 
 # one of each kind of subject: a kernel's values, a gradient's precision, the gate's verdict, a pick, the timer
 QUICK = (

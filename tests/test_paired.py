@@ -176,7 +176,7 @@ def test_a_process_that_dies_fails_its_cells_only():
     assert all(r["absent_at"] == "both" for r in rows if r["strategy"] == "nonexistent")
 
 
-# Paired settings scripts/regress.py must refuse before any work (exit status 2), and what its message must name
+# Paired settings unfold-bench regress must refuse before any work (exit status 2), and what its message must name
 PAIRED_REFUSALS = [
     (["--processes", "5"], "--processes 5"),
     (["--processes", "2"], "--processes 2"),

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student
 
-from scripts import stability
+from unfold_bench.commands import stability
 
 
 @pytest.mark.parametrize("processes, other", [(4, 4), (3, 6), (8, 8)])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from scripts import validate_gate
+from unfold_bench.commands import validate_gate
 
 BASE, SAME, INJECTED = "b" * 40, "a" * 40, "c" * 40
 CONFIG = "allcnnc-conv3"

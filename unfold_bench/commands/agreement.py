@@ -31,7 +31,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
@@ -66,14 +66,17 @@ print(json.dumps(out))
 """
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench agreement", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_cells(parser)
     add_profile(parser)
     add_regime(parser)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both timers (default 5)")
     parser.add_argument("--out", help="also write the table to this file (e.g. docs/agreement-warm.txt)")
-    args = parser.parse_args()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(arguments)
     if args.rounds < 1:
         raise SystemExit(f"--rounds {args.rounds}: must be at least 1")
     cells = parse_cells(args.cells, args.profile)
@@ -125,7 +128,7 @@ def main() -> int:
         )
     plugins = "".join(f"--strategy {spec} " for spec in plugin_specs())
     lines = [
-        f"unfold-bench {plugins}agreement {shlex.join(sys.argv[1:])}: machine {machine_name(regime.name)}, commit "
+        f"unfold-bench {plugins}agreement {shlex.join(arguments)}: machine {machine_name(regime.name)}, commit "
         f"{commit[:8]}, {time.strftime('%Y-%m-%d')}",
         f"{profile.name} profile, CPU, {regime.label}, {args.rounds} rounds",
         "",

@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
@@ -44,8 +45,10 @@ def _at_least_one(text: str) -> int:
     return value
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_profile(parser)
     add_regime(parser)
     parser.add_argument("--thp", action="store_true", help=f"run with {THP_VARIABLE}=1 (a separately named machine)")
@@ -64,7 +67,7 @@ def main() -> int:
     parser.add_argument(
         "--summaries", default=str(ROOT / "reports" / "summaries"), help="where the run's text summary is written"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     if args.thp:
         os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess

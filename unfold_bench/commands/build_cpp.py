@@ -5,16 +5,21 @@ Exit status 0 also when this machine cannot build it (the strategy then refuses 
 
 from __future__ import annotations
 
-from impls import cpp
+import argparse
+from collections.abc import Sequence
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="unfold-bench build-cpp", description=__doc__).parse_args(argv)
+    from impls import cpp
+
     if cpp.MISSING_REQUIREMENT is not None:
         print(f"cpp strategy not built: it needs {cpp.MISSING_REQUIREMENT}")
-        return
+        return 0
     seconds = cpp.build()
     print(f"cpp strategy's kernel ready in {cpp.build_directory()} ({seconds:.1f} s)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

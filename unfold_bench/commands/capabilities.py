@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.trees import ROOT, head_commit
@@ -45,8 +46,10 @@ def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
     return {**new, "cells": cells, "checked_at": checked_at}, said
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench capabilities", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", default=str(ROOT / "reports" / "capabilities"), help="directory to write into")
     parser.add_argument("--devices", default="cpu,cuda", help="comma-separated devices to check (default cpu,cuda)")
     add_commit(parser)
@@ -55,7 +58,7 @@ def main() -> int:
         help="comma-separated strategies to check (default: every one); their rows are merged into this machine's "
         "record, the others kept with the commit they were checked at",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
 

@@ -6,7 +6,8 @@ Every timer fixes an order of calls: ``torch.utils.benchmark`` times a call afte
 in blocks A B B A. Where a call's time depends on its predecessor, the two read different figures, and neither is
 wrong. In fresh processes (``benchmarks.call_context``), per cell and placement of the inputs, the strategy (B) and
 the reference (A) are timed in a loop each, alternating, and in the suite's blocks; the table gives B's median time
-per position, and B / A per order, each as the geometric mean over every process and placement with its range.
+per position, B / A per order, each as the geometric mean over every process and placement with its range, and the
+minor page faults per call of the blocks (the median placement's and the most of any): fresh pages under an output.
 A check to run by hand, not a test: timings on a shared machine. docs/methodology.md says how to read it.
 """
 
@@ -19,6 +20,7 @@ import statistics
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 
 from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.call_context import ORDERS
@@ -58,7 +60,7 @@ def geometric(values: list[float]) -> str:
 def table(rows: list[dict], keys: list[str]) -> list[str]:
     """One line per cell: B's median ms per position (the median over placements) and B / A per order."""
     header = f"{'cell':<42}" + "".join(f"{name:>9}" for name in ("loop", "after A", "1st", "2nd"))
-    header += "".join(f"{order:>20}" for order in ORDERS)
+    header += "".join(f"{order:>20}" for order in ORDERS) + f"{'faults':>14}"
     lines = [header]
     for key in keys:
         mine = [row for row in rows if row["key"] == key]
@@ -72,12 +74,16 @@ def table(rows: list[dict], keys: list[str]) -> list[str]:
             f"{statistics.median(t[position] for t in times) * 1e3:>9.3g}" for position in POSITIONS
         )
         line += "".join(f"{geometric([orders[o]['ratio'] for orders in placements]):>20}" for o in ORDERS)
+        faults = [orders["blocks"]["faults"] for orders in placements]
+        line += f"{f'{statistics.median(faults):.0f} ({max(faults):.0f})':>14}"
         lines.append(line)
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench context", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_cells(parser)
     add_profile(parser)
     add_regime(parser)
@@ -85,7 +91,8 @@ def main() -> int:
     parser.add_argument("--placements", type=positive, default=2, help="input placements per process (default 2)")
     parser.add_argument("--calls", type=positive, default=30, help="timed calls per side, order, placement (30)")
     parser.add_argument("--out", help="also write the table to this file (e.g. docs/call-context.txt)")
-    args = parser.parse_args()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(arguments)
     cells = [cell for cell in parse_cells(args.cells, args.profile) if cell[0] != PAIRED_REFERENCE]
     if not cells:
         raise SystemExit(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")
@@ -110,7 +117,7 @@ def main() -> int:
 
     plugins = "".join(f"--strategy {spec} " for spec in plugin_specs())
     lines = [
-        f"unfold-bench {plugins}context {shlex.join(sys.argv[1:])}: machine {machine_name(regime.name)}, commit "
+        f"unfold-bench {plugins}context {shlex.join(arguments)}: machine {machine_name(regime.name)}, commit "
         f"{head_commit()[:8]}, {time.strftime('%Y-%m-%d')}",
         f"{args.profile} profile, CPU, {regime.label}, {args.processes} processes x {args.placements} placements, "
         f"{args.calls} timed calls per side and order",
@@ -119,7 +126,9 @@ def main() -> int:
             f"A: {PAIRED_REFERENCE}, B: the strategy. B's median ms (the median over the placements) in a loop of "
             "its own calls, alternating with A (each call after A's), and in the suite's blocks A B B A (1st: after "
             f"A, 2nd: after B). Then B / A per order: {', '.join(ORDERS)} (the suite's statistic), each the "
-            "geometric mean over the placements of every process, with their range",
+            "geometric mean over the placements of every process, with their range. Last, the blocks' minor page "
+            "faults per call, A's and B's, for the median placement (and the most of any placement): a call whose "
+            "output lands on fresh pages takes one per 4 KiB page, which adds to both sides' time alike",
             WIDTH,
         ),
         "",

@@ -2,7 +2,7 @@
 
     unfold-bench gpu-check prepare                # here: wheels, commit manifest, the device call
     unfold-bench gpu-check run --dry-run          # here: what it would run; are the carried files ready
-    python3 scripts/gpu_check.py run --out "$OUT"  # there: the check itself (the command prepare prints)
+    python3 -m unfold_bench.commands.gpu_check run --out "$OUT"  # there: the check itself (the command prepare prints)
     unfold-bench gpu-check import DIR             # here: what came back, into results/ and capabilities
 
 The lent machine has torch with CUDA, Triton, pytest and pandas but neither asv, unfoldNd nor plotly, cannot
@@ -28,11 +28,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # not benchmarks.trees.ROOT: this runs before the project is importable
+ROOT = Path(__file__).resolve().parents[2]  # not benchmarks.trees.ROOT: this runs before the project is importable
 CARRIED_DIR = ROOT / ".gpu-check"
 WHEELS = CARRIED_DIR / "wheels"
 MANIFEST = CARRIED_DIR / "manifest.json"
@@ -80,7 +81,7 @@ PLATFORMS = (
 )
 
 
-# The CUDA cells each benchmark step selects (``scripts/bench.py --bench``, searched in asv's cell names): the quick
+# The CUDA cells each benchmark step selects (``unfold-bench bench --bench``, searched in asv's cell names): the quick
 # profile's strategies and bounds (not the cold compiles: tens of seconds each), and at batch 256 the All-CNN-C
 # layers' forward time with the bounds it is read against.
 def cell_selections() -> dict[str, str]:
@@ -192,7 +193,7 @@ def device_command(budget: float = BUDGET_S) -> str:
     )
     return (
         f'{install} && export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 || exit 3; '
-        f'python3 scripts/gpu_check.py run --out "$OUT" --budget {budget:.0f}'
+        f'python3 -m unfold_bench.commands.gpu_check run --out "$OUT" --budget {budget:.0f}'
     )
 
 
@@ -227,7 +228,7 @@ class Step:
 
 
 def steps(out: Path, commit: str, python: str = "python3") -> list[Step]:
-    bench = [python, "scripts/bench.py", "--config", _shown(ASV_CONFIG), "--commit", commit]
+    bench = [python, "-m", "unfold_bench.commands.bench", "--config", _shown(ASV_CONFIG), "--commit", commit]
     bench += ["--summaries", str(out / "summaries")]
     workers = str(max(1, min(8, (os.cpu_count() or 2) // 2)))
     # the capability cells on cuda are the next step's matrix (it fails on an undeclared failure), not checked twice
@@ -239,7 +240,17 @@ def steps(out: Path, commit: str, python: str = "python3") -> list[Step]:
         Step("cuda tests", [*pytest, "--junitxml", str(out / "pytest-cuda.xml")], share=0.35, minimum_s=60),
         Step(
             "capabilities",
-            [python, "scripts/capabilities.py", "--devices", "cuda", "--commit", commit, "--out", str(out)],
+            [
+                python,
+                "-m",
+                "unfold_bench.commands.capabilities",
+                "--devices",
+                "cuda",
+                "--commit",
+                commit,
+                "--out",
+                str(out),
+            ],
             share=0.25,
             minimum_s=30,
         ),
@@ -409,8 +420,10 @@ def import_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench gpu-check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     prepare_parser = commands.add_parser("prepare", help="wheels, commit manifest and the device call, here")
     prepare_parser.add_argument("--no-download", action="store_true", help="write the manifest only")

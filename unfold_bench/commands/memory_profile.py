@@ -7,27 +7,29 @@ Example: ``unfold-bench memprofile as_strided allcnnc-conv2 --profile full``
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from benchmarks.allocator import pin_mmap_threshold
 
-pin_mmap_threshold()  # before torch allocates: memory and time must not depend on the process's history
 
-from benchmarks.cells import Cell  # noqa: E402 (after the pin)
-from benchmarks.configs import CONFIGS_BY_NAME  # noqa: E402 (after the pin)
-from benchmarks.memory_timeline import profile_cell  # noqa: E402 (after the pin)
-from benchmarks.profiles import PROFILES  # noqa: E402 (after the pin)
-from impls import STRATEGIES  # noqa: E402 (after the pin)
-from unfold_bench.common_args import add_profile  # noqa: E402
+def main(argv: Sequence[str] | None = None) -> int:
+    pin_mmap_threshold()  # re-executes this process pinned, unless it started so: before torch allocates anything
+    from benchmarks.cells import Cell
+    from benchmarks.configs import CONFIGS_BY_NAME
+    from benchmarks.memory_timeline import profile_cell
+    from benchmarks.profiles import PROFILES
+    from impls import STRATEGIES
+    from unfold_bench.common_args import add_profile
 
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench memprofile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("strategy", choices=list(STRATEGIES))
     parser.add_argument("config", choices=list(CONFIGS_BY_NAME))
     add_profile(parser)
     parser.add_argument("--device", choices=["cpu"], default="cpu", help="memory_profiler measures host memory")
     parser.add_argument("--interval", type=float, default=0.005, help="timeline sampling interval in seconds")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.interval <= 0:
         parser.error(f"--interval {args.interval}: must be positive")
     cell = Cell.from_names(args.strategy, args.config, args.device, PROFILES[args.profile])

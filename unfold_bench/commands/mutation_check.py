@@ -501,7 +501,7 @@ def check(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="unfold-bench mutation-check", description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", action="store_true", help="first run each test selection unmutated")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only these mutations")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")

@@ -14,7 +14,7 @@ threshold; 2 a failure (a benchmark failed at HEAD, no cell could be compared, o
 default is ``reports.compare.Thresholds``'s (``--help`` shows them), except that ``--processes`` is this machine's
 recorded design where there is one (``benchmarks.gate_design``).
 
-Details: docs/internals.md#scriptsregresspy.
+Details: docs/internals.md#unfold_benchcommandsregresspy.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import traceback
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -253,9 +254,11 @@ def run_asv(
     return table, asv_status, line
 
 
-def main() -> int:
+def run_gate(argv: Sequence[str] | None = None) -> int:
     defaults = Thresholds()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench regress", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("base", help="the revision to compare against (e.g. origin/main)")
     parser.add_argument("head", nargs="?", default="HEAD", help="the revision under test (default HEAD)")
     add_mode(parser)
@@ -352,7 +355,7 @@ def main() -> int:
         metavar="STRATEGY:CONFIG:forward|forward_backward",
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.mode == "asv" and args.rounds < min_rounds():
         parser.error(
             f"--rounds {args.rounds}: the Mann-Whitney U test on {args.rounds} round medians a side cannot reach "
@@ -467,10 +470,10 @@ def main() -> int:
     return status
 
 
-def guarded_main() -> int:
-    """``main``, with any error of the gate itself an exit status of 2 (never 1, which means a regression)."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """``run_gate``, with any error of the gate itself an exit status of 2 (never 1, which means a regression)."""
     try:
-        return main()
+        return run_gate(argv)
     except Exception:
         traceback.print_exc()
         print("GATE ERROR: the gate itself failed (above); no verdict")
@@ -478,4 +481,4 @@ def guarded_main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(guarded_main())
+    raise SystemExit(main())

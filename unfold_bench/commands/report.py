@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.trees import ROOT
@@ -19,13 +20,15 @@ from reports.site import build_site
 from unfold_bench.common_args import add_config
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--results", default=str(ROOT / "results"), help="asv results directory")
     parser.add_argument("--out", default=str(ROOT / "reports" / "site"), help="where to write the site")
     add_config(parser)
     parser.add_argument("--no-asv-publish", action="store_true", help="skip asv's own site")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from asv.config import Config
 

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from unfold_bench.common_args import add_bench, add_mode
 SLOWDOWN = 0.10
 SLOWER = f"""
 
-def _injected_slower(input, geometry):  # injected regression (scripts/validate_gate.py)
+def _injected_slower(input, geometry):  # injected regression (unfold-bench validate-gate)
     start = time.perf_counter()
     out = _IMPLEMENTATION(input, geometry)
     end = time.perf_counter()
@@ -56,7 +57,7 @@ unfold = dataclasses.replace(unfold, implementation=_injected_slower)
 """
 HUNGRIER_AS_STRIDED = """
 
-def _injected_hungrier(input, geometry):  # injected regression (scripts/validate_gate.py)
+def _injected_hungrier(input, geometry):  # injected regression (unfold-bench validate-gate)
     out = _as_strided_unfold(input, geometry)
     scratch = torch.empty(out.numel(), dtype=out.dtype, device=out.device).fill_(0)
     del scratch
@@ -122,7 +123,7 @@ def make_clone(workdir: Path, injection: Injection = EVERY) -> tuple[Path, str, 
     clone = make_clone_of(ROOT, workdir / "clone", "gate validation", "gate@localhost")
     base = git("rev-parse", "HEAD", repo=clone)
     commented = clone / injection.aa_file
-    commented.write_text(commented.read_text() + "\n# A/A commit (scripts/validate_gate.py): no code changes\n")
+    commented.write_text(commented.read_text() + "\n# A/A commit (unfold-bench validate-gate): no code changes\n")
     git("commit", "-qam", "A/A: no code under test changes", repo=clone)
     same = git("rev-parse", "HEAD", repo=clone)
     git("checkout", "-q", base, repo=clone)
@@ -214,8 +215,10 @@ def rejudge(workdir: Path, margin: float, measured_margin: float, injection: Inj
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench validate-gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
     parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
     add_bench(parser, default=CI_SUBSET, help="the cells to judge: the CI subset")
@@ -240,7 +243,7 @@ def main() -> int:
     parser.add_argument(
         "--measured-margin", type=float, default=margin, help="with --rejudge: the margin they ran with (the gate's)"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     injection = EVERY if args.strategy is None else one_strategy(args.strategy)
     if args.rejudge:
         print("\n".join(rejudge(args.rejudge, args.margin, args.measured_margin, injection)))
@@ -258,7 +261,7 @@ def main() -> int:
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
     clone, base, same, injected = make_clone(workdir, injection)
-    gate = [sys.executable, "scripts/regress.py", "--mode", args.mode, "--bench", args.bench]
+    gate = [sys.executable, "-m", "unfold_bench.commands.regress", "--mode", args.mode, "--bench", args.bench]
     design = ""
     if args.mode == "paired":
         defaults = Thresholds()

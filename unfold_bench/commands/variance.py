@@ -1,0 +1,208 @@
+"""Where the error of a paired ratio is (call, placement, process, run), and the design that resolves a target.
+
+``unfold-bench variance --help`` gives the options; docs/methodology.md shows its output and how the profiles and
+the gate take their process counts from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchmarks.trees import ROOT, head_commit
+from unfold_bench.common_args import print_report
+
+if TYPE_CHECKING:
+    from reports.compare import Thresholds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Where the error of a paired ratio is (call, placement, process, run), and the design that resolves a target."""
+    from benchmarks import variance as components
+    from benchmarks.paired_stats import ALPHA, POWER
+    from reports.compare import Thresholds
+
+    defaults = Thresholds()
+    parser = argparse.ArgumentParser(
+        prog="unfold-bench variance",
+        description=components.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--cells",
+        default="gather:allcnnc-conv2:forward,cpp:allcnnc-conv2:forward,compiled:allcnnc-conv3:forward",
+        help="comma-separated STRATEGY:CONFIG:forward|forward_backward (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--against",
+        default="self",
+        help="side A: 'self' (a second import of the same code, the gate's A/A) or a strategy",
+    )
+    parser.add_argument("--runs", type=int, default=2, help="runs, one after another (%(default)d)")
+    parser.add_argument("--processes", type=int, default=6, help="processes per run, even (%(default)d)")
+    parser.add_argument("--rounds", type=int, default=4, help="placements per process (%(default)d)")
+    parser.add_argument("--blocks", type=int, default=32, help="blocks per round at most (%(default)d)")
+    parser.add_argument("--round-seconds", type=float, default=0.4, help="seconds per round at most (%(default)g)")
+    parser.add_argument("--target", type=float, default=defaults.target, help="gate resolution (%(default)g)")
+    parser.add_argument("--out", help="also write the report to this file")
+    parser.add_argument("--json", help="write every round's block log-ratios to this file")
+    parser.add_argument("--from-json", help="report the rounds saved by an earlier --json instead of measuring")
+    sizing = parser.add_argument_group(
+        "sizing the gate from its own A/A runs (benchmarks/gate_design.py), instead of measuring"
+    )
+    sizing.add_argument(
+        "--from-gate-runs",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="the tables of A/A gate runs of one machine (DIR/AA-*.csv, as `validate-gate --out` keeps them; several "
+        "DIRs pool their runs): the resolution of each number of processes, and the fewest whose median time cell "
+        "resolves --target",
+    )
+    sizing.add_argument(
+        "--measured-processes",
+        type=int,
+        default=defaults.processes,
+        help="the processes of runs whose tables lack that column (%(default)d, the gate's default)",
+    )
+    sizing.add_argument(
+        "--record",
+        action="store_true",
+        help="record that design for the runs' machine (results/<machine>/gate-design.jsonl): its gate then runs "
+        "with it, at the default profile, regime, placements, blocks and round seconds that validate-gate runs it at",
+    )
+    sizing.add_argument(
+        "--machine",
+        help="with --record: the machine the runs were made on (default: the one their validation text names, else "
+        "this one); another than the text names is refused",
+    )
+    args = parser.parse_args(argv)
+    if args.from_gate_runs is not None:
+        return _size_gate(parser, args, defaults)
+    if args.record or args.machine:
+        parser.error("--record and --machine size the gate from its runs: give --from-gate-runs DIR")
+    for name in ("runs", "processes", "rounds", "blocks"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    if args.processes % 2 or args.processes < 4:
+        parser.error(f"--processes {args.processes}: must be even and at least 4 (half per set-up order)")
+    try:
+        units = components.units_for(args.cells.split(","), args.against, str(ROOT))
+    except ValueError as error:
+        parser.error(f"--cells {args.cells!r}: {error}")
+    if args.from_json:
+        saved = [json.loads(line) for line in Path(args.from_json).read_text().splitlines() if line.strip()]
+        header, rows = saved[0], saved[1:]
+    else:
+        from benchmarks.machine import machine_name
+
+        header = {
+            "machine": machine_name(),
+            "commit": head_commit()[:8] or "unknown",
+            "date": time.strftime("%Y-%m-%d"),
+            "command": "unfold-bench variance " + " ".join(argv),
+        }
+        rows = components.measure(units, args.runs, args.processes, args.rounds, args.blocks, args.round_seconds)
+    text = f"{header['command']}: {header['machine']}, commit {header['commit']}, {header['date']}\n"
+    text += components.report(rows, args.target, ALPHA, POWER, defaults.paired_margin)
+    print_report(text, args.out)
+    if args.json:
+        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in [header, *rows]))
+    return 0
+
+
+def _validation_header(runs: Path) -> dict[str, str]:
+    """The machine and commit that ``validate-gate --out FILE`` names on FILE's first line, for the tables it keeps
+    beside it in FILE's stem + "-runs/" (empty where there is no such file)."""
+    from benchmarks.gate_design import validation_source
+
+    text = runs.with_name(runs.name.removesuffix("-runs") + ".txt")
+    first = text.read_text().split("\n", 1)[0] if runs.name.endswith("-runs") and text.exists() else ""
+    return validation_source(first)
+
+
+def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaults: Thresholds) -> int:
+    """``variance --from-gate-runs``: the gate's design from its A/A tables, printed and, with --record, recorded."""
+    import pandas as pd
+
+    from benchmarks import gate_design
+    from benchmarks.allocator import DEFAULT_REGIME
+    from benchmarks.machine import machine_name
+    from benchmarks.paired_stats import ALPHA, POWER
+    from benchmarks.profiles import DEFAULT_PROFILE
+
+    folders: list[Path] = args.from_gate_runs
+    tables = [t for folder in folders for t in sorted(folder.glob("AA-*.csv"))]
+    named = " ".join(str(f) for f in folders)
+    if not tables:
+        parser.error(f"--from-gate-runs {named!r}: no A/A table (AA-*.csv) there")
+    if args.measured_processes < 4 or args.measured_processes % 2:
+        parser.error(f"--measured-processes {args.measured_processes}: must be even and at least 4")
+    headers = [_validation_header(folder) for folder in folders]
+    machines = {h["machine"] for h in headers if h}
+    if len(machines) > 1:
+        parser.error(f"--from-gate-runs {named!r}: runs of several machines ({', '.join(sorted(machines))})")
+    commits = ",".join(dict.fromkeys(h.get("commit", "unknown") for h in headers))
+    margin, slowdown = defaults.paired_margin, 1 + defaults.time
+    try:
+        cells = gate_design.measured_cells([pd.read_csv(t) for t in tables], args.measured_processes)
+        variances = gate_design.cell_variances(cells, ALPHA, POWER, margin)
+    except ValueError as error:
+        parser.error(f"--from-gate-runs {named!r}: {error}")
+    measured = int(cells.processes.median())
+    runs_of = next(iter(machines), None)
+    table = gate_design.designs(variances, ALPHA, POWER, margin, slowdown, args.target)
+    lines = [
+        f"unfold-bench variance --from-gate-runs {named}: {len(tables)} A/A gate runs of "
+        f"{runs_of or 'an unnamed machine'} at commit {commits}, {len(variances)} time cells, {measured} processes "
+        "a run (the median)",
+        f"Each cell's per-process variance read back from its printed resolution, pooled over the runs; the "
+        f"resolution of each number of processes (one-sided alpha {ALPHA:g}, power {POWER:g}, margin {margin:g}), "
+        f"and its time against the measured runs'.",
+        "",
+        gate_design.report(table, measured, args.target, slowdown),
+        "",
+    ]
+    k = gate_design.fewest(table, args.target)
+    if k is not None:
+        median = float(table.loc[table.processes == k, "median"].iloc[0])
+        lines.append(
+            f"design: {k} processes, the fewest whose median time cell resolves {args.target:g}x ({median:.3f}x)"
+        )
+    else:
+        lines.append(
+            f"no number of processes up to {gate_design.MAX_PROCESSES} resolves {args.target:g}x at the median"
+        )
+    text = "\n".join(lines)
+    print_report(text, args.out)
+    if k is None:
+        return 1
+    if args.record:
+        machine = args.machine or runs_of or machine_name()
+        if runs_of not in (None, machine):
+            parser.error(f"--machine {machine}: the runs in {named} were made on {runs_of}")
+        design = gate_design.GateDesign(
+            processes=k,
+            profile=DEFAULT_PROFILE,  # what validate-gate runs the gate at
+            regime=DEFAULT_REGIME,
+            rounds=defaults.process_rounds,
+            blocks=defaults.blocks,
+            round_seconds=defaults.round_seconds,
+            target=args.target,
+            median_resolution=median,
+            cells=len(variances),
+            runs=len(tables),
+            source=named,
+            commit=commits,
+            date=time.strftime("%Y-%m-%d"),
+        )
+        path = gate_design.record(ROOT / "results", machine, design)
+        print(f"recorded for {machine} in {path}: its gate now runs {k} processes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
