@@ -134,10 +134,11 @@ def measure(
     round_seconds: float,
     profile: str = DEFAULT_PROFILE,
     progress=print,
+    env: Mapping[str, str] | None = None,
 ) -> list[dict]:
     """Every round of every unit in ``runs`` x ``processes`` replicate processes (half with side B set up first,
-    alternating), each row marked with its run, process and order; a process's start time is recorded on its
-    first row per unit."""
+    alternating) started with ``env`` (a timing regime's, ``benchmarks.allocator.regime_environment``), each row
+    marked with its run, process and order; a process's start time is recorded on its first row per unit."""
     rows: list[dict] = []
     seed = 0
     for run in range(runs):
@@ -147,7 +148,7 @@ def measure(
             spec = {"units": list(units), "rounds": rounds, "blocks": blocks, "round_seconds": round_seconds}
             spec.update(b_first=b_first, seed=seed, profile=profile)
             started = time.monotonic()
-            found, why = run_process(spec)
+            found, why = run_process(spec, env)
             wall = time.monotonic() - started
             if why:
                 raise RuntimeError(f"run {run}, process {process}: the replicate process {why}")

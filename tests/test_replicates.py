@@ -233,3 +233,38 @@ def test_a_round_makes_its_untimed_blocks_before_the_blocks_it_times(warmup_bloc
     )
     (round_,) = measure_pair(cells, "forward", rounds=1, blocks=4, round_seconds=0.0, warmup_blocks=warmup_blocks)
     assert len(round_["log_ratios"]) == 4 and len(counted) == warmup_blocks + 2 * 4  # one call a warm-up block
+
+
+@pytest.mark.parametrize("regime", ["warm", "fresh-pages"])
+def test_the_variance_command_measures_in_the_regime_it_is_given_and_says_which(monkeypatch, tmp_path, regime):
+    # its processes time in a regime's allocator, as the gate's do, not in whatever the caller's shell had
+    import benchmarks.variance as variance_module
+    from benchmarks.allocator import MMAP_THRESHOLD_VARIABLE, get_regime, regime_environment
+    from unfold_bench.commands import variance
+
+    started_with = []
+
+    def run_process(spec, env=None, timeout=900.0):
+        started_with.append(env)
+        rows = [
+            {
+                "key": unit["key"],
+                "round": r,
+                "log_ratios": [0.01 * r, -0.01 * r] * 4,
+                "minor_faults": [0] * 8,
+                "seconds": 0.1,
+                "setup_seconds": 0.01,
+            }
+            for unit in spec["units"]
+            for r in range(spec["rounds"])
+        ]
+        return rows, ""
+
+    monkeypatch.setattr(variance_module, "run_process", run_process)
+    out = tmp_path / "variance.txt"
+    arguments = ["--cells", "gather:example:forward", "--runs", "1", "--processes", "4", "--regime", regime]
+    assert variance.main([*arguments, "--out", str(out)]) == 0
+    expected = regime_environment(get_regime(regime))
+    assert len(started_with) == 4
+    assert all(env[MMAP_THRESHOLD_VARIABLE] == expected[MMAP_THRESHOLD_VARIABLE] for env in started_with)
+    assert get_regime(regime).label in out.read_text().splitlines()[0]

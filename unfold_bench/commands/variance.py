@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
 def main(argv: list[str] | None = None) -> int:
     """Where the error of a paired ratio is (call, placement, process, run), and the design that resolves a target."""
     from benchmarks import variance as components
+    from benchmarks.allocator import get_regime, regime_environment
     from benchmarks.paired_stats import ALPHA, POWER
     from reports.compare import Thresholds
+    from unfold_bench.common_args import add_regime
 
     defaults = Thresholds()
     parser = argparse.ArgumentParser(
@@ -47,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=32, help="blocks per round at most (%(default)d)")
     parser.add_argument("--round-seconds", type=float, default=0.4, help="seconds per round at most (%(default)g)")
     parser.add_argument("--target", type=float, default=defaults.target, help="gate resolution (%(default)g)")
+    add_regime(parser)
     parser.add_argument("--out", help="also write the report to this file")
     parser.add_argument("--json", help="write every round's block log-ratios to this file")
     parser.add_argument("--from-json", help="report the rounds saved by an earlier --json instead of measuring")
@@ -79,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         help="with --record: the machine the runs were made on (default: the one their validation text names, else "
         "this one); another than the text names is refused",
     )
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(arguments)
     if args.from_gate_runs is not None:
         return _size_gate(parser, args, defaults)
     if args.record or args.machine:
@@ -99,14 +104,25 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from benchmarks.machine import machine_name
 
+        regime = get_regime(args.regime)
         header = {
-            "machine": machine_name(),
+            "machine": machine_name(regime.name),
             "commit": head_commit()[:8] or "unknown",
             "date": time.strftime("%Y-%m-%d"),
-            "command": "unfold-bench variance " + " ".join(argv),
+            "command": "unfold-bench variance " + " ".join(arguments),
+            "regime": regime.label,
         }
-        rows = components.measure(units, args.runs, args.processes, args.rounds, args.blocks, args.round_seconds)
-    text = f"{header['command']}: {header['machine']}, commit {header['commit']}, {header['date']}\n"
+        rows = components.measure(
+            units,
+            args.runs,
+            args.processes,
+            args.rounds,
+            args.blocks,
+            args.round_seconds,
+            env=regime_environment(regime),
+        )
+    regime_label = header.get("regime", "regime not recorded")
+    text = f"{header['command']}: {header['machine']}, commit {header['commit']}, {header['date']}, {regime_label}\n"
     text += components.report(rows, args.target, ALPHA, POWER, defaults.paired_margin)
     print_report(text, args.out)
     if args.json:
