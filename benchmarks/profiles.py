@@ -14,9 +14,9 @@ asv reports the median over all rounds' samples and the interquartile range; ``a
 ``asv continuous`` judge differences with a Mann-Whitney U test on those samples.
 
 The paired ratios (``benchmarks.ratios``) sample otherwise: ``ratio_processes`` replicate asv runs, one process
-per cell in each, each over ``placements`` placements of the inputs or more (while those after the first have
-taken under ``placements_seconds``, up to ``max_placements``), each of ``warmup_blocks`` untimed blocks A B B A,
-then at most ``blocks`` blocks or ``placement_seconds`` of them.
+per cell in each, each over
+``placements`` placements of the inputs of ``warmup_blocks`` untimed blocks A B B A, then at most ``blocks`` blocks or
+``placement_seconds`` of them.
 """
 
 from __future__ import annotations
@@ -40,9 +40,7 @@ class Profile:
     timeout: float  # seconds one cell (one process) may take before asv fails it
     gate_timeout: float  # seconds the correctness gate of the whole profile may take
     ratio_processes: int = 3  # paired ratios (benchmarks.ratios): processes per cell, each in an asv run of its own
-    placements: int = 2  # paired ratios (benchmarks.ratios): input placements per process, at least ...
-    placements_seconds: float = 0.25  # ... more while those after the first have taken less than this ...
-    max_placements: int = 8  # ... up to this many
+    placements: int = 2  # paired ratios (benchmarks.ratios): input placements per process
     blocks: int = 24  # paired ratios: at most this many blocks A B B A per placement ...
     placement_seconds: float = 0.1  # ... or this many seconds of them (at least 4 blocks)
     warmup_blocks: int = 6  # paired ratios: untimed blocks after each placement (its first blocks read high)
@@ -91,7 +89,6 @@ FULL = Profile(
     gate_timeout=1200,
     ratio_processes=3,
     placements=1,
-    max_placements=1,  # every full-size cell is slow: a second placement would double a process's time
     blocks=8,
     placement_seconds=0.25,
 )

@@ -2,11 +2,10 @@
 
 Per profile class (``Quick`` / ``Full``), params strategy x config x device, unit ``ratio``:
 
-- ``track_ratio_forward`` / ``track_ratio_forward_backward``: one process times the strategy and the reference
-  (``native``) on the same inputs, interleaved in blocks A B B A, over ``Profile.placements`` placements of the
-  inputs or more (``process_ratio``; ``benchmarks.replicates.measure_pair``: fresh memory behind a random spacer
-  each), and gives its ratio ``t_strategy / t_native`` as one sample. Which side is set up first is drawn per
-  process.
+- ``track_ratio_forward`` / ``track_ratio_forward_backward``: one process times the strategy and the
+  reference (``native``) on the same inputs, interleaved in blocks A B B A, over ``Profile.placements``
+  placements of the inputs (``benchmarks.replicates.measure_pair``: fresh memory behind a random spacer each),
+  and gives its ratio ``t_strategy / t_native`` as one sample. Which side is set up first is drawn per process.
 
 A ratio taken this way is not the quotient of two medians from different processes: the placement and the
 process's code layout, which move one strategy against another (``docs/variance-x-native.txt``), act on both sides
@@ -25,7 +24,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 
 from benchmarks.cell_suite import CellSuite, suite_params
 from benchmarks.cells import Cell, WrongResultError, use_exact_float32
@@ -38,30 +36,21 @@ REFERENCE = PAIRED_REFERENCE
 
 def process_ratio(cells: tuple[Cell, Cell], which: str | tuple[str, str], profile: Profile, seed: int) -> float:
     """``cells[1]``'s time over ``cells[0]``'s for ``which`` (the call both make, or each one's), measured paired in
-    this process: the mean over its placements of each placement's trimmed mean block log-ratio, exponentiated.
-    ``profile.placements`` placements at least, more while those after the first have taken under
-    ``profile.placements_seconds``, up to ``profile.max_placements`` (placement is the level whose error dominates a
-    fast cell, whose placements are cheap). ``seed`` draws the placements and which side is set up first."""
+    this process: the mean over ``profile.placements`` placements of each placement's trimmed mean block log-ratio,
+    exponentiated. ``seed`` draws the placements and which side is set up first."""
     passes = (which, which) if isinstance(which, str) else which
     flip = seed % 2 == 1
     ordered, passes = ((cells[1], cells[0]), passes[::-1]) if flip else (cells, passes)
     rounds = measure_pair(
         ordered,
         passes,
-        profile.max_placements,
+        profile.placements,
         profile.blocks,
         profile.placement_seconds,
         seed,
         warmup_blocks=profile.warmup_blocks,
     )
-    placements: list[float] = []
-    for measured in rounds:
-        placements.append(trimmed_mean(measured["log_ratios"]))
-        if len(placements) == 1:  # the first may have compiled or built: the seconds count from its end
-            started = time.monotonic()
-        elif len(placements) >= profile.placements and time.monotonic() - started >= profile.placements_seconds:
-            break
-    log_ratio = sum(placements) / len(placements)
+    log_ratio = sum(trimmed_mean(r["log_ratios"]) for r in rounds) / profile.placements
     return math.exp(-log_ratio if flip else log_ratio)
 
 

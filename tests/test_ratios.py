@@ -3,7 +3,6 @@ across processes, shown in place of the quotient of medians, and the picks' tie 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import subprocess
@@ -203,39 +202,17 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     assert published.returncode == 0, published.stdout + published.stderr
 
 
-def test_a_process_ratio_takes_its_placements_minimum_then_more_while_within_its_seconds(monkeypatch):
-    """Placements are the level whose error dominates a fast cell: a process measures its profile's minimum, then more
-    while they have taken under ``placements_seconds``, up to ``max_placements``; the ratio is the mean over them."""
-    per_placement = [math.log(v) for v in (2.0, 0.5, 4.0, 0.25, 1.0, 1.0, 1.0, 1.0)]
-    taken = []
-
-    def measure_pair(cells, passes, rounds, *args, warmup_blocks):
-        for index in range(rounds):
-            taken.append(index)
-            yield {"log_ratios": [per_placement[index]] * 4}
-
-    monkeypatch.setattr(ratios, "measure_pair", measure_pair)
-    slow = dataclasses.replace(QUICK, placements=2, placements_seconds=1e9, max_placements=4)
-    assert ratios.process_ratio(("a", "b"), "forward", slow, 0) == pytest.approx(1.0)  # 2, 0.5, 4, 0.25
-    assert len(taken) == 4
-    taken.clear()
-    none_left = dataclasses.replace(slow, placements_seconds=0.0)  # the minimum, then no more
-    assert ratios.process_ratio(("a", "b"), "forward", none_left, 0) == pytest.approx(1.0)  # 2, 0.5
-    assert len(taken) == 2
-
-
 @pytest.mark.parametrize("seed", [2, 3])  # even: the first cell is set up first; odd: the second
 def test_a_process_ratio_times_each_side_in_its_own_pass_whichever_is_set_up_first(monkeypatch, seed):
     """A floor's forward against native's forward-backward: each side keeps its pass when the order flips, and the
     ratio is always the second cell's time over the first's."""
     calls = []
 
-    def measure_pair(cells, passes, rounds, *args, warmup_blocks):
+    def measure_pair(cells, passes, *args, warmup_blocks):
         assert warmup_blocks == QUICK.warmup_blocks  # the profile's, not the gate's
-        assert rounds == QUICK.max_placements
         calls.append((cells, passes))
         log_ratio = math.log(2.0)  # log(second side's time / first side's), as measured in this order
-        return iter([{"log_ratios": [log_ratio] * 4}] * rounds)
+        return [{"log_ratios": [log_ratio] * 4}] * QUICK.placements
 
     monkeypatch.setattr(ratios, "measure_pair", measure_pair)
     floor, native = "floor cell", "native cell"
