@@ -36,7 +36,14 @@ from functools import partial
 
 import torch
 
-from benchmarks.allocator import FRESH_PAGES, REGIMES, WARM, pin_mmap_threshold_now, regime_environment
+from benchmarks.allocator import (
+    FRESH_PAGES,
+    REGIMES,
+    WARM,
+    apply_regime_now,
+    pin_mmap_threshold_now,
+    regime_environment,
+)
 from benchmarks.cells import (
     Cell,
     Workload,
@@ -260,7 +267,7 @@ def measure(
     strategies: Mapping[str, Strategy] = STRATEGIES,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Iterator[dict]:
-    """Rows of the layer's measurements (module docstring), in a process started with the allocator unpinned:
+    """Rows of the layer's measurements (module docstring), in a process started in the warm regime:
     per strategy its problem (why it cannot run the layer) or its compile time; per regime and strategy its
     times and ratios to the baseline with intervals; per strategy its net peaks (the threshold pinned)."""
     use_exact_float32(device)
@@ -293,6 +300,8 @@ def measure(
             continue
         if regime == FRESH_PAGES.name and not pin_mmap_threshold_now():
             raise RuntimeError("cannot pin glibc's mmap threshold here (no mallopt): no fresh-pages regime")
+        if regime == WARM.name:
+            apply_regime_now()
         for which in PASSES:
             started = time.monotonic()
             for workload in workloads.values():  # untimed: lazy set-up, and the allocator's state, as in the suite

@@ -5,9 +5,9 @@ first touch) and a smaller one from its heap (its pages may be resident). By def
 rising with each freed mmapped block up to 32 MiB, so what a call pays depends on what the process freed before.
 
 Timing regimes (``REGIMES``): ``warm`` (the default), glibc's thresholds set where that adjustment ends (mmap at
-32 MiB, trim at 64 MiB), as a process that has run a while has them, from a process's first call on;
-``fresh-pages``, the threshold pinned at 128 KiB, so every timed call pays its output's first-touch page faults.
-Net peaks are measured with the threshold pinned in either regime (``pin_mmap_threshold_now``), so they repeat.
+32 MiB, trim at 64 MiB) when a process starts timing (``apply_regime_now``), as a process that has run a while has
+them; ``fresh-pages``, the threshold pinned at 128 KiB from the start, so every timed call pays its output's
+first-touch faults. Net peaks are measured with the threshold pinned in either regime (``pin_mmap_threshold_now``).
 
 No torch import here: this must run before torch allocates anything.
 
@@ -58,9 +58,10 @@ WARM = Regime(
     "warm allocator (a user's process)",
     "",
     f"glibc's mmap threshold at {WARM_MMAP_THRESHOLD} bytes and trim threshold at {WARM_TRIM_THRESHOLD}, where "
-    "its dynamic adjustment ends: each sample's output is freed before the next call, and an output below 32 MiB "
-    "comes back from the heap already resident, from a process's first calls on",
-    ((MMAP_THRESHOLD_VARIABLE, str(WARM_MMAP_THRESHOLD)), (TRIM_THRESHOLD_VARIABLE, str(WARM_TRIM_THRESHOLD))),
+    "its dynamic adjustment ends, set when a process starts timing: each sample's output is freed before the next "
+    "call, and an output below 32 MiB comes back from the heap already resident",
+    (),  # set with mallopt when timing starts (apply_regime_now), not from the start: a process's heap before
+    # then (torch's import, the inputs) is glibc's default, so net peaks pinned later repeat as in a default process
 )
 FRESH_PAGES = Regime(
     "fresh-pages",
@@ -93,11 +94,20 @@ def regime_of_machine(machine: str) -> Regime:
 def mmap_threshold_setting(environ: Mapping[str, str] = os.environ) -> str:
     """How glibc's mmap threshold (and trim threshold, where set) is set in ``environ``: pinned, or dynamic."""
     value = environ.get(MMAP_THRESHOLD_VARIABLE)
+    if value is None and environ.get(REGIME_VARIABLE) == WARM.name:
+        return (
+            f"mmap threshold set at {WARM_MMAP_THRESHOLD} bytes and trim threshold at {WARM_TRIM_THRESHOLD} bytes "
+            "when timing starts (mallopt), dynamic before"
+        )
     if value is None:
         return "mmap threshold dynamic (128 KiB to 32 MiB, depends on history)"
-    setting = f"mmap threshold pinned at {value} bytes ({MMAP_THRESHOLD_VARIABLE})"
     trim = environ.get(TRIM_THRESHOLD_VARIABLE)
-    return setting if trim is None else f"{setting}, trim threshold at {trim} bytes ({TRIM_THRESHOLD_VARIABLE})"
+    if trim is None:
+        return f"mmap threshold pinned at {value} bytes ({MMAP_THRESHOLD_VARIABLE})"
+    return (
+        f"mmap threshold set at {value} bytes ({MMAP_THRESHOLD_VARIABLE}), trim threshold at {trim} bytes "
+        f"({TRIM_THRESHOLD_VARIABLE})"
+    )
 
 
 def users_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -127,6 +137,23 @@ def libc() -> ctypes.CDLL | None:
     """The C library, loaded once (``find_library`` starts a process on Linux: not something to do per call)."""
     name = ctypes.util.find_library("c")
     return ctypes.CDLL(name) if name else None
+
+
+_M_TRIM_THRESHOLD = -1  # mallopt's parameter number (malloc.h)
+_applied: list[str] = []  # the regime this process has applied, once
+
+
+def apply_regime_now(environ: Mapping[str, str] = os.environ) -> None:
+    """Set glibc's thresholds as the regime this process was started in (``REGIME_VARIABLE``) times with: for the warm
+    regime, mmap at 32 MiB and trim at 64 MiB (``mallopt``; it also switches the dynamic adjustment off). Call it
+    where timing starts, before the timed inputs and outputs are allocated; once per process, cheap after."""
+    if _applied or environ.get(REGIME_VARIABLE) != WARM.name or MMAP_THRESHOLD_VARIABLE in environ:
+        return  # applied; another regime (set from the start); or the user's own threshold
+    c = libc()
+    if c is not None and hasattr(c, "mallopt"):
+        c.mallopt(_M_MMAP_THRESHOLD, WARM_MMAP_THRESHOLD)
+        c.mallopt(_M_TRIM_THRESHOLD, WARM_TRIM_THRESHOLD)
+    _applied.append(WARM.name)
 
 
 def pin_mmap_threshold_now() -> bool:

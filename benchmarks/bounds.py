@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.allocator import pin_mmap_threshold_now
+from benchmarks.allocator import apply_regime_now, pin_mmap_threshold_now
 from benchmarks.cell_suite import config_device_params
 from benchmarks.cells import device_unavailable, profile_config, synchronize
 from benchmarks.memory import net_peak_bytes
@@ -41,6 +41,7 @@ class _BoundsSuite(SampledByProfile):
         reason = device_unavailable(device)
         if reason is not None:
             raise NotImplementedError(reason)
+        apply_regime_now()  # before anything is allocated (benchmarks.allocator)
         self.config = profile_config(self.profile, config)
         self.device = device
         self.shape = self.config.geometry.output_shape

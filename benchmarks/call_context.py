@@ -12,7 +12,8 @@ the suite places them, with A the reference and B the strategy, this times:
 Each order is repeated untimed first, so that its steady state is what is timed. Per order it gives each position's
 median time, the ratio B / A (for ``loop`` and ``alternating`` the quotient of the medians, for ``blocks`` the
 suite's own statistic: the trimmed mean of the block log-ratios, exponentiated) and the minor page faults per timed
-call (a call whose output lands on fresh pages takes one per 4 KiB page). Run as a module (one process)::
+call, both sides' calls together (a call whose output lands on fresh pages takes one per 4 KiB page). Run as a
+module (one process)::
 
     python -m benchmarks.call_context -   # spec on stdin: {"units": [...], "placements": P, "calls": N, ...}
 """
@@ -85,10 +86,12 @@ def measure_units(spec: Mapping, strategies: Mapping | None = None) -> Iterator[
     """The rows of one process: per unit (``strategy``, ``config``, ``which``; A is ``reference``), after both
     sides' correctness check, one row per placement, or one row naming each side's problem (it does not run here,
     or computes a wrong result). ``strategies``: the registry to take both from (default ``impls.STRATEGIES``)."""
+    from benchmarks.allocator import apply_regime_now
     from benchmarks.cells import Cell, check_cell, reference_for, use_exact_float32
     from benchmarks.profiles import DEFAULT_PROFILE, get_profile
     from impls import STRATEGIES
 
+    apply_regime_now()  # before any input is allocated
     profile = get_profile(spec.get("profile", DEFAULT_PROFILE))
     registry = STRATEGIES if strategies is None else strategies
     seed = int(spec.get("seed", 0))

@@ -201,8 +201,10 @@ def measure_pair(
     both sides whatever their work and pulls a fast side's ratio towards 1) and its seconds (``setup_seconds``: the
     placement and warm-up). ``which`` is the call both sides make, or each side's (a floor's forward against a
     strategy's forward-backward)."""
+    from benchmarks.allocator import apply_regime_now
     from benchmarks.paired import timed_call
 
+    apply_regime_now()  # before the first placement's inputs are allocated
     passes = (which, which) if isinstance(which, str) else which
 
     for round_ in range(rounds):

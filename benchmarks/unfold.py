@@ -21,6 +21,7 @@ import os
 import re
 import sys
 
+from benchmarks.allocator import apply_regime_now
 from benchmarks.cell_suite import CellSuite, suite_params
 from benchmarks.cells import (
     Cell,
@@ -57,6 +58,7 @@ class _UnfoldSuite(CellSuite):
         if problem is not None:
             raise WrongResultError(f"{strategy} on {config} ({device}): {problem}")
         self.gradient_problem = verdict.problem(backward=True)
+        apply_regime_now()  # before the inputs are allocated (benchmarks.allocator)
         use_exact_float32(device)
         if key not in _workloads:
             _workloads.clear()  # one cell per process in asv; keep memory bounded under other runners

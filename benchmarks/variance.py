@@ -205,7 +205,8 @@ def report(
 
     lines = [
         "Variance components of log(B / A), as standard deviations in % of the ratio; seconds per repetition;",
-        "faulted: the share of blocks that took a minor page fault (an output on fresh pages, which both sides pay).",
+        "faulted: the share of blocks that took any minor page fault (the interpreter's own, or an output on fresh "
+        "pages).",
         f"Gate design: the cheapest (processes, rounds, blocks) whose resolution reaches {target:g}x "
         f"(one-sided alpha {alpha:g}, power {power:g}, margin {margin:g}).",
         "",

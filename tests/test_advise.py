@@ -192,3 +192,9 @@ def test_the_command_lists_every_subcommand_and_runs_each_from_its_module():
     assert main(["no-such-command"]) == 2
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["gpu-check", "run", "--budget", "0"]) == 2  # the command's own refusal, its exit status
+
+
+def test_a_commands_own_message_on_exit_is_printed_not_lost(capsys):
+    # a command that stops with a message (SystemExit("...")) exits 1 with the message on stderr
+    assert main(["context", "--cells", "native:example:forward"]) == 1
+    assert "every cell is the reference" in capsys.readouterr().err

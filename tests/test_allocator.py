@@ -114,9 +114,8 @@ def test_with_the_threshold_pinned_the_net_peaks_repeat_and_pinning_late_gives_t
 
 
 def test_each_regime_sets_its_thresholds_replaces_the_other_regimes_and_keeps_the_users():
-    warm = regime_environment(WARM, UNPINNED)
-    assert warm[MMAP_THRESHOLD_VARIABLE] == str(WARM_MMAP_THRESHOLD)
-    assert warm[TRIM_THRESHOLD_VARIABLE] == str(WARM_TRIM_THRESHOLD)
+    warm = regime_environment(WARM, UNPINNED)  # set when timing starts (apply_regime_now), not from the start
+    assert warm[REGIME_VARIABLE] == WARM.name and MMAP_THRESHOLD_VARIABLE not in warm
     fresh = regime_environment(FRESH_PAGES, UNPINNED)
     assert fresh[MMAP_THRESHOLD_VARIABLE] == str(PINNED_MMAP_THRESHOLD) and TRIM_THRESHOLD_VARIABLE not in fresh
     # a process of one regime starting another regime's processes: the suite's variables are replaced
@@ -134,6 +133,9 @@ def test_each_regime_sets_its_thresholds_replaces_the_other_regimes_and_keeps_th
 
 
 _HEAP = (
+    f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+    "from benchmarks.allocator import apply_regime_now\n"
+    "apply_regime_now()  # where timing starts\n"
     "import ctypes, ctypes.util, json\n"
     "libc = ctypes.CDLL(ctypes.util.find_library('c'))\n"
     "libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]\n"
@@ -157,9 +159,18 @@ _HEAP = (
         (UNPINNED, False, True),  # glibc's start: 1 MiB is over the threshold (128 KiB), so fresh mmapped pages
         (regime_environment(WARM, UNPINNED), True, True),  # from the heap, and freeing 20 MiB trims nothing
         ({**UNPINNED, MMAP_THRESHOLD_VARIABLE: str(WARM_MMAP_THRESHOLD)}, True, False),  # trimmed at 128 KiB
+        (
+            {
+                **UNPINNED,
+                MMAP_THRESHOLD_VARIABLE: str(WARM_MMAP_THRESHOLD),
+                TRIM_THRESHOLD_VARIABLE: str(WARM_TRIM_THRESHOLD),
+            },
+            True,
+            True,
+        ),
         (regime_environment(FRESH_PAGES, UNPINNED), False, True),
     ],
-    ids=["glibc-default", "warm", "mmap-only", "fresh-pages"],
+    ids=["glibc-default", "warm", "mmap-only", "both-from-start", "fresh-pages"],
 )
 def test_glibc_in_a_process_of_each_regime_serves_and_keeps_blocks_as_the_regime_says(environment, from_heap, kept):
     # a 1 MiB block comes from the heap only above glibc's starting threshold; a freed 20 MiB block at the top of

@@ -239,7 +239,7 @@ def test_a_round_makes_its_untimed_blocks_before_the_blocks_it_times(warmup_bloc
 def test_the_variance_command_measures_in_the_regime_it_is_given_and_says_which(monkeypatch, tmp_path, regime):
     # its processes time in a regime's allocator, as the gate's do, not in whatever the caller's shell had
     import benchmarks.variance as variance_module
-    from benchmarks.allocator import MMAP_THRESHOLD_VARIABLE, get_regime, regime_environment
+    from benchmarks.allocator import REGIME_VARIABLE, get_regime, regime_environment
     from unfold_bench.commands import variance
 
     started_with = []
@@ -266,5 +266,15 @@ def test_the_variance_command_measures_in_the_regime_it_is_given_and_says_which(
     assert variance.main([*arguments, "--out", str(out)]) == 0
     expected = regime_environment(get_regime(regime))
     assert len(started_with) == 4
-    assert all(env[MMAP_THRESHOLD_VARIABLE] == expected[MMAP_THRESHOLD_VARIABLE] for env in started_with)
+    assert all(env == expected for env in started_with) and expected[REGIME_VARIABLE] == regime
     assert get_regime(regime).label in out.read_text().splitlines()[0]
+
+
+def test_the_variance_command_refuses_a_regime_for_runs_it_only_reads_back(tmp_path, capsys):
+    from unfold_bench.commands import variance
+
+    saved = tmp_path / "rounds.jsonl"
+    saved.write_text("{}\n")
+    with pytest.raises(SystemExit):
+        variance.main(["--from-json", str(saved), "--regime", "fresh-pages"])
+    assert "--regime fresh-pages: only for a measurement" in capsys.readouterr().err

@@ -79,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"unfold_bench.commands.{COMMANDS[argv[0]]}")
         try:
             return module.main(argv[1:])
-        except SystemExit as done:  # argparse's --help and errors
-            return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        except SystemExit as done:  # argparse's --help and errors, or a command's own message
+            if isinstance(done.code, int) or done.code is None:
+                return done.code or 0
+            print(done.code, file=sys.stderr)
+            return 1
     print(_usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
     return 0 if argv and argv[0] in ("-h", "--help") else 2
 

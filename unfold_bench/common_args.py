@@ -30,11 +30,16 @@ def add_profile(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_regime(parser: argparse.ArgumentParser, default: str = DEFAULT_REGIME, also: tuple[str, ...] = ()) -> None:
+def add_regime(
+    parser: argparse.ArgumentParser, default: str | None = DEFAULT_REGIME, also: tuple[str, ...] = ()
+) -> None:
     """``--regime``: one of ``benchmarks.allocator.REGIMES``, or one of ``also`` (e.g. "both") where a command
-    takes it."""
+    takes it; ``default`` None: the command tells a regime given from none (and times in the default one)."""
     parser.add_argument(
-        "--regime", choices=[*REGIMES, *also], default=default, help=f"timing regime (default {default})"
+        "--regime",
+        choices=[*REGIMES, *also],
+        default=default,
+        help=f"timing regime (default {default or DEFAULT_REGIME})",
     )
 
 

@@ -50,6 +50,8 @@ WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN
 _TIMER = """
 import json, sys, torch
 from torch.utils.benchmark import Timer
+from benchmarks.allocator import apply_regime_now
+apply_regime_now()
 from benchmarks.cells import Cell, Workload
 from benchmarks.profiles import PROFILES
 out = {}

@@ -7,7 +7,7 @@ in blocks A B B A. Where a call's time depends on its predecessor, the two read 
 wrong. In fresh processes (``benchmarks.call_context``), per cell and placement of the inputs, the strategy (B) and
 the reference (A) are timed in a loop each, alternating, and in the suite's blocks; the table gives B's median time
 per position, B / A per order, each as the geometric mean over every process and placement with its range, and the
-minor page faults per call of the blocks (the median placement's and the most of any): fresh pages under an output.
+minor page faults per call of the blocks, both sides' calls together (the median placement's and the most of any).
 A check to run by hand, not a test: timings on a shared machine. docs/methodology.md says how to read it.
 """
 
@@ -127,8 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "its own calls, alternating with A (each call after A's), and in the suite's blocks A B B A (1st: after "
             f"A, 2nd: after B). Then B / A per order: {', '.join(ORDERS)} (the suite's statistic), each the "
             "geometric mean over the placements of every process, with their range. Last, the blocks' minor page "
-            "faults per call, A's and B's, for the median placement (and the most of any placement): a call whose "
-            "output lands on fresh pages takes one per 4 KiB page, which adds to both sides' time alike",
+            "faults per call, over A's and B's calls together, for the median placement (and the most of any "
+            "placement): a call whose output lands on fresh pages takes one per 4 KiB page, which adds to its time",
             WIDTH,
         ),
         "",

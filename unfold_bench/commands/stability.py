@@ -45,7 +45,7 @@ TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 
 
 def run_bench(directory: Path, profile: str, bench: str) -> float:
-    """One ``bench.py`` run into ``directory``'s own results; its wall seconds."""
+    """One ``unfold-bench bench`` run into ``directory``'s own results; its wall seconds."""
     shutil.rmtree(directory / "results", ignore_errors=True)  # a run of its own, never mixed with an earlier one
     config = scratch_config(directory, ROOT)
     command = [sys.executable, "-m", "unfold_bench.cli", "bench", "--config", str(config), "--profile", profile]
@@ -54,7 +54,7 @@ def run_bench(directory: Path, profile: str, bench: str) -> float:
     with (directory / "bench.log").open("w") as log:
         status = subprocess.run(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
     if status not in (0, 2):
-        raise SystemExit(f"bench.py exited with {status}: see {directory / 'bench.log'}")
+        raise SystemExit(f"unfold-bench bench exited with {status}: see {directory / 'bench.log'}")
     seconds = time.monotonic() - start
     (directory / "seconds").write_text(f"{seconds:.1f}\n")  # for --from-runs
     return seconds

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def main(argv: list[str] | None = None) -> int:
     """Where the error of a paired ratio is (call, placement, process, run), and the design that resolves a target."""
     from benchmarks import variance as components
-    from benchmarks.allocator import get_regime, regime_environment
+    from benchmarks.allocator import DEFAULT_REGIME, get_regime, regime_environment
     from benchmarks.paired_stats import ALPHA, POWER
     from reports.compare import Thresholds
     from unfold_bench.common_args import add_regime
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=32, help="blocks per round at most (%(default)d)")
     parser.add_argument("--round-seconds", type=float, default=0.4, help="seconds per round at most (%(default)g)")
     parser.add_argument("--target", type=float, default=defaults.target, help="gate resolution (%(default)g)")
-    add_regime(parser)
+    add_regime(parser, default=None)
     parser.add_argument("--out", help="also write the report to this file")
     parser.add_argument("--json", help="write every round's block log-ratios to this file")
     parser.add_argument("--from-json", help="report the rounds saved by an earlier --json instead of measuring")
@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
+    if args.regime is not None and (args.from_gate_runs is not None or args.from_json):
+        parser.error(f"--regime {args.regime}: only for a measurement (the runs read back were timed in their own)")
     if args.from_gate_runs is not None:
         return _size_gate(parser, args, defaults)
     if args.record or args.machine:
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from benchmarks.machine import machine_name
 
-        regime = get_regime(args.regime)
+        regime = get_regime(args.regime or DEFAULT_REGIME)
         header = {
             "machine": machine_name(regime.name),
             "commit": head_commit()[:8] or "unknown",
