@@ -143,16 +143,20 @@ _M_TRIM_THRESHOLD = -1  # mallopt's parameter number (malloc.h)
 _applied: list[str] = []  # the regime this process has applied, once
 
 
+def _mallopt(parameter: int, value: int) -> bool:
+    """glibc's ``mallopt(parameter, value)`` in this process; False where the C library has none (not glibc)."""
+    c = libc()
+    return c is not None and hasattr(c, "mallopt") and bool(c.mallopt(parameter, value))
+
+
 def apply_regime_now(environ: Mapping[str, str] = os.environ) -> None:
     """Set glibc's thresholds as the regime this process was started in (``REGIME_VARIABLE``) times with: for the warm
     regime, mmap at 32 MiB and trim at 64 MiB (``mallopt``; it also switches the dynamic adjustment off). Call it
     where timing starts, before the timed inputs and outputs are allocated; once per process, cheap after."""
     if _applied or environ.get(REGIME_VARIABLE) != WARM.name or MMAP_THRESHOLD_VARIABLE in environ:
         return  # applied; another regime (set from the start); or the user's own threshold
-    c = libc()
-    if c is not None and hasattr(c, "mallopt"):
-        c.mallopt(_M_MMAP_THRESHOLD, WARM_MMAP_THRESHOLD)
-        c.mallopt(_M_TRIM_THRESHOLD, WARM_TRIM_THRESHOLD)
+    _mallopt(_M_MMAP_THRESHOLD, WARM_MMAP_THRESHOLD)
+    _mallopt(_M_TRIM_THRESHOLD, WARM_TRIM_THRESHOLD)
     _applied.append(WARM.name)
 
 
@@ -163,10 +167,7 @@ def pin_mmap_threshold_now() -> bool:
     the kernel before they measure (``benchmarks.memory``), so a reuse of such a block is counted as the new
     memory it is. Returns False where the C library has no ``mallopt`` (not glibc).
     """
-    c = libc()
-    if c is None or not hasattr(c, "mallopt"):
-        return False
-    return bool(c.mallopt(_M_MMAP_THRESHOLD, PINNED_MMAP_THRESHOLD))
+    return _mallopt(_M_MMAP_THRESHOLD, PINNED_MMAP_THRESHOLD)
 
 
 def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:
