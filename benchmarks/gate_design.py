@@ -11,8 +11,9 @@ path (two revisions loaded side by side) on the machine that will run the gate, 
 differs between machines (``docs/regression-gate.md``).
 
 The design is recorded per machine in ``results/<machine>/gate-design.jsonl``, the last record the one in force;
-``unfold-bench regress`` takes its ``--processes`` from it for a run of the profile, regime, rounds, blocks and round
-seconds it was sized at.
+``unfold-bench regress`` takes its ``--processes`` from it for a run of the profile, regime, allocator setting, rounds,
+blocks and round seconds it was sized at: a change of how the regime sets the allocator changes the process variance,
+so a design sized before it no longer applies.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from benchmarks.allocator import get_regime, regime_environment
+from benchmarks.machine import allocator_setting
 from benchmarks.replicates import MAX_PROCESSES, resolution
 
 GATE_DESIGN_FILE = "gate-design.jsonl"  # results/<machine>/: asv reads only *.json there
@@ -36,7 +39,7 @@ _VALIDATION_SOURCE = re.compile(r"machine (\S+), commit (\w+),")  # read back fr
 @dataclass(frozen=True)
 class GateDesign:
     """A design of the paired gate, what it was sized at and where it came from. ``processes`` is what it sets;
-    a run uses it only at the same profile, regime, rounds, blocks and round seconds."""
+    a run uses it only at the same profile, regime, allocator setting, rounds, blocks and round seconds."""
 
     processes: int
     profile: str
@@ -51,6 +54,12 @@ class GateDesign:
     source: str  # the runs' tables
     commit: str  # the commit the runs measured
     date: str
+    allocator: str = ""  # allocator_of(regime) when sized; "" in records from before the field
+
+
+def allocator_of(regime: str) -> str:
+    """How the allocator is set in the processes that time in ``regime`` (``benchmarks.machine.allocator_setting``)."""
+    return allocator_setting(regime_environment(get_regime(regime)))
 
 
 def process_variance(caught: float, processes: int, alpha: float, power: float, margin: float) -> float:
@@ -151,7 +160,9 @@ def recorded(results_dir: Path, machine: str) -> GateDesign | None:
         return None
     try:
         values = json.loads(lines[-1])
-        design = GateDesign(**{f.name: values[f.name] for f in fields(GateDesign)})
+        design = GateDesign(
+            **{f.name: values[f.name] for f in fields(GateDesign) if f.name in values or f.default is MISSING}
+        )
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path}: its last line is not a gate design ({type(error).__name__}: {error})") from None
     if not isinstance(design.processes, int) or design.processes < 4 or design.processes % 2:
@@ -170,7 +181,8 @@ def processes_for(
     default: int,
 ) -> tuple[int, str]:
     """The gate's processes on ``machine`` for a run of this profile, regime, rounds, blocks and round seconds, and
-    why: the design recorded for it under ``results_dir`` where it was sized at the same, else ``default``."""
+    why: the design recorded for it under ``results_dir`` where it was sized at the same and under the regime's
+    allocator setting of today (``allocator_of``), else ``default``."""
     design = recorded(results_dir, machine)
     if design is None:
         return default, "the default; no design is recorded for this machine (unfold-bench variance --from-gate-runs)"
@@ -180,6 +192,12 @@ def processes_for(
             f"the default; the design recorded for this machine was sized at the {design.profile} profile, "
             f"{design.regime} regime, {design.rounds} placements x {design.blocks} blocks or "
             f"{design.round_seconds:g} s, not this run's"
+        )
+    if design.allocator != allocator_of(regime):
+        return default, (
+            f"the default; the design recorded for this machine was sized with the allocator "
+            f"{design.allocator or 'of an earlier version (not recorded)'}, not this run's: "
+            f"{allocator_of(regime)} (unfold-bench variance --from-gate-runs to size it again)"
         )
     return design.processes, (
         f"this machine's design: median resolution {design.median_resolution:.3f}x of {design.cells} time cells "

@@ -4,7 +4,9 @@ a recorded design is the one the gate runs with only at the rounds and blocks it
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 import shutil
 
 import numpy as np
@@ -96,11 +98,12 @@ def test_the_design_is_the_fewest_processes_whose_median_cell_resolves_the_targe
     assert gate_design.fewest(table, 1.0) is None  # the margin alone is 1.05x
 
 
-def _design(processes: int, profile: str = "quick") -> gate_design.GateDesign:
+def _design(processes: int, profile: str = "quick", allocator: str | None = None) -> gate_design.GateDesign:
     defaults = Thresholds()
     return gate_design.GateDesign(
         processes, profile, "warm", defaults.process_rounds, defaults.blocks, defaults.round_seconds,
         1.08, 1.079, 44, 7, "runs", "abc", "2026-11-28",
+        gate_design.allocator_of("warm") if allocator is None else allocator,
     )  # fmt: skip
 
 
@@ -119,6 +122,23 @@ def test_a_recorded_design_is_in_force_only_at_what_it_was_sized_at(tmp_path):
     for other in (("full", *sized[1:]), (*sized[:2], sized[2] + 1, *sized[3:]), (*sized[:4], 0.5)):
         processes, why = gate_design.processes_for(tmp_path, "box", *other, 8)
         assert processes == 8 and "not this run's" in why
+
+
+def test_a_design_sized_under_another_allocator_setting_is_not_in_force(tmp_path):
+    """The regime's allocator setting is part of what a design was sized at; a record from before the field (no
+    ``allocator``) reads as sized under an unrecorded one."""
+    defaults = Thresholds()
+    sized = ("quick", "warm", defaults.process_rounds, defaults.blocks, defaults.round_seconds)
+    gate_design.record(tmp_path, "box", _design(16, allocator="glibc malloc, mmap threshold dynamic"))
+    processes, why = gate_design.processes_for(tmp_path, "box", *sized, 8)
+    assert processes == 8 and "mmap threshold dynamic, not this run's" in why
+    legacy = {k: v for k, v in dataclasses.asdict(_design(16)).items() if k != "allocator"}
+    (tmp_path / "box" / gate_design.GATE_DESIGN_FILE).write_text(json.dumps(legacy) + "\n")
+    assert gate_design.recorded(tmp_path, "box").allocator == ""
+    processes, why = gate_design.processes_for(tmp_path, "box", *sized, 8)
+    assert processes == 8 and "not recorded" in why
+    gate_design.record(tmp_path, "box", _design(16))
+    assert gate_design.processes_for(tmp_path, "box", *sized, 8)[0] == 16
 
 
 def test_a_record_that_is_not_a_design_is_refused_naming_its_file(tmp_path):
@@ -153,6 +173,7 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     assert out.read_text().strip() in printed and "of box at commit 0123abcd" in printed
     design = gate_design.recorded(tmp_path / "results", "box")
     assert design is not None and (design.runs, design.cells, design.commit) == (3, 3, "0123abcd")
+    assert design.allocator == gate_design.allocator_of("warm")  # what the gate's regime sets today
     defaults = Thresholds()
     assert (design.rounds, design.blocks, design.round_seconds) == (
         defaults.process_rounds,

@@ -216,6 +216,7 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
             source=named,
             commit=commits,
             date=time.strftime("%Y-%m-%d"),
+            allocator=gate_design.allocator_of(DEFAULT_REGIME),
         )
         path = gate_design.record(ROOT / "results", machine, design)
         print(f"recorded for {machine} in {path}: its gate now runs {k} processes")
