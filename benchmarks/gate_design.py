@@ -33,7 +33,9 @@ from benchmarks.machine import allocator_setting
 from benchmarks.replicates import MAX_PROCESSES, resolution
 
 GATE_DESIGN_FILE = "gate-design.jsonl"  # results/<machine>/: asv reads only *.json there
-_VALIDATION_SOURCE = re.compile(r"machine (\S+), commit (\w+),")  # read back from validation_header's line
+# read back from validation_header's line
+_VALIDATION_SOURCE = re.compile(r"machine (\S+), commit (\w+),")
+_VALIDATION_ALLOCATOR = re.compile(r"allocator \[(.*?)\];")
 
 
 @dataclass(frozen=True)
@@ -206,12 +208,19 @@ def processes_for(
     )
 
 
-def validation_header(machine: str, commit: str, date: str) -> str:
-    """The start of the first line of ``validate-gate --out FILE``: the machine and commit its runs measured."""
-    return f"unfold-bench validate-gate: machine {machine}, commit {commit}, {date};"
+def validation_header(command: str, machine: str, commit: str, date: str, allocator: str) -> str:
+    """The start of the first line of ``validate-gate --out FILE``: its command, the machine and commit its runs
+    measured and the allocator setting they timed under (``allocator_of`` the gate's regime)."""
+    return f"{command}: machine {machine}, commit {commit}, {date}, allocator [{allocator}];"
 
 
 def validation_source(first_line: str) -> dict[str, str]:
-    """The machine and commit that a validation's first line names (``validation_header``); empty where none."""
+    """The machine, commit and allocator setting that a validation's first line names (``validation_header``);
+    empty where none, and no ``allocator`` in a line from before it was named."""
     found = _VALIDATION_SOURCE.search(first_line)
-    return {"machine": found.group(1), "commit": found.group(2)} if found else {}
+    if not found:
+        return {}
+    allocator = _VALIDATION_ALLOCATOR.search(first_line)
+    return {"machine": found.group(1), "commit": found.group(2)} | (
+        {"allocator": allocator.group(1)} if allocator else {}
+    )

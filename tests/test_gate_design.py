@@ -18,6 +18,8 @@ from benchmarks.paired_stats import ALPHA, POWER
 from benchmarks.replicates import across_processes
 from reports.compare import Thresholds
 
+VALIDATE = "unfold-bench validate-gate --aa 2 --injected 2 --out docs/gate-validation.txt"
+
 MARGIN = Thresholds().paired_margin
 
 
@@ -158,7 +160,8 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     rng = np.random.default_rng(1)
     runs = tmp_path / "validation-runs"
     runs.mkdir()
-    (tmp_path / "validation.txt").write_text(gate_design.validation_header("box", "0123abcd", "2026-11-28") + " ...\n")
+    header = gate_design.validation_header(VALIDATE, "box", "0123abcd", "2026-11-28", gate_design.allocator_of("warm"))
+    (tmp_path / "validation.txt").write_text(header + " ...\n")
     for run in range(3):
         rows = [
             _gate_row(rng.normal(0, sd, 4), rng.normal(0, sd, 4), f"s{i}, c, cpu", with_processes=True)
@@ -189,12 +192,18 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     assert "no A/A table" in capsys.readouterr().err
     more = tmp_path / "again-runs"
     shutil.copytree(runs, more)
-    # the first line of the validations committed before validate-gate named itself
-    (tmp_path / "again.txt").write_text("make regress-validate: machine box, commit 4567cdef, 2026-11-29; ...\n")
+    (tmp_path / "again.txt").write_text(header.replace("0123abcd", "4567cdef") + " ...\n")
     assert variance.main(["--from-gate-runs", str(runs), str(more), "--record"]) == 0  # two validations pooled
     pooled = gate_design.recorded(tmp_path / "results", "box")
     assert pooled is not None and (pooled.runs, pooled.commit) == (6, "0123abcd,4567cdef")
     assert pooled.processes == design.processes  # the same runs twice: the same variances
+    # the first line of the validations committed before validate-gate named the allocator setting: printed, but
+    # never recorded (a design sized from them would not be used)
+    (tmp_path / "again.txt").write_text("make regress-validate: machine box, commit 4567cdef, 2026-11-29; ...\n")
+    assert variance.main(["--from-gate-runs", str(runs), str(more)]) == 0
+    with pytest.raises(SystemExit):
+        variance.main(["--from-gate-runs", str(runs), str(more), "--record"])
+    assert "'not named (older runs)'" in capsys.readouterr().err
     (tmp_path / "again.txt").write_text("make regress-validate: machine other, commit 4567cdef, 2026-11-29; ...\n")
     with pytest.raises(SystemExit):
         variance.main(["--from-gate-runs", str(runs), str(more)])
@@ -204,7 +213,11 @@ def test_variance_from_gate_runs_records_the_design_it_prints_for_the_machine_th
     assert "give --from-gate-runs" in capsys.readouterr().err
 
 
-def test_a_validations_first_line_names_its_machine_and_commit_and_a_line_without_them_names_none():
-    line = gate_design.validation_header("vm-a.b", "0123abcd", "2026-11-28") + " 2 A/A and 2 injected runs planned"
-    assert gate_design.validation_source(line) == {"machine": "vm-a.b", "commit": "0123abcd"}
+def test_a_validations_first_line_names_its_machine_commit_and_allocator_and_a_line_without_them_names_none():
+    allocator = "CPU: default; glibc malloc, mmap threshold set at 33554432 bytes (mallopt), dynamic before"
+    line = gate_design.validation_header(VALIDATE, "vm-a.b", "0123abcd", "2026-11-28", allocator) + " 2 A/A runs"
+    assert line.startswith(VALIDATE + ": ")
+    assert gate_design.validation_source(line) == {"machine": "vm-a.b", "commit": "0123abcd", "allocator": allocator}
+    older = "unfold-bench validate-gate: machine vm-a.b, commit 0123abcd, 2026-11-28; 2 A/A runs"
+    assert gate_design.validation_source(older) == {"machine": "vm-a.b", "commit": "0123abcd"}
     assert gate_design.validation_source("processes: 16, as given by --processes") == {}

@@ -278,3 +278,16 @@ def test_the_variance_command_refuses_a_regime_for_runs_it_only_reads_back(tmp_p
     with pytest.raises(SystemExit):
         variance.main(["--from-json", str(saved), "--regime", "fresh-pages"])
     assert "--regime fresh-pages: only for a measurement" in capsys.readouterr().err
+
+
+def test_the_variance_command_reads_its_cells_as_every_command_does_and_refuses_a_bad_one_before_any_work(
+    monkeypatch,
+):
+    from benchmarks import variance as variance_module
+    from unfold_bench.commands import variance
+
+    monkeypatch.setattr(variance_module, "run_process", lambda *a, **k: pytest.fail("measured a refused cell"))
+    with pytest.raises(SystemExit, match="--cells: 'nosuch:allcnnc-conv2:forward'"):
+        variance.main(["--cells", "nosuch:allcnnc-conv2:forward", "--runs", "1", "--processes", "4"])
+    with pytest.raises(SystemExit, match="--cells"):
+        variance.main(["--cells", "gather:allcnnc-conv2:sideways", "--runs", "1", "--processes", "4"])

@@ -97,11 +97,13 @@ def print_report(text: str, out: str | None) -> None:
         print(f"written to {out}")
 
 
-def add_cells(parser: argparse.ArgumentParser) -> None:
+def add_cells(parser: argparse.ArgumentParser, default: tuple[str, ...] = DEFAULT_CELLS) -> None:
+    """``--cells``, read by ``parse_cells``; ``default``: the cells a command times when none are given."""
     parser.add_argument(
         "--cells",
-        default=",".join(DEFAULT_CELLS),
-        help=f"STRATEGY:CONFIG:CALL,... (CPU), or 'every': each strategy on {', '.join(EVERY_STRATEGY_CONFIGS)}",
+        default=",".join(default),
+        help=f"STRATEGY:CONFIG:CALL,... (CPU), or 'every': each strategy on {', '.join(EVERY_STRATEGY_CONFIGS)} "
+        "(default: %(default)s)",
     )
 
 

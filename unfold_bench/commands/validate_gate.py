@@ -18,6 +18,7 @@ import argparse
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -279,8 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         gate += ["--processes", str(args.processes)]
         design = f" --processes {args.processes}"
+    command = "unfold-bench validate-gate " + shlex.join(sys.argv[1:] if argv is None else argv)
+    date, allocator = time.strftime("%Y-%m-%d"), gate_design.allocator_of(DEFAULT_REGIME)  # the gate's regime
     say(
-        f"{gate_design.validation_header(machine_name(), base[:8], time.strftime('%Y-%m-%d'))} "
+        f"{gate_design.validation_header(command, machine_name(), base[:8], date, allocator)} "
         f"{args.aa} A/A and {args.injected} injected runs planned, alternating, of unfold-bench regress --mode "
         f"{args.mode} --bench '{args.bench}'{design} (defaults otherwise); {injection.describe()}"
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -19,14 +20,18 @@ from unfold_bench.common_args import print_report
 if TYPE_CHECKING:
     from reports.compare import Thresholds
 
+# the cells the gate resolves worst, where its design is decided
+GATE_HARDEST_CELLS = ("gather:allcnnc-conv2:forward", "cpp:allcnnc-conv2:forward", "compiled:allcnnc-conv3:forward")
+
 
 def main(argv: list[str] | None = None) -> int:
     """Where the error of a paired ratio is (call, placement, process, run), and the design that resolves a target."""
     from benchmarks import variance as components
     from benchmarks.allocator import DEFAULT_REGIME, get_regime, regime_environment
     from benchmarks.paired_stats import ALPHA, POWER
+    from benchmarks.profiles import DEFAULT_PROFILE
     from reports.compare import Thresholds
-    from unfold_bench.common_args import add_regime
+    from unfold_bench.common_args import add_cells, add_regime, parse_cells
 
     defaults = Thresholds()
     parser = argparse.ArgumentParser(
@@ -34,11 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         description=components.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--cells",
-        default="gather:allcnnc-conv2:forward,cpp:allcnnc-conv2:forward,compiled:allcnnc-conv3:forward",
-        help="comma-separated STRATEGY:CONFIG:forward|forward_backward (default: %(default)s)",
-    )
+    add_cells(parser, default=GATE_HARDEST_CELLS)
     parser.add_argument(
         "--against",
         default="self",
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.regime is not None and (args.from_gate_runs is not None or args.from_json):
         parser.error(f"--regime {args.regime}: only for a measurement (the runs read back were timed in their own)")
     if args.from_gate_runs is not None:
-        return _size_gate(parser, args, defaults)
+        return _size_gate(parser, args, defaults, "unfold-bench variance " + shlex.join(arguments))
     if args.record or args.machine:
         parser.error("--record and --machine size the gate from its runs: give --from-gate-runs DIR")
     for name in ("runs", "processes", "rounds", "blocks"):
@@ -96,15 +97,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     if args.processes % 2 or args.processes < 4:
         parser.error(f"--processes {args.processes}: must be even and at least 4 (half per set-up order)")
-    try:
-        units = components.units_for(args.cells.split(","), args.against, str(ROOT))
-    except ValueError as error:
-        parser.error(f"--cells {args.cells!r}: {error}")
     if args.from_json:
         saved = [json.loads(line) for line in Path(args.from_json).read_text().splitlines() if line.strip()]
         header, rows = saved[0], saved[1:]
     else:
         from benchmarks.machine import machine_name
+
+        cells = [":".join(cell) for cell in parse_cells(args.cells, DEFAULT_PROFILE)]  # exits naming a bad one
+        units = components.units_for(cells, args.against, str(ROOT))
 
         regime = get_regime(args.regime or DEFAULT_REGIME)
         header = {
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _validation_header(runs: Path) -> dict[str, str]:
-    """The machine and commit that ``validate-gate --out FILE`` names on FILE's first line, for the tables it keeps
-    beside it in FILE's stem + "-runs/" (empty where there is no such file)."""
+    """The machine, commit and allocator setting that ``validate-gate --out FILE`` names on FILE's first line, for
+    the tables it keeps beside it in FILE's stem + "-runs/" (empty where there is no such file)."""
     from benchmarks.gate_design import validation_source
 
     text = runs.with_name(runs.name.removesuffix("-runs") + ".txt")
@@ -142,8 +142,9 @@ def _validation_header(runs: Path) -> dict[str, str]:
     return validation_source(first)
 
 
-def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaults: Thresholds) -> int:
-    """``variance --from-gate-runs``: the gate's design from its A/A tables, printed and, with --record, recorded."""
+def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaults: Thresholds, command: str) -> int:
+    """``variance --from-gate-runs``: the gate's design from its A/A tables, printed and, with --record, recorded
+    (only from runs timed under the allocator setting the gate's regime has today)."""
     import pandas as pd
 
     from benchmarks import gate_design
@@ -164,6 +165,14 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
     if len(machines) > 1:
         parser.error(f"--from-gate-runs {named!r}: runs of several machines ({', '.join(sorted(machines))})")
     commits = ",".join(dict.fromkeys(h.get("commit", "unknown") for h in headers))
+    allocators = {h.get("allocator", "") for h in headers}  # "": runs from before validate-gate named it
+    if args.record and allocators != {gate_design.allocator_of(DEFAULT_REGIME)}:
+        parser.error(
+            f"--record: the runs in {named} were timed under the allocator setting "
+            f"{' and '.join(repr(a or 'not named (older runs)') for a in sorted(allocators))}, not this machine's "
+            f"gate's today ({gate_design.allocator_of(DEFAULT_REGIME)!r}): a design sized from them would not be "
+            "used; size it from new runs"
+        )
     margin, slowdown = defaults.paired_margin, 1 + defaults.time
     try:
         cells = gate_design.measured_cells([pd.read_csv(t) for t in tables], args.measured_processes)
@@ -174,7 +183,7 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
     runs_of = next(iter(machines), None)
     table = gate_design.designs(variances, ALPHA, POWER, margin, slowdown, args.target)
     lines = [
-        f"unfold-bench variance --from-gate-runs {named}: {len(tables)} A/A gate runs of "
+        f"{command}: {len(tables)} A/A gate runs of "
         f"{runs_of or 'an unnamed machine'} at commit {commits}, {len(variances)} time cells, {measured} processes "
         "a run (the median)",
         f"Each cell's per-process variance read back from its printed resolution, pooled over the runs; the "
