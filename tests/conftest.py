@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import settings
 
-from impls import STRATEGIES, Strategy
+from impls import STRATEGIES, TESTED_STRATEGIES, Strategy
 
 # Locally hypothesis draws new examples each run (that is how the known defects in impls/onehot.py were
 # found); CI (CI=true) replays a fixed sequence so a submission's verdict does not depend on luck.
@@ -38,6 +38,15 @@ def strict_float32():
     torch.backends.cuda.matmul.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--strategy",
+        metavar="NAME",
+        help="run only the tests of one strategy: those parametrised with it, its own module (tests/test_NAME.py) "
+        "and those whose function names it as a word (gather does not select gather_reuse's)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,8 +83,40 @@ def _start_rank(item: pytest.Item) -> int:
     return 2 if _reuses_compiled_kernels(item) else 1
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the slow tests first, the longest of them before the others (stable otherwise): with two workers, a
-    long test that started last would leave one worker idle until it ends. A slow test that can reuse another's
-    compiled kernels starts after the other slow ones."""
+def strategies_named(text: str) -> set[str]:
+    """The strategies that ``text`` (a test function's name) names as whole words between underscores, the longest
+    name at each place: ``test_gather_reuse_keeps`` names ``gather_reuse``, not ``gather``."""
+    padded, named = f"_{text}_", set()
+    for name in sorted(TESTED_STRATEGIES, key=len, reverse=True):
+        if f"_{name}_" in padded:
+            named.add(name)
+            padded = padded.replace(f"_{name}_", "_|_")
+    return named
+
+
+def strategies_of(item: pytest.Item) -> set[str]:
+    """The strategies a test is about: its parameters' (a name or a ``Strategy``), its module's (``test_NAME.py``)
+    and those its function's name names (``strategies_named``)."""
+    named = strategies_named(getattr(item, "originalname", item.name))
+    for value in getattr(getattr(item, "callspec", None), "params", {}).values():
+        if isinstance(value, Strategy):
+            named.add(value.name)
+        elif isinstance(value, str) and value in TESTED_STRATEGIES:
+            named.add(value)
+    module = item.path.stem.removeprefix("test_")
+    return named | ({module} if module in TESTED_STRATEGIES else set())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--strategy NAME``, only that strategy's tests (``strategies_of``; an unknown name is refused). Then the
+    slow tests first, the longest of them before the others (stable otherwise): with two workers, a long test that
+    started last would leave one worker idle until it ends. A slow test that can reuse another's compiled kernels
+    starts after the other slow ones."""
+    name = config.getoption("--strategy")
+    if name is not None:
+        if name not in TESTED_STRATEGIES:
+            raise pytest.UsageError(f"--strategy {name!r}: not a tested strategy ({', '.join(TESTED_STRATEGIES)})")
+        kept = [item for item in items if name in strategies_of(item)]
+        config.hook.pytest_deselected(items=[item for item in items if name not in strategies_of(item)])
+        items[:] = kept
     items.sort(key=_start_rank)
