@@ -80,10 +80,11 @@ test-fast: cpp  ## the tests not marked slow, for the inner loop (make test runs
 	@echo "make test-fast: the tests not marked slow (compiles, processes, Triton's interpreter, the browser); make test runs them all"
 	$(PY) -m pytest $(PYTEST_FLAGS) -m "not slow" -q
 
-# Every test that names one strategy (its parametrised ids carry the name), slow ones included: make test-strategy NAME=gather
+# Every test of one strategy, slow ones included (tests/conftest.py's --strategy: its parameters, its module, its
+# name in a test's): make test-strategy NAME=gather
 test-strategy: cpp  ## every test naming one strategy: make test-strategy NAME=<name>
 	@test -n "$(NAME)" || (echo "usage: make test-strategy NAME=<strategy>" && exit 2)
-	$(PY) -m pytest $(PYTEST_FLAGS) -q -k "$(NAME)"
+	$(PY) -m pytest $(PYTEST_FLAGS) -q --strategy "$(NAME)"
 
 # The site's browser test runs wherever a Chrome or Chromium and its chromedriver are on the PATH (GitHub's hosted
 # runners have Google Chrome); make test never installs one and the test says why it skipped. `make browser`
@@ -153,11 +154,10 @@ bench-commits: venv  ## asv's own mode: a virtualenv per commit of RANGE, each b
 
 # The same matrix with pytest-benchmark (quick profile unless UNFOLD_BENCH_PROFILE=full); pass
 # PYTEST_ARGS='--benchmark-autosave' or '--benchmark-compare' to save or compare runs.
-# Timed in the warm regime, as make bench is; REGIME=fresh-pages pins glibc's mmap threshold first
-# (benchmarks/allocator.py), as the asv runs of that regime do.
+# Timed in the regime's environment (benchmarks/allocator.py), as make bench is: warm by default, REGIME=fresh-pages
+# pins glibc's mmap threshold from the start.
 bench-pytest: venv  ## the same matrix with pytest-benchmark (REGIME=fresh-pages for that regime)
-	$(if $(filter-out warm fresh-pages,$(REGIME)),$(error REGIME=$(REGIME): bench-pytest takes warm or fresh-pages))
-	$(if $(filter fresh-pages,$(REGIME)),$(PY) -m benchmarks.allocator) $(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
+	$(PY) -m benchmarks.allocator --regime $(or $(REGIME),warm) $(PY) -m pytest benchmarks/ --benchmark-only $(PYTEST_ARGS)
 
 # Where one strategy's memory goes: make memprofile STRATEGY=native CONFIG=allcnnc-conv2 [PROFILE=full]
 memprofile: venv  ## where one strategy's memory goes: STRATEGY=... CONFIG=...

@@ -187,11 +187,22 @@ def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:
     os.execve(sys.executable, [sys.executable, *arguments], environment)
 
 
-def main(command: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> None:
-    """``python -m benchmarks.allocator COMMAND ARGS...``: run COMMAND with the threshold pinned."""
-    if not command:
-        raise SystemExit("usage: python -m benchmarks.allocator COMMAND [ARGS...]")
-    os.execvpe(command[0], list(command), pinned_environment(environ))
+def main(arguments: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> None:
+    """``python -m benchmarks.allocator [--regime NAME] COMMAND ARGS...``: run COMMAND in a regime's environment
+    (``regime_environment``; default the fresh-pages regime, whose threshold is pinned from the start)."""
+    arguments = list(arguments)
+    regime = FRESH_PAGES
+    if arguments[:1] == ["--regime"]:
+        if len(arguments) < 2:
+            raise SystemExit("--regime: expected a regime's name")
+        try:
+            regime = get_regime(arguments[1])
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+        arguments = arguments[2:]
+    if not arguments:
+        raise SystemExit("usage: python -m benchmarks.allocator [--regime NAME] COMMAND [ARGS...]")
+    os.execvpe(arguments[0], arguments, regime_environment(regime, environ))
 
 
 if __name__ == "__main__":

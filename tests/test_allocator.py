@@ -79,6 +79,16 @@ def test_the_module_runs_a_command_under_the_threshold():
     assert run.returncode == 0 and run.stdout.strip() == str(PINNED_MMAP_THRESHOLD), run.stderr
 
 
+def test_the_module_runs_a_command_in_the_regime_it_names_and_refuses_an_unknown_one():
+    show = f"echo ${REGIME_VARIABLE} ${{{MMAP_THRESHOLD_VARIABLE}:-dynamic}}"
+    command = [sys.executable, "-m", "benchmarks.allocator", "--regime", WARM.name, "sh", "-c", show]
+    run = subprocess.run(command, cwd=ROOT, env=UNPINNED, capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.split() == [WARM.name, "dynamic"], run.stderr  # set with mallopt later
+    command[4] = "lukewarm"
+    run = subprocess.run(command, cwd=ROOT, env=UNPINNED, capture_output=True, text=True)
+    assert run.returncode != 0 and "regime='lukewarm': must be one of" in run.stderr
+
+
 _PEAKS = (
     "import torch\n"
     "from benchmarks.allocator import pin_mmap_threshold_now\n"

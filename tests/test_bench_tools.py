@@ -126,6 +126,29 @@ def test_memory_profile_script_rejects_an_unsupported_cell():
     assert run.returncode == 2 and "supports spatial dims (1, 2), not 3" in run.stderr
 
 
+def test_memory_profile_re_executes_itself_pinned_not_the_command_that_called_it(monkeypatch):
+    """Called from another command (``cli.main``, a script), it re-executes as its own module with its arguments:
+    re-running the caller's command line would run the caller again."""
+    import os
+
+    from benchmarks.allocator import MMAP_THRESHOLD_VARIABLE
+    from unfold_bench.commands import memory_profile
+
+    class ReExecutedError(Exception):
+        pass
+
+    def execve(path, arguments, environment):
+        raise ReExecutedError(arguments[1:], environment.get(MMAP_THRESHOLD_VARIABLE))
+
+    monkeypatch.delenv(MMAP_THRESHOLD_VARIABLE, raising=False)
+    monkeypatch.delenv("UNFOLD_BENCH_ALLOCATOR_PINNED", raising=False)  # set only in a re-executed process
+    monkeypatch.setattr(os, "execve", execve)
+    with pytest.raises(ReExecutedError) as re_executed:
+        memory_profile.main(["as_strided", "example"])
+    arguments, threshold = re_executed.value.args
+    assert arguments == ["-m", "unfold_bench.commands.memory_profile", "as_strided", "example"] and threshold
+
+
 def test_machine_entry_names_the_devices_and_the_allocator_variant(monkeypatch):
     monkeypatch.delenv(THP_VARIABLE, raising=False)
     info = machine_info()
@@ -329,3 +352,22 @@ def test_a_cell_on_the_command_line_is_strategy_config_and_pass_or_refused_namin
         split_cell("gather:allcnnc-conv2")
     with pytest.raises(ValueError, match="unknown pass 'backward'; known: forward, forward_backward"):
         split_cell("gather:allcnnc-conv2:backward")
+
+
+def test_regress_registers_its_machine_under_the_regime_it_times(monkeypatch):
+    """The asv mode records results under the machine it registers: the regime's name and environment, as make
+    bench registers it, so a fresh-pages gate never files its results under the warm machine."""
+    import benchmarks.machine
+    from benchmarks.allocator import FRESH_PAGES, regime_environment
+    from unfold_bench.commands import regress
+
+    class RegisteredError(Exception):
+        pass
+
+    def register(name=None, regime="warm", environ=None):
+        raise RegisteredError(regime, environ)
+
+    monkeypatch.setattr(benchmarks.machine, "register_machine", register)
+    with pytest.raises(RegisteredError) as registered:
+        regress.run_gate(["HEAD", "--regime", FRESH_PAGES.name])
+    assert registered.value.args == (FRESH_PAGES.name, regime_environment(FRESH_PAGES))

@@ -7,13 +7,17 @@ Example: ``unfold-bench memprofile as_strided allcnnc-conv2 --profile full``
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from benchmarks.allocator import pin_mmap_threshold
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    pin_mmap_threshold()  # re-executes this process pinned, unless it started so: before torch allocates anything
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # re-executes this command, not the process's own command line, pinned (unless it started so): before torch
+    # allocates anything
+    pin_mmap_threshold(["-m", "unfold_bench.commands.memory_profile", *arguments])
     from benchmarks.cells import Cell
     from benchmarks.configs import CONFIGS_BY_NAME
     from benchmarks.memory_timeline import profile_cell
@@ -29,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_profile(parser)
     parser.add_argument("--device", choices=["cpu"], default="cpu", help="memory_profiler measures host memory")
     parser.add_argument("--interval", type=float, default=0.005, help="timeline sampling interval in seconds")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if args.interval <= 0:
         parser.error(f"--interval {args.interval}: must be positive")
     cell = Cell.from_names(args.strategy, args.config, args.device, PROFILES[args.profile])

@@ -394,7 +394,8 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         parser.error(f"revisions {args.base!r}, {args.head!r} in {args.repo}: {error.stderr.strip()}")
     from benchmarks.machine import register_machine
 
-    info = register_machine(args.machine)
+    regime = get_regime(args.regime)
+    info = register_machine(args.machine, regime.name, regime_environment(regime))  # as make bench names it
     machine = info["machine"]
     if args.processes is None:
         args.processes = defaults.processes
@@ -405,7 +406,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
                 ROOT / "results",
                 machine,
                 args.profile,
-                get_regime(args.regime).name,
+                regime.name,
                 args.process_rounds,
                 args.blocks,
                 args.round_seconds,
