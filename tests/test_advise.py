@@ -26,7 +26,7 @@ MIB = 2**20
         (["--input-shape", "2,5,8,8", "--model", f"{MODELS}.wants_three_channels"], "its forward failed"),
         (["--input-shape", "2,3,8,8", "--model", f"{MODELS}.not_a_module"], "not a torch.nn.Module"),
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--dtype", "int8"], "--dtype 'int8'"),
-        (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--device", "tpu"], "--device 'tpu'"),
+        (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--device", "tpu"], "--device: invalid choice: 'tpu'"),
         (["--input-shape", "2,3,x,8", "--kernel-size", "3"], "'2,3,x,8'"),
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--needs", "telepathy"], "telepathy: unknown"),
         (["--input-shape", "2,3,8,8"], "--kernel-size"),

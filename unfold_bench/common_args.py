@@ -1,9 +1,9 @@
 """The options the ``unfold-bench`` commands share, defined once (as asv's ``commands/common_args.py``).
 
 Each ``add_*`` adds one option to a parser with the same name, choices, default and help in every command that
-takes it: ``--profile``, ``--regime``, ``--bench`` (the cell regex ``make bench``'s ``BENCH`` passes), ``--machine``
-and ``--commit`` (what a result is recorded under), ``--config`` (asv's configuration file), ``--mode`` (how the
-regression gate times) and ``--cells`` (the cells a check by hand times, ``parse_cells``).
+takes it: ``--profile``, ``--regime``, ``--device``, ``--bench`` (the cell regex ``make bench``'s ``BENCH``
+passes), ``--machine`` and ``--commit`` (what a result is recorded under), ``--config`` (asv's configuration file),
+``--mode`` (how the regression gate times) and ``--cells`` (the cells a check by hand times, ``parse_cells``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
 from benchmarks.profiles import DEFAULT_PROFILE, PROFILES
 from benchmarks.trees import ROOT
+from benchmarks.vocabulary import DEVICES
 
 BENCH_HELP = (
     "a regex over the cells' asv names, e.g. \"unfold.Quick.time_forward('gather', 'allcnnc-conv2', 'cpu')\": "
@@ -41,6 +42,13 @@ def add_regime(
         default=default,
         help=f"timing regime (default {default or DEFAULT_REGIME})",
     )
+
+
+def add_device(
+    parser: argparse.ArgumentParser, devices: tuple[str, ...] = DEVICES, why: str = "the device type to time on"
+) -> None:
+    """``--device``: one of ``devices`` (default every device type a cell runs on), the first by default."""
+    parser.add_argument("--device", choices=devices, default=devices[0], help=f"{why} (default {devices[0]})")
 
 
 def add_bench(parser: argparse.ArgumentParser, default: str = "", help: str = BENCH_HELP) -> None:

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         model_layers,
     )
     from benchmarks.allocator import REGIMES
-    from unfold_bench.common_args import add_regime
+    from unfold_bench.common_args import add_device, add_regime
 
     parser = argparse.ArgumentParser(
         prog="unfold-bench advise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--padding", type=_int_or_tuple, default=0)
     parser.add_argument("--dilation", type=_int_or_tuple, default=1)
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--device", default="cpu")
+    add_device(parser, why="the device type to measure the strategies on")
     parser.add_argument("--model", help="an importable nn.Module factory, e.g. torchvision.models.resnet18")
     parser.add_argument("--needs", type=_needs, default=[], help="capabilities the strategy must have, e.g. vmap")
     parser.add_argument(
