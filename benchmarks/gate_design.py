@@ -195,11 +195,12 @@ def processes_for(
             f"{design.regime} regime, {design.rounds} placements x {design.blocks} blocks or "
             f"{design.round_seconds:g} s, not this run's"
         )
-    if design.allocator != allocator_of(regime):
+    today = allocator_of(regime)
+    if design.allocator != today:
         return default, (
             f"the default; the design recorded for this machine was sized with the allocator "
             f"{design.allocator or 'of an earlier version (not recorded)'}, not this run's: "
-            f"{allocator_of(regime)} (unfold-bench variance --from-gate-runs to size it again)"
+            f"{today} (unfold-bench variance --from-gate-runs to size it again)"
         )
     return design.processes, (
         f"this machine's design: median resolution {design.median_resolution:.3f}x of {design.cells} time cells "

@@ -14,9 +14,8 @@ asv reports the median over all rounds' samples and the interquartile range; ``a
 ``asv continuous`` judge differences with a Mann-Whitney U test on those samples.
 
 The paired ratios (``benchmarks.ratios``) sample otherwise: ``ratio_processes`` replicate asv runs, one process
-per cell in each, each over
-``placements`` placements of the inputs of ``warmup_blocks`` untimed blocks A B B A, then at most ``blocks`` blocks or
-``placement_seconds`` of them.
+per cell in each, each over ``placements`` placements of the inputs, each of ``warmup_blocks`` untimed blocks
+A B B A, then at most ``blocks`` blocks or ``placement_seconds`` of them.
 """
 
 from __future__ import annotations

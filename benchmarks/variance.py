@@ -165,14 +165,12 @@ def measure(
     return rows
 
 
-def units_for(cells: Sequence[str], against: str, tree: str, device: str = "cpu") -> list[Unit]:
-    """Replicate units for ``cells`` ("strategy:config:forward|forward_backward"): side A is ``against``'s
-    strategy ("self": a second import of the same strategy, the regression gate's A/A), side B the cell's."""
-    from benchmarks.vocabulary import split_cell
-
+def units_for(cells: Sequence[tuple[str, str, str]], against: str, tree: str, device: str = "cpu") -> list[Unit]:
+    """Replicate units for ``cells`` (strategy, config, pass; ``unfold_bench.common_args.parse_cells``): side A is
+    ``against``'s strategy ("self": a second import of the same strategy, the regression gate's A/A), side B the
+    cell's."""
     units = []
-    for cell in cells:
-        strategy, config, which = split_cell(cell)
+    for strategy, config, which in cells:
         a = (
             {"tree": tree, "strategy": strategy, "copy": 1}
             if against == "self"
@@ -180,7 +178,7 @@ def units_for(cells: Sequence[str], against: str, tree: str, device: str = "cpu"
         )
         units.append(
             {
-                "key": cell,
+                "key": f"{strategy}:{config}:{which}",
                 "sides": [a, {"tree": tree, "strategy": strategy}],
                 "config": config,
                 "which": which,

@@ -17,7 +17,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     # re-executes this command, not the process's own command line, pinned (unless it started so): before torch
     # allocates anything
-    pin_mmap_threshold(["-m", "unfold_bench.commands.memory_profile", *arguments])
+    pin_mmap_threshold(["-m", __spec__.name, *arguments])
     from benchmarks.cells import Cell
     from benchmarks.configs import CONFIGS_BY_NAME
     from benchmarks.memory_timeline import profile_cell

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from benchmarks.machine import machine_name
 
-        cells = [":".join(cell) for cell in parse_cells(args.cells, DEFAULT_PROFILE)]  # exits naming a bad one
+        cells = parse_cells(args.cells, DEFAULT_PROFILE)  # exits naming a bad one
         units = components.units_for(cells, args.against, str(ROOT))
 
         regime = get_regime(args.regime or DEFAULT_REGIME)
@@ -166,12 +166,12 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
         parser.error(f"--from-gate-runs {named!r}: runs of several machines ({', '.join(sorted(machines))})")
     commits = ",".join(dict.fromkeys(h.get("commit", "unknown") for h in headers))
     allocators = {h.get("allocator", "") for h in headers}  # "": runs from before validate-gate named it
-    if args.record and allocators != {gate_design.allocator_of(DEFAULT_REGIME)}:
+    today = gate_design.allocator_of(DEFAULT_REGIME)  # the gate's regime
+    if args.record and allocators != {today}:
         parser.error(
             f"--record: the runs in {named} were timed under the allocator setting "
             f"{' and '.join(repr(a or 'not named (older runs)') for a in sorted(allocators))}, not this machine's "
-            f"gate's today ({gate_design.allocator_of(DEFAULT_REGIME)!r}): a design sized from them would not be "
-            "used; size it from new runs"
+            f"gate's today ({today!r}): a design sized from them would not be used; size it from new runs"
         )
     margin, slowdown = defaults.paired_margin, 1 + defaults.time
     try:
@@ -225,7 +225,7 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
             source=named,
             commit=commits,
             date=time.strftime("%Y-%m-%d"),
-            allocator=gate_design.allocator_of(DEFAULT_REGIME),
+            allocator=today,
         )
         path = gate_design.record(ROOT / "results", machine, design)
         print(f"recorded for {machine} in {path}: its gate now runs {k} processes")
