@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from unfold_bench.commands import validate_gate
 
@@ -95,7 +96,36 @@ def test_runs_alternate_and_a_stopped_validation_keeps_the_runs_it_finished(tmp_
     assert not list(out.parent.glob(".*"))  # nothing written aside is left behind
     promise = "resolving 1.10x: 2 of 3 caught (67%); not resolving 1.10x: 0 of 0 caught"
     assert promise in text
-    assert promise in validate_gate.rejudge(out.parent / "gate-validation-runs", 0.05, 0.05)[-1]
+    assert promise in validate_gate.rejudge([out.parent / "gate-validation-runs"], 0.05, 0.05)[-1]
+
+
+def test_several_validations_are_judged_together_and_the_text_names_its_command(tmp_path, monkeypatch, capsys):
+    def outcome(n: int, head: str) -> int:
+        if n == 4:
+            raise KeyboardInterrupt
+        return int(head == INJECTED)
+
+    _, out, _ = _validate(tmp_path, monkeypatch, 3, 3, outcome)
+    runs = out.parent / "gate-validation-runs"
+    again = tmp_path / "again-runs"
+    again.mkdir()
+    for table in runs.iterdir():  # a second sitting of the same runs
+        (again / table.name).write_bytes(table.read_bytes())
+    text = tmp_path / "together.txt"
+    assert validate_gate.main(["--rejudge", str(runs), str(again), "--out", str(text)]) == 0
+    lines = text.read_text().splitlines()
+    assert lines[0] == f"unfold-bench validate-gate --rejudge {runs} {again} --out {text}"
+    assert (
+        "0 of 6 time cells of unchanged code flagged; the slowed forwards all caught in 0 of 2 injected runs"
+        in (lines[1])
+    )
+    assert f"  {again.name}/injected-1: resolution median 1.080x, worst 1.080x" in lines
+    assert "resolving 1.10x: 4 of 6 caught (67%)" in lines[-1]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as refused:
+        validate_gate.main(["--rejudge", str(runs), str(tmp_path / "empty")])
+    assert refused.value.code == 2
+    assert f"--rejudge {tmp_path / 'empty'}: no saved tables" in capsys.readouterr().err
 
 
 def test_a_run_whose_gate_failed_counts_as_caught_nothing_and_the_rest_run_on(tmp_path, monkeypatch):

@@ -184,29 +184,36 @@ def resolution_against_catches(resolution: pd.Series, caught: pd.Series) -> str:
     return f"resolution against catches, slowed forward cells: {'; '.join(parts)} (the resolution promises 95%)"
 
 
-def rejudge(workdir: Path, margin: float, measured_margin: float, injection: Injection = EVERY) -> list[str]:
-    """The saved tables of an earlier validation (``WORKDIR/{AA,injected}-N.csv``) of ``injection`` judged again with
-    another margin: time cells only."""
+def rejudge(workdirs: Sequence[Path], margin: float, measured_margin: float, injection: Injection = EVERY) -> list[str]:
+    """The saved tables of earlier validations (each ``WORKDIR/{AA,injected}-N.csv``) of ``injection`` judged
+    together, again, with another margin: time cells only. Several validations of one design (runs of separate
+    sittings) add up to one count of false alarms and catches."""
     flags = cells = caught = runs = 0
     lines = []
     slowed_cells: list[pd.DataFrame] = []
-    for path in sorted(workdir.glob("*.csv"), key=lambda p: (p.name[0], int(re.search(r"(\d+)", p.name).group(1)))):
-        table = pd.read_csv(path)
-        table = table[(table.unit == "seconds") & (table.pairs > 0)]
-        injected = path.name.startswith("injected")
-        same = _unchanged(table, injected, injection)
-        flags += int(((table.low > 1 + margin) & same).sum())
-        cells += int(same.sum())
-        if injected:
-            runs += 1
-            slowed = table[_slowed(table, injection)]
-            caught += bool(len(slowed)) and bool((slowed.low > 1 + margin).all())
-            slowed_cells.append(slowed)
-        resolution = table[same].resolution * (1 + margin) / (1 + measured_margin)  # the margin scales it
-        lines.append(f"  {path.stem}: resolution median {resolution.median():.3f}x, worst {resolution.max():.3f}x")
+    for workdir in workdirs:
+        tables = sorted(workdir.glob("*.csv"), key=lambda p: (p.name[0], int(re.search(r"(\d+)", p.name).group(1))))
+        if not tables:
+            raise FileNotFoundError(f"--rejudge {workdir}: no saved tables (AA-N.csv, injected-N.csv) there")
+        for path in tables:
+            table = pd.read_csv(path)
+            table = table[(table.unit == "seconds") & (table.pairs > 0)]
+            injected = path.name.startswith("injected")
+            same = _unchanged(table, injected, injection)
+            flags += int(((table.low > 1 + margin) & same).sum())
+            cells += int(same.sum())
+            if injected:
+                runs += 1
+                slowed = table[_slowed(table, injection)]
+                caught += bool(len(slowed)) and bool((slowed.low > 1 + margin).all())
+                slowed_cells.append(slowed)
+            resolution = table[same].resolution * (1 + margin) / (1 + measured_margin)  # the margin scales it
+            name = f"{workdir.name}/{path.stem}" if len(workdirs) > 1 else path.stem
+            lines.append(f"  {name}: resolution median {resolution.median():.3f}x, worst {resolution.max():.3f}x")
+    where = ", ".join(str(w) for w in workdirs)
     lines.insert(
         0,
-        f"judged again with margin {margin:g} ({workdir}): {flags} of {cells} time cells of unchanged code "
+        f"judged again with margin {margin:g} ({where}): {flags} of {cells} time cells of unchanged code "
         f"flagged; the slowed forwards all caught in {caught} of {runs} injected runs",
     )
     if slowed_cells:
@@ -238,7 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
     parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")
-    parser.add_argument("--rejudge", type=Path, help="judge an earlier validation's saved tables (its --workdir) again")
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        nargs="+",
+        help="judge earlier validations' saved tables (their --out's -runs/ folders, or --workdir) again, together",
+    )
     margin = Thresholds().paired_margin
     parser.add_argument("--margin", type=float, default=margin, help="with --rejudge: the margin to judge with")
     parser.add_argument(
@@ -247,7 +259,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     injection = EVERY if args.strategy is None else one_strategy(args.strategy)
     if args.rejudge:
-        print("\n".join(rejudge(args.rejudge, args.margin, args.measured_margin, injection)))
+        empty = [w for w in args.rejudge if not any(w.glob("*.csv"))]
+        if empty:
+            parser.error(f"--rejudge {empty[0]}: no saved tables (AA-N.csv, injected-N.csv) there")
+        command = "unfold-bench validate-gate --rejudge " + " ".join(str(w) for w in args.rejudge)
+        command += f" --strategy {args.strategy}" if args.strategy else ""
+        command += f" --margin {args.margin:g}" if args.margin != margin else ""
+        command += f" --out {args.out}" if args.out else ""
+        text = "\n".join([command, *rejudge(args.rejudge, args.margin, args.measured_margin, injection)])
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
         return 0
     if args.processes is not None and (args.mode != "paired" or args.processes < 4 or args.processes % 2):
         parser.error(f"--processes {args.processes}: the paired mode's, even and at least 4")
