@@ -18,7 +18,7 @@ BENCH ?=
 export BENCH
 PROFILE_FLAG = $(if $(PROFILE),--profile $(PROFILE))
 BENCH_FLAGS = $(PROFILE_FLAG) $(if $(REGIME),--regime $(REGIME)) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench "$$BENCH") \
-	$(if $(filter 1,$(RESUME)),--resume)
+	$(if $(filter 1,$(RESUME)),--resume) $(if $(RATIO_PROCESSES),--ratio-processes $(RATIO_PROCESSES))
 
 .DEFAULT_GOAL := help
 
@@ -100,7 +100,7 @@ browser:  ## install Debian's chromium and chromedriver for the site's browser t
 # The asv suite on this machine in the current environment, one asv run per config, then a summary, the
 # capability matrix (reports/capabilities/), then the website (reports/site/index.html); exits non-zero when a
 # benchmark failed or a capability fails undeclared.
-bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME), the capability matrix, the site
+bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME, RATIO_PROCESSES), the capability matrix, the site
 	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS); status=$$?; $(PY) -m unfold_bench.cli capabilities || status=1; \
 		$(PY) -m unfold_bench.cli report; exit $$status
 

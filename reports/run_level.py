@@ -43,9 +43,9 @@ class RunLevel:
     df: float
 
 
-def _log_means(table: pd.DataFrame) -> pd.DataFrame:
-    """Per paired cell of one run's table (rows with per-process ``samples``): the mean log-ratio and its squared
-    standard error across the processes."""
+def log_means(table: pd.DataFrame) -> pd.DataFrame:
+    """Per paired cell of one run's table (rows with per-process ``samples``): the number of processes, the mean
+    log-ratio, its variance across the processes and its squared standard error."""
     rows = []
     for row in table.itertuples():
         logs = np.log([v for v in (row.samples or []) if v is not None and v > 0])
@@ -55,17 +55,19 @@ def _log_means(table: pd.DataFrame) -> pd.DataFrame:
             {
                 "suite": row.suite,
                 "cell": (row.config, row.strategy, row.metric, row.device),
+                "processes": len(logs),
                 "mean": float(logs.mean()),
+                "variance": float(logs.var(ddof=1)),
                 "error": float(logs.var(ddof=1) / len(logs)),
             }
         )
-    return pd.DataFrame(rows, columns=["suite", "cell", "mean", "error"])
+    return pd.DataFrame(rows, columns=["suite", "cell", "processes", "mean", "variance", "error"])
 
 
 def estimate(runs: Iterable[pd.DataFrame]) -> dict[str, RunLevel]:
     """Per suite, the run level of its paired ratios from several runs' tidy tables (``load_results`` of each
     run's own results): the method of moments over the cells measured in every run."""
-    frames = [_log_means(table).assign(run=index) for index, table in enumerate(runs)]
+    frames = [log_means(table).assign(run=index) for index, table in enumerate(runs)]
     count = len(frames)
     if count < 2:
         raise ValueError(f"runs: {count} given; a variance between runs needs at least 2")

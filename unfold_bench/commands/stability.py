@@ -11,7 +11,10 @@ a result by commit and environment, so two runs of one commit cannot share one),
   runs differed only by their processes (``expected_coverage``: less than 95%, since the other estimate has its
   own error); fewer means that something between runs moves the figures that the processes of one run do not show;
 - the which-to-ship picks of every run, and whether they agree or every disagreement is a declared tie;
-- each run's wall time.
+- each run's wall time;
+- the forecast (``reports.forecast``) of the p90 max/min at other numbers of processes a cell, from these runs'
+  process variances and run levels, and the fewest processes a cell that meet ``--target``: what the profile's
+  ``ratio_processes`` should be.
 
     unfold-bench stability --runs 3 --out docs/stability-quick.txt
 """
@@ -35,6 +38,7 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import COPY_FLOOR, DIRECT_FLOOR_RATIOS, TIMED_PASSES
 from reports import analysis
+from reports.forecast import STABILITY_QUANTILE, STABILITY_TARGET, forecast_spread, process_variances, processes_for
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, write_run_levels
 from reports.set_aside import complexity, set_aside
@@ -69,6 +73,7 @@ def run_table(directory: Path, profile: str, run_levels: dict | None = None) -> 
     return analysis.select_run(table, newest)
 
 
+FORECAST_PROCESSES = (2, 3, 4, 5, 6, 8, 12)  # the process counts the report forecasts at, beside the runs' own
 X_COPY = "x copy_"  # how a row of a time's paired ratio to copy_ is named beside the metrics
 
 
@@ -210,6 +215,8 @@ def report(
     lines = [
         f"unfold-bench stability --runs {args.runs} --profile {args.profile}"
         + (f" --bench {args.bench!r}" if args.bench else "")
+        + (f" --target {args.target:g}" if args.target != STABILITY_TARGET else "")
+        + (f" --out {args.out}" if args.out else "")
         + (" --from-runs (reported again from the runs kept)" if args.from_runs else "")
         + f": {len(frames)} runs of one commit, one after another, CPU cells; {provenance}",
         "run wall times: " + ", ".join(f"{s / 60:.1f} min" for s in seconds),
@@ -271,6 +278,25 @@ def report(
     return "\n".join(lines) + "\n"
 
 
+def forecast(variances: pd.DataFrame, levels: dict[str, RunLevel], runs: int, target: float) -> list[str]:
+    """The forecast section of the report: the p90 over the cells paired per process (``variances``:
+    ``process_variances`` of the runs) of max/min across ``runs`` runs, observed and forecast at several processes
+    a cell, and the fewest processes a cell whose forecast meets ``target``."""
+    own = int(variances.processes.median())
+    counts = sorted({*FORECAST_PROCESSES, own})
+    observed = variances.spread.quantile(STABILITY_QUANTILE)
+    at = ", ".join(f"{k}: {forecast_spread(variances, levels, k, runs):.3f}x" for k in counts)
+    fewest = processes_for(variances, levels, target, runs)
+    return [
+        f"forecast (reports.forecast): p{STABILITY_QUANTILE * 100:.0f} over the {len(variances)} cells paired per "
+        f"process of max/min across {runs} runs, from these runs' process variances and run levels (in-sample)",
+        f"  observed in these runs ({own} processes a cell): {observed:.3f}x",
+        f"  forecast at k processes a cell: {at}",
+        f"  fewest processes a cell for {target:.2f}x: "
+        + (f"{fewest}" if fewest is not None else "none up to 64 (the run level alone does not allow it)"),
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="unfold-bench stability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -282,6 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     parser.add_argument("--from-runs", action="store_true", help="report the runs already in --keep, measure nothing")
     parser.add_argument(
+        "--target",
+        type=float,
+        default=STABILITY_TARGET,
+        help=f"the p{STABILITY_QUANTILE * 100:.0f} max/min the forecast sizes processes for ({STABILITY_TARGET:.2f})",
+    )
+    parser.add_argument(
         "--record-in",
         type=Path,
         default=ROOT / "results",
@@ -290,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 2:
         parser.error(f"--runs {args.runs}: a spread needs at least 2 runs")
+    if args.target <= 1:
+        parser.error(f"--target {args.target}: a max/min target must exceed 1")
     directories = [args.keep / f"{args.profile}-run-{i}" for i in range(args.runs)]
     seconds = []
     for index, directory in enumerate(directories, 1):
@@ -301,19 +335,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds.append(run_bench(directory, args.profile, args.bench))
         print(f"run {index}/{args.runs}: {seconds[-1] / 60:.1f} min", flush=True)
     frames = [ratios(d, args.profile) for d in directories]
-    first = run_table(directories[0], args.profile)
+    tables = [run_table(d, args.profile) for d in directories]  # intervals across processes alone
+    first = tables[0]
     machine, commit = first.machine.iloc[0], first.commit.iloc[0]
     provenance = f"{machine}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
     measured = str(first.date.min())
     others = load_run_levels(args.record_in, leave_out=measured)  # the level recorded from every other set of runs
     others = {k: v for k, v in others.items() if k[:2] == (machine, args.profile)}
     held_out = [ratios(d, args.profile, others) for d in directories] if others else []
-    levels = estimate(run_table(d, args.profile) for d in directories)
+    levels = estimate(tables)
     recorded = {"command": f"unfold-bench stability --runs {args.runs}", "runs": args.runs, "commit": commit}
     keyed = {(machine, args.profile, suite): level for suite, level in levels.items()}
     widened = [ratios(d, args.profile, keyed) for d in directories]
     picked = [picks(d, args.profile) for d in directories]
     text = report(frames, picked, seconds, args, provenance, levels, widened, held_out)
+    variances = process_variances(tables)
+    text += "\n" + "\n".join(forecast(variances, levels, args.runs, args.target)) + "\n"
     write_run_levels(args.record_in / machine, args.profile, levels, measured, recorded)
     pooled = {k[2]: v for k, v in load_run_levels(args.record_in).items() if k[:2] == (machine, args.profile)}
     text += "\nrun level recorded now, pooled over every set of runs in the record (what later intervals add):\n"

@@ -1,0 +1,116 @@
+"""How far the paired ratios will move between runs at ``k`` processes a cell: the forecast that sizes a profile.
+
+Following Kalibera and Jones (ISMM 2013), repetitions go to the level whose variance dominates. A run's estimate of
+a paired ratio is the mean log-ratio over its ``k`` processes, so with :math:`s_c^2` cell :math:`c`'s variance
+between processes and :math:`\\sigma^2_{\\mathrm{run}}` its suite's run level (``reports.run_level``), separate
+runs' estimates scatter with variance :math:`v_c(k) = s_c^2 / k + \\sigma^2_{\\mathrm{run}}`, and the max/min of
+:math:`R` runs is :math:`e^{W}`, :math:`W` the range of :math:`R` normal draws of that variance:
+
+.. math::
+
+    P(W \\le w) = R \\int \\varphi(x) \\left[\\Phi\\left(x + w / \\sqrt{v_c(k)}\\right) - \\Phi(x)\\right]^{R - 1} dx.
+
+The forecast of the stability check's quantile :math:`q` over the cells (its p90) is the :math:`w` at which the
+cells' mean of :math:`P(W_c \\le w)` reaches :math:`q`; the fewest ``k`` whose forecast meets a target is what a
+profile's ``ratio_processes`` should be. The variances come from the runs that measured them, so the forecast at
+their own ``k`` checks the model against what they showed. No ``k`` beats the run level alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from reports.run_level import RunLevel, log_means
+
+STABILITY_TARGET = 1.10  # the stability check's target: p90 over the cells of max/min across 3 runs
+STABILITY_QUANTILE = 0.9
+_GRID = np.linspace(-8.0, 8.0, 1601)  # where the minimum of the runs' draws lies, in standard deviations
+
+
+def process_variances(runs: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Per paired cell measured in every run (tidy tables with per-process ``samples``): its suite, the variance of
+    the log-ratio between processes (the mean over the runs of each run's sample variance), the median number of
+    processes a run gave it, and how far its mean log-ratio moved across the runs (``spread``: max/min)."""
+    frames = [log_means(table).assign(run=index) for index, table in enumerate(runs)]
+    if not frames:
+        raise ValueError("runs: none given; the process variance needs at least one run")
+    rows = pd.concat(frames, ignore_index=True)
+    per_cell = rows.groupby(["suite", "cell"]).agg(
+        runs=("run", "nunique"),
+        variance=("variance", "mean"),
+        processes=("processes", "median"),
+        low=("mean", "min"),
+        high=("mean", "max"),
+    )
+    per_cell = per_cell[per_cell.runs == len(frames)].reset_index()
+    return per_cell.assign(spread=np.exp(per_cell.high - per_cell.low))[
+        ["suite", "cell", "variance", "processes", "spread"]
+    ]
+
+
+def range_cdf(width: float | np.ndarray, runs: int) -> np.ndarray:
+    """P(W <= width) for W the range (max - min) of ``runs`` independent standard normal draws."""
+    if runs < 2:
+        raise ValueError(f"runs={runs}: a range needs at least 2")
+    width = np.atleast_1d(np.asarray(width, dtype=float))
+    low = norm.cdf(_GRID)
+    inside = np.clip(norm.cdf(_GRID[None, :] + width[:, None]) - low[None, :], 0.0, 1.0)
+    density = runs * norm.pdf(_GRID)[None, :] * inside ** (runs - 1)
+    return np.trapezoid(density, _GRID, axis=1)
+
+
+def forecast_spread(
+    variances: pd.DataFrame,
+    levels: Mapping[str, RunLevel],
+    processes: int,
+    runs: int = 3,
+    quantile: float = STABILITY_QUANTILE,
+) -> float:
+    """The forecast ``quantile`` over the cells of ``variances`` (``process_variances``) of a ratio's max/min across
+    ``runs`` runs of ``processes`` processes a cell, with each suite's run level from ``levels`` (0 where none, or
+    where the estimate is negative)."""
+    if processes < 1:
+        raise ValueError(f"processes={processes}: at least one process a cell")
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile={quantile}: must lie strictly between 0 and 1")
+    if variances.empty:
+        raise ValueError("variances: no cell; the forecast needs cells measured in every run")
+    run_level = variances.suite.map(lambda s: max(levels[s].variance, 0.0) if s in levels else 0.0)
+    sd = np.sqrt(variances.variance.to_numpy() / processes + run_level.to_numpy())
+    low, high = 0.0, 1.0
+    while _mixture_cdf(high, sd, runs) < quantile:
+        high *= 2
+    for _ in range(50):  # bisection on log(max/min): 2^-50 of the bracket
+        middle = (low + high) / 2
+        low, high = (middle, high) if _mixture_cdf(middle, sd, runs) < quantile else (low, middle)
+    return float(np.exp(high))
+
+
+def _mixture_cdf(log_width: float, sd: np.ndarray, runs: int) -> float:
+    """The cells' mean of P(log max/min <= ``log_width``), each cell's log-ratio of standard deviation ``sd``."""
+    positive = sd > 0
+    reached = np.ones(len(sd))  # a cell that never moves is within any width
+    reached[positive] = range_cdf(log_width / sd[positive], runs)
+    return float(reached.mean())
+
+
+def processes_for(
+    variances: pd.DataFrame,
+    levels: Mapping[str, RunLevel],
+    target: float = STABILITY_TARGET,
+    runs: int = 3,
+    quantile: float = STABILITY_QUANTILE,
+    most: int = 64,
+) -> int | None:
+    """The fewest processes a cell (up to ``most``) whose ``forecast_spread`` is at most ``target``; None where
+    even ``most`` does not reach it (the run level alone may not allow it)."""
+    if target <= 1:
+        raise ValueError(f"target={target}: a max/min target must exceed 1")
+    for processes in range(1, most + 1):
+        if forecast_spread(variances, levels, processes, runs, quantile) <= target:
+            return processes
+    return None
