@@ -70,8 +70,8 @@ QUICK = Profile(
     warmup_time=0.1,
     timeout=60,
     gate_timeout=300,
-    # the fewest processes whose forecast p90 max/min across runs meets 1.10x on the Intel Xeon VM (unfold-bench
-    # stability's forecast, reports.forecast; docs/stability-quick-intel.txt)
+    # chosen with unfold-bench stability's forecast (reports.forecast) on the Intel Xeon VM and measured there at
+    # this count: docs/stability-quick-intel.txt, whose forecast says what fewer would give
     ratio_processes=7,
     placements=2,
     blocks=16,

@@ -22,12 +22,14 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy.integrate import trapezoid
 from scipy.stats import norm
 
 from reports.run_level import RunLevel, log_means
 
 STABILITY_TARGET = 1.10  # the stability check's target: p90 over the cells of max/min across 3 runs
 STABILITY_QUANTILE = 0.9
+MOST_PROCESSES = 64  # processes_for looks no further
 _GRID = np.linspace(-8.0, 8.0, 1601)  # where the minimum of the runs' draws lies, in standard deviations
 
 
@@ -60,7 +62,7 @@ def range_cdf(width: float | np.ndarray, runs: int) -> np.ndarray:
     low = norm.cdf(_GRID)
     inside = np.clip(norm.cdf(_GRID[None, :] + width[:, None]) - low[None, :], 0.0, 1.0)
     density = runs * norm.pdf(_GRID)[None, :] * inside ** (runs - 1)
-    return np.trapezoid(density, _GRID, axis=1)
+    return trapezoid(density, _GRID, axis=1)
 
 
 def forecast_spread(
@@ -104,7 +106,7 @@ def processes_for(
     target: float = STABILITY_TARGET,
     runs: int = 3,
     quantile: float = STABILITY_QUANTILE,
-    most: int = 64,
+    most: int = MOST_PROCESSES,
 ) -> int | None:
     """The fewest processes a cell (up to ``most``) whose ``forecast_spread`` is at most ``target``; None where
     even ``most`` does not reach it (the run level alone may not allow it)."""

@@ -13,8 +13,8 @@ a result by commit and environment, so two runs of one commit cannot share one),
 - the which-to-ship picks of every run, and whether they agree or every disagreement is a declared tie;
 - each run's wall time;
 - the forecast (``reports.forecast``) of the p90 max/min at other numbers of processes a cell, from these runs'
-  process variances and run levels, and the fewest processes a cell that meet ``--target``: what the profile's
-  ``ratio_processes`` should be.
+  process variances and the run level pooled over every set recorded, and the fewest processes a cell that meet
+  ``--target``: what the profile's ``ratio_processes`` should be.
 
     unfold-bench stability --runs 3 --out docs/stability-quick.txt
 """
@@ -38,7 +38,14 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import COPY_FLOOR, DIRECT_FLOOR_RATIOS, TIMED_PASSES
 from reports import analysis
-from reports.forecast import STABILITY_QUANTILE, STABILITY_TARGET, forecast_spread, process_variances, processes_for
+from reports.forecast import (
+    MOST_PROCESSES,
+    STABILITY_QUANTILE,
+    STABILITY_TARGET,
+    forecast_spread,
+    process_variances,
+    processes_for,
+)
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, write_run_levels
 from reports.set_aside import complexity, set_aside
@@ -281,7 +288,8 @@ def report(
 def forecast(variances: pd.DataFrame, levels: dict[str, RunLevel], runs: int, target: float) -> list[str]:
     """The forecast section of the report: the p90 over the cells paired per process (``variances``:
     ``process_variances`` of the runs) of max/min across ``runs`` runs, observed and forecast at several processes
-    a cell, and the fewest processes a cell whose forecast meets ``target``."""
+    a cell with the run ``levels`` pooled over every set of runs recorded, and the fewest processes a cell whose
+    forecast meets ``target``."""
     own = int(variances.processes.median())
     counts = sorted({*FORECAST_PROCESSES, own})
     observed = variances.spread.quantile(STABILITY_QUANTILE)
@@ -289,11 +297,16 @@ def forecast(variances: pd.DataFrame, levels: dict[str, RunLevel], runs: int, ta
     fewest = processes_for(variances, levels, target, runs)
     return [
         f"forecast (reports.forecast): p{STABILITY_QUANTILE * 100:.0f} over the {len(variances)} cells paired per "
-        f"process of max/min across {runs} runs, from these runs' process variances and run levels (in-sample)",
+        f"process of max/min across {runs} runs, from these runs' process variances and the run level pooled over "
+        "every set of runs recorded (these included)",
         f"  observed in these runs ({own} processes a cell): {observed:.3f}x",
         f"  forecast at k processes a cell: {at}",
         f"  fewest processes a cell for {target:.2f}x: "
-        + (f"{fewest}" if fewest is not None else "none up to 64 (the run level alone does not allow it)"),
+        + (
+            f"{fewest}"
+            if fewest is not None
+            else f"none up to {MOST_PROCESSES} (the run level alone does not allow it)"
+        ),
     ]
 
 
@@ -349,12 +362,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     widened = [ratios(d, args.profile, keyed) for d in directories]
     picked = [picks(d, args.profile) for d in directories]
     text = report(frames, picked, seconds, args, provenance, levels, widened, held_out)
-    variances = process_variances(tables)
-    text += "\n" + "\n".join(forecast(variances, levels, args.runs, args.target)) + "\n"
     write_run_levels(args.record_in / machine, args.profile, levels, measured, recorded)
     pooled = {k[2]: v for k, v in load_run_levels(args.record_in).items() if k[:2] == (machine, args.profile)}
     text += "\nrun level recorded now, pooled over every set of runs in the record (what later intervals add):\n"
     text += "".join(f"  {suite:<14} sd {math.sqrt(v.variance):.3f} ({v.df:.0f} df)\n" for suite, v in pooled.items())
+    text += "\n" + "\n".join(forecast(process_variances(tables), pooled, args.runs, args.target)) + "\n"
     print(text)
     if args.out:
         args.out.write_text(text)
