@@ -10,8 +10,9 @@ runs' estimates scatter with variance :math:`v_c(k) = s_c^2 / k + \\sigma^2_{\\m
 
     P(W \\le w) = R \\int \\varphi(x) \\left[\\Phi\\left(x + w / \\sqrt{v_c(k)}\\right) - \\Phi(x)\\right]^{R - 1} dx.
 
-The forecast of the stability check's quantile :math:`q` over the cells (its p90) is the :math:`w` at which the
-cells' mean of :math:`P(W_c \\le w)` reaches :math:`q`; the fewest ``k`` whose forecast meets a target is what a
+A ratio to ``copy_`` chained through native's sums two factors' logs, so its :math:`v_c(k)` sums theirs. The
+forecast of the stability check's quantile :math:`q` over the ratios the site shows (its p90) is the :math:`w` at
+which their mean of :math:`P(W_c \\le w)` reaches :math:`q`; the fewest ``k`` whose forecast meets a target is what a
 profile's ``ratio_processes`` should be. The variances come from the runs that measured them, so the forecast at
 their own ``k`` checks the model against what they showed. No ``k`` beats the run level alone.
 """
@@ -25,23 +26,28 @@ import pandas as pd
 from scipy.integrate import trapezoid
 from scipy.stats import norm
 
+from benchmarks.runner import FLOORS_SUITE, PAIRED_SUITE
+from benchmarks.vocabulary import COPY_FLOOR, DIRECT_FLOOR_RATIOS, FLOOR_RATIOS, PASSES, TIMED_PASSES
 from reports.run_level import RunLevel, log_means
+from reports.units import METRICS
 
 STABILITY_TARGET = 1.10  # the stability check's target: p90 over the cells of max/min across 3 runs
 STABILITY_QUANTILE = 0.9
 MOST_PROCESSES = 64  # processes_for looks no further
+_PASS_OF_RATIO = {figure.paired: TIMED_PASSES[metric] for metric, figure in METRICS.items() if figure.paired}
 _GRID = np.linspace(-8.0, 8.0, 1601)  # where the minimum of the runs' draws lies, in standard deviations
 
 
 def process_variances(runs: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Per paired cell measured in every run (tidy tables with per-process ``samples``): its suite, the variance of
-    the log-ratio between processes (the mean over the runs of each run's sample variance), the median number of
-    processes a run gave it, and how far its mean log-ratio moved across the runs (``spread``: max/min)."""
-    frames = [log_means(table).assign(run=index) for index, table in enumerate(runs)]
+    """Per ratio the site shows that every run measured (``shown_means``): the suites its factors come from, the
+    variance of its log between processes (the mean over the runs of each run's sample variance; a chained ratio's
+    is the sum of its factors'), the median number of processes a run gave it, and how far its log moved across the
+    runs (``spread``: max/min)."""
+    frames = [shown_means(log_means(table)).assign(run=index) for index, table in enumerate(runs)]
     if not frames:
         raise ValueError("runs: none given; the process variance needs at least one run")
     rows = pd.concat(frames, ignore_index=True)
-    per_cell = rows.groupby(["suite", "cell"]).agg(
+    per_cell = rows.groupby(["suites", "cell"]).agg(
         runs=("run", "nunique"),
         variance=("variance", "mean"),
         processes=("processes", "median"),
@@ -50,8 +56,42 @@ def process_variances(runs: Iterable[pd.DataFrame]) -> pd.DataFrame:
     )
     per_cell = per_cell[per_cell.runs == len(frames)].reset_index()
     return per_cell.assign(spread=np.exp(per_cell.high - per_cell.low))[
-        ["suite", "cell", "variance", "processes", "spread"]
+        ["suites", "cell", "variance", "processes", "spread"]
     ]
+
+
+def shown_means(means: pd.DataFrame) -> pd.DataFrame:
+    """The ratios the site shows among one run's ``log_means``, each with the tuple of ``suites`` of its factors:
+    a strategy's paired ratio to native, native's (``benchmarks.floors``) or a strategy's own
+    (``benchmarks.direct_floors``) paired ratio to ``copy_``, and a strategy's ratio to ``copy_`` chained through
+    native's, whose log is the sum of its two factors' logs: their processes are independent, so their variances
+    add, and so do their suites' run levels."""
+    metric = means.cell.map(lambda cell: cell[2])
+    to_copy = {FLOOR_RATIOS.get((p, COPY_FLOOR)) for p in PASSES} | {
+        DIRECT_FLOOR_RATIOS.get((p, COPY_FLOOR)) for p in PASSES
+    }
+    direct = means[(means.suite == PAIRED_SUITE) | metric.isin(to_copy - {None})]
+    direct = direct.assign(suites=direct.suite.map(lambda suite: (suite,)))
+    floors = {(c[0], c[2], c[3]): row for c, row in zip(means.cell, means.itertuples()) if row.suite == FLOORS_SUITE}
+    chained = []
+    for row in means[means.suite == PAIRED_SUITE].itertuples():
+        config, _, ratio, device = row.cell
+        floor = floors.get((config, FLOOR_RATIOS.get((_PASS_OF_RATIO.get(ratio), COPY_FLOOR)), device))
+        if floor is None:
+            continue
+        chained.append(
+            {
+                "suites": (PAIRED_SUITE, FLOORS_SUITE),
+                "cell": row.cell,  # its suites tell it from the ratio to native
+                "processes": min(row.processes, floor.processes),
+                "mean": row.mean + floor.mean,
+                "variance": row.variance + floor.variance,
+            }
+        )
+    columns = ["suites", "cell", "processes", "mean", "variance"]
+    return pd.concat(
+        [direct[columns], *([pd.DataFrame(chained, columns=columns)] if chained else [])], ignore_index=True
+    )
 
 
 def range_cdf(width: float | np.ndarray, runs: int) -> np.ndarray:
@@ -81,7 +121,7 @@ def forecast_spread(
         raise ValueError(f"quantile={quantile}: must lie strictly between 0 and 1")
     if variances.empty:
         raise ValueError("variances: no cell; the forecast needs cells measured in every run")
-    run_level = variances.suite.map(lambda s: max(levels[s].variance, 0.0) if s in levels else 0.0)
+    run_level = variances.suites.map(lambda suites: sum(max(levels[s].variance, 0.0) for s in suites if s in levels))
     sd = np.sqrt(variances.variance.to_numpy() / processes + run_level.to_numpy())
     low, high = 0.0, 1.0
     while _mixture_cdf(high, sd, runs) < quantile:

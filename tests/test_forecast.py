@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reports.forecast import forecast_spread, process_variances, processes_for, range_cdf
+from reports.forecast import forecast_spread, process_variances, processes_for, range_cdf, shown_means
 from reports.run_level import RunLevel
 from unfold_bench.commands.stability import forecast
 
@@ -31,8 +31,8 @@ def test_the_range_of_more_draws_is_wider_and_matches_a_simulation():
         range_cdf(1.0, 1)
 
 
-def _variances(variances: list[float], suite: str = "ratios") -> pd.DataFrame:
-    return pd.DataFrame({"suite": suite, "cell": range(len(variances)), "variance": variances})
+def _variances(variances: list[float], suites: tuple[str, ...] = ("ratios",)) -> pd.DataFrame:
+    return pd.DataFrame({"suites": [suites] * len(variances), "cell": range(len(variances)), "variance": variances})
 
 
 def test_one_cell_over_two_runs_has_the_quantile_of_a_half_normal():
@@ -72,6 +72,14 @@ def test_the_processes_for_a_target_are_the_fewest_whose_forecast_meets_it():
         processes_for(variances, levels, target=1.0)
 
 
+def test_a_chained_ratio_adds_both_factors_run_levels():
+    variance, processes = 0.04, 4
+    levels = {"ratios": RunLevel(0.001, 2.0), "floors": RunLevel(0.002, 2.0)}
+    chained = forecast_spread(_variances([variance], ("ratios", "floors")), levels, processes, runs=2)
+    expected = math.exp(math.sqrt(2 * (variance / processes + 0.003)) * stats.norm.ppf(0.95))
+    assert chained == pytest.approx(expected, rel=1e-6)
+
+
 def _runs(shifts: list[float], processes: int = 4) -> list[pd.DataFrame]:
     """Tidy tables of runs of two cells: ``a`` with per-process logs -0.1, 0, 0.1, ... around the run's shift, and
     ``b`` with one process (left out: no variance)."""
@@ -96,10 +104,58 @@ def test_the_process_variance_is_pooled_over_the_runs_with_the_cells_spread_acro
         process_variances([])
 
 
+def test_the_shown_ratios_are_the_paired_ones_to_native_and_copy_and_the_chain_through_native():
+    cell = ("conv", "gather", "track_ratio_forward", "cpu")
+    means = pd.DataFrame(
+        [
+            {"suite": "ratios", "cell": cell, "processes": 4, "mean": 0.2, "variance": 0.01},
+            {
+                "suite": "floors",
+                "cell": ("conv", None, "track_ratio_native_over_copy", "cpu"),
+                "processes": 4,
+                "mean": 1.0,
+                "variance": 0.03,
+            },
+            {
+                "suite": "floors",
+                "cell": ("conv", None, "track_ratio_native_over_fill", "cpu"),
+                "processes": 4,
+                "mean": 1.5,
+                "variance": 0.5,
+            },
+            {
+                "suite": "direct_floors",
+                "cell": ("big", "gather", "track_ratio_forward_over_copy", "cpu"),
+                "processes": 3,
+                "mean": 0.7,
+                "variance": 0.02,
+            },
+            {
+                "suite": "direct_floors",
+                "cell": ("big", "gather", "track_ratio_forward_over_fill", "cpu"),
+                "processes": 3,
+                "mean": 0.9,
+                "variance": 0.6,
+            },
+        ]
+    )
+    shown = shown_means(means).set_index("cell")
+    assert set(shown.index) == {
+        cell,
+        ("conv", None, "track_ratio_native_over_copy", "cpu"),
+        ("big", "gather", "track_ratio_forward_over_copy", "cpu"),
+    }  # the ratios to fill_ are not among the stability check's
+    assert len(shown) == 4
+    to_native, chained = shown.loc[[cell]].sort_values("mean").itertuples()
+    assert to_native.suites == ("ratios",) and to_native.mean == pytest.approx(0.2)
+    assert chained.suites == ("ratios", "floors")  # the strategy's ratio to copy_, chained through native's
+    assert chained.mean == pytest.approx(1.2) and chained.variance == pytest.approx(0.04)
+
+
 def test_the_report_section_names_the_runs_own_processes_and_the_fewest_for_the_target():
     variances = process_variances(_runs([0.0, 0.05, -0.02], processes=4))
     lines = forecast(variances, {"ratios": RunLevel(0.0, 2.0)}, 3, 1.10)
-    assert "1 cells paired per process" in lines[0] and "across 3 runs" in lines[0]
+    assert "over the 1 ratios the site shows" in lines[0] and "across 3 runs" in lines[0]
     assert lines[1] == f"  observed in these runs (4 processes a cell): {math.exp(0.07):.3f}x"
     assert " 4: " in lines[2] and " 12: " in lines[2]
     fewest = processes_for(variances, {"ratios": RunLevel(0.0, 2.0)}, 1.10, 3)

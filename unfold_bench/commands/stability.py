@@ -286,7 +286,7 @@ def report(
 
 
 def forecast(variances: pd.DataFrame, levels: dict[str, RunLevel], runs: int, target: float) -> list[str]:
-    """The forecast section of the report: the p90 over the cells paired per process (``variances``:
+    """The forecast section of the report: the p90 over the ratios the site shows (``variances``:
     ``process_variances`` of the runs) of max/min across ``runs`` runs, observed and forecast at several processes
     a cell with the run ``levels`` pooled over every set of runs recorded, and the fewest processes a cell whose
     forecast meets ``target``."""
@@ -296,9 +296,9 @@ def forecast(variances: pd.DataFrame, levels: dict[str, RunLevel], runs: int, ta
     at = ", ".join(f"{k}: {forecast_spread(variances, levels, k, runs):.3f}x" for k in counts)
     fewest = processes_for(variances, levels, target, runs)
     return [
-        f"forecast (reports.forecast): p{STABILITY_QUANTILE * 100:.0f} over the {len(variances)} cells paired per "
-        f"process of max/min across {runs} runs, from these runs' process variances and the run level pooled over "
-        "every set of runs recorded (these included)",
+        f"forecast (reports.forecast): p{STABILITY_QUANTILE * 100:.0f} over the {len(variances)} ratios the site "
+        f"shows of max/min across {runs} runs (to native, to copy_ directly or chained through native), from these "
+        "runs' process variances and the run level pooled over every set of runs recorded (these included)",
         f"  observed in these runs ({own} processes a cell): {observed:.3f}x",
         f"  forecast at k processes a cell: {at}",
         f"  fewest processes a cell for {target:.2f}x: "
