@@ -40,3 +40,16 @@ def test_a_table_names_a_cell_a_timer_failed_and_counts_the_cells_judged():
     lines = agreement.table_lines(list(harness), harness, timer, agreement.time_line, 10, "ranges")
     assert lines[1].split() == ["b:c:forward", "failed"]
     assert lines[-1] == "within 10%: 1 of 2; ranges overlap: 1 of 2"  # b is not judged
+
+
+def test_rounds_are_compared_across_the_timers_and_within_each():
+    harness = {"a:c:forward": [1.0, 1.05, 1.5], "b:c:forward": [2.0], "d:c:forward": []}
+    timer = {"a:c:forward": [1.02, 1.3], "b:c:forward": [2.1, 2.0], "d:c:forward": [1.0, 1.0]}
+    line = agreement.round_agreement(list(harness), harness, timer)
+    # a: harness x Timer 6 pairs, 1.0~1.02, 1.05~1.02 within; b: 2 pairs, both within; d is not measured by both
+    assert line == (
+        "one round against another, within 10%: harness vs Timer 4 of 8 (50%); harness vs harness 1 of 3 (33%); "
+        "Timer vs Timer 1 of 2 (50%)"
+    )
+    assert agreement.round_agreement(["d:c:forward"], harness, timer).endswith("no pair of rounds")
+    assert agreement.within(1.1) and agreement.within(1 / 1.1) and not agreement.within(1.11)

@@ -8,7 +8,8 @@ first). Two figures are compared:
 
 - **times**: the harness's median of a cell (asv's ``rounds`` processes) against the Timer's median over as many
   processes, each over the rounds: their ratio, each timer's spread (slowest round over fastest) and whether the
-  two ranges over the rounds overlap;
+  two ranges over the rounds overlap; and how often one round's figure agrees with another round's, between the
+  timers and within each (a timer that does not agree with itself from round to round bounds the agreement);
 - **paired ratios to native** (what the picks rank by): the harness's ``ratios`` suite (``Profile.ratio_processes``
   replicate processes a round, ``native`` and the strategy interleaved on the same inputs) against, in each Timer
   process, the strategy's time over ``native``'s; each side's geometric mean and 95% interval over every process
@@ -22,6 +23,7 @@ timings on a shared machine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import shlex
@@ -137,13 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         *textwrap.wrap(
             f"Times: each timer's median per round ({profile.rounds} processes a cell: asv's rounds, and as many Timer "
             "processes); harness ms and Timer ms: the median over the rounds; ratio: harness over Timer; spread: a "
-            "timer's slowest round over its fastest; overlap: whether the two ranges over the rounds overlap",
+            "timer's slowest round over its fastest; overlap: whether the two ranges over the rounds overlap. Last, "
+            "how often one round's figure agrees with another's: the harness's with the Timer's, and each timer's with "
+            "its own (the agreement its own spread allows)",
             WIDTH,
         ),
         "",
         f"{'cell':<46} {'harness ms':>10} {'Timer ms':>9} {'ratio':>6} {'spread h':>8} {'spread T':>8} {'overlap':>8}",
     ]
     lines += table_lines(keys, by_harness, by_timer, time_line, 10, "ranges")
+    lines.append(round_agreement(keys, by_harness, by_timer))
     if paired_keys:
         lines += [
             "",
@@ -185,6 +190,27 @@ def table_lines(
     within, overlaps = sum(c for c, _ in judged), sum(o for _, o in judged)
     lines.append(f"within {WITHIN:.0%}: {within} of {len(judged)}; {overlapping} overlap: {overlaps} of {len(judged)}")
     return lines
+
+
+def within(ratio: float) -> bool:
+    """Whether two figures whose ratio is ``ratio`` agree: within ``WITHIN`` either way."""
+    return abs(math.log(ratio)) <= math.log(1 + WITHIN)
+
+
+def round_agreement(keys: list[str], harness: Mapping[str, list[float]], timer: Mapping[str, list[float]]) -> str:
+    """How often one round's figure of a cell lies ``within`` another round's, over the cells both timers measured:
+    the harness's against the Timer's (every pair of rounds), and each timer's against its own other rounds. A timer
+    that does not agree with itself from round to round bounds how often the two can agree, so this tells a
+    difference between the timers from the spread of one."""
+    pairs = {"harness vs Timer": [], "harness vs harness": [], "Timer vs Timer": []}
+    for key in keys:
+        h, t = harness[key], timer[key]
+        if h and t:
+            pairs["harness vs Timer"] += [within(a / b) for a, b in itertools.product(h, t)]
+            pairs["harness vs harness"] += [within(a / b) for a, b in itertools.combinations(h, 2)]
+            pairs["Timer vs Timer"] += [within(a / b) for a, b in itertools.combinations(t, 2)]
+    found = [f"{label} {sum(c)} of {len(c)} ({sum(c) / len(c):.0%})" for label, c in pairs.items() if c]
+    return f"one round against another, within {WITHIN:.0%}: " + ("; ".join(found) if found else "no pair of rounds")
 
 
 def _time_by_harness(
@@ -265,7 +291,7 @@ def time_line(key: str, harness: list[float], timer: list[float]) -> tuple[str, 
         f"{key:<46} {statistics.median(harness) * 1e3:>10.3g} {statistics.median(timer) * 1e3:>9.3g} {ratio:>6.2f} "
         f"{max(harness) / min(harness):>8.2f} {max(timer) / min(timer):>8.2f} {ranges:>8}"
     )
-    return line, abs(math.log(ratio)) <= math.log(1 + WITHIN), ranges
+    return line, within(ratio), ranges
 
 
 def ratio_line(key: str, harness: list[float], timer: list[float]) -> tuple[str, bool, str]:
@@ -278,7 +304,7 @@ def ratio_line(key: str, harness: list[float], timer: list[float]) -> tuple[str,
         f"{key:<46} {format_ratio_interval(h, h_low, h_high, suffix=''):>20} {len(harness):>3} "
         f"{format_ratio_interval(t, t_low, t_high, suffix=''):>20} {len(timer):>3} {ratio:>6.2f} {intervals:>8}"
     )
-    return line, abs(math.log(ratio)) <= math.log(1 + WITHIN), intervals
+    return line, within(ratio), intervals
 
 
 if __name__ == "__main__":
