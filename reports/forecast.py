@@ -66,13 +66,10 @@ def shown_means(means: pd.DataFrame) -> pd.DataFrame:
     (``benchmarks.direct_floors``) paired ratio to ``copy_``, and a strategy's ratio to ``copy_`` chained through
     native's, whose log is the sum of its two factors' logs: their processes are independent, so their variances
     add, and so do their suites' run levels."""
-    metric = means.cell.map(lambda cell: cell[2])
-    to_copy = {FLOOR_RATIOS.get((p, COPY_FLOOR)) for p in PASSES} | {
-        DIRECT_FLOOR_RATIOS.get((p, COPY_FLOOR)) for p in PASSES
-    }
-    direct = means[(means.suite == PAIRED_SUITE) | metric.isin(to_copy - {None})]
+    to_copy = {ratios[p, COPY_FLOOR] for ratios in (FLOOR_RATIOS, DIRECT_FLOOR_RATIOS) for p in PASSES}
+    direct = means[(means.suite == PAIRED_SUITE) | means.cell.map(lambda cell: cell[2] in to_copy)]
     direct = direct.assign(suites=direct.suite.map(lambda suite: (suite,)))
-    floors = {(c[0], c[2], c[3]): row for c, row in zip(means.cell, means.itertuples()) if row.suite == FLOORS_SUITE}
+    floors = {(r.cell[0], r.cell[2], r.cell[3]): r for r in means[means.suite == FLOORS_SUITE].itertuples()}
     chained = []
     for row in means[means.suite == PAIRED_SUITE].itertuples():
         config, _, ratio, device = row.cell
