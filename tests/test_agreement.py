@@ -4,6 +4,7 @@ itself is run by hand; reading the harness's samples back is checked with the su
 from __future__ import annotations
 
 import math
+import statistics
 
 from unfold_bench.commands import agreement
 
@@ -53,3 +54,32 @@ def test_rounds_are_compared_across_the_timers_and_within_each():
     )
     assert agreement.round_agreement(["d:c:forward"], harness, timer).endswith("no pair of rounds")
     assert agreement.within(1.1) and agreement.within(1 / 1.1) and not agreement.within(1.11)
+
+
+def test_agreement_over_k_rounds_rises_where_the_misses_are_spread_and_not_where_the_timers_differ():
+    # a: each round misses by 1.3x one way or the other, the median over all three agrees; b: 2x apart in every round;
+    # d: a round without the Timer's figure, so it is not counted at any k
+    harness = {"a:c:forward": [[1.0], [1.3], [1.0]], "b:c:forward": [[2.0], [2.0], [2.0]], "d:c:forward": [[1.0]] * 3}
+    timer = {
+        "a:c:forward": [[1.3], [1.0], [1.0]],
+        "b:c:forward": [[1.0], [1.0], [1.0]],
+        "d:c:forward": [[1.0], [], [1.0]],
+    }
+    lines = agreement.by_rounds(list(harness), harness, timer, statistics.median, (2, 7))
+    assert lines[0].startswith("cells within 10% with each figure over k of the 3 rounds")
+    # k=1: only round 2 agrees for a; k=2: only rounds 1 and 2 (medians 1.15 and 1.15); k=3: the medians, 1.0 and 1.0
+    assert lines[1:] == [
+        "  k=1 (2 harness / 7 Timer processes): 0.3 of 2 (0-1 over 3 choices)",
+        "  k=2 (4 harness / 14 Timer processes): 0.3 of 2 (0-1 over 3 choices)",
+        "  k=3 (6 harness / 21 Timer processes): 1.0 of 2 (1-1 over 1 choice)",
+    ]
+    # the paired ratios pool every process of the chosen rounds by their geometric mean (0.5 and 2.0 pool to 1.0; their
+    # arithmetic mean, 1.25, would miss the Timer's 1.0)
+    harness_ratios, timer_ratios = {"a:c:forward": [[0.5, 2.0], [1.0, 1.0]]}, {"a:c:forward": [[1.0], [1.05]]}
+    assert agreement.by_rounds(["a:c:forward"], harness_ratios, timer_ratios, agreement.geometric_mean, (2, 1))[1:] == [
+        "  k=1 (2 harness / 1 Timer processes): 1.0 of 1 (1-1 over 2 choices)",
+        "  k=2 (4 harness / 2 Timer processes): 1.0 of 1 (1-1 over 1 choice)",
+    ]
+    assert agreement.by_rounds(["d:c:forward"], harness, timer, statistics.median, (2, 2)) == [
+        "by rounds: no cell measured by both timers in every round"
+    ]

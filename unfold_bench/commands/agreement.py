@@ -8,16 +8,15 @@ first). Two figures are compared:
 
 - **times**: the harness's median of a cell (asv's ``rounds`` processes) against the Timer's median over as many
   processes, each over the rounds: their ratio, each timer's spread (slowest round over fastest) and whether the
-  two ranges over the rounds overlap; and how often one round's figure agrees with another round's, between the
+  two ranges over the rounds overlap; how often one round's figure agrees with another round's, between the
   timers and within each (a timer that does not agree with itself from round to round bounds the agreement);
 - **paired ratios to native** (what the picks rank by): the harness's ``ratios`` suite (``Profile.ratio_processes``
   replicate processes a round, ``native`` and the strategy interleaved on the same inputs) against, in each Timer
   process, the strategy's time over ``native``'s; each side's geometric mean and 95% interval over every process
   of every round (``reports.results.process_interval``), their ratio, and whether the intervals overlap.
-
-Processes differ from each other (on a shared VM one process's median can differ from another's for the same code
-by more than the timers differ), so one round proves little. This is a check to run by hand, not a test: both are
-timings on a shared machine.
+Each table ends with how many cells agree when each figure is taken over k of the rounds, k = 1 .. rounds.
+Processes differ (on a shared VM one process's median can differ from another's by more than the timers differ),
+so one round proves little. A check to run by hand, not a test: both are timings on a shared machine.
 """
 
 from __future__ import annotations
@@ -99,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     processes = max(profile.rounds, profile.ratio_processes)
     by_harness: dict[str, list[float]] = {key: [] for key in keys}
     by_timer: dict[str, list[float]] = {key: [] for key in keys}
-    harness_ratios: dict[str, list[float]] = {key: [] for key in paired_keys}
-    timer_paired: dict[str, list[float]] = {key: [] for key in paired_keys}
+    harness_ratios: dict[str, list[list[float]]] = {key: [] for key in paired_keys}  # per round, its processes'
+    timer_paired: dict[str, list[list[float]]] = {key: [] for key in paired_keys}
     commit = head_commit()
     print(
         f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of the harness (asv: "
@@ -121,8 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if key in found:
                     kept[key].append(found[key])
         for key in paired_keys:
-            harness_ratios[key] += ratios.get(key, [])
-            timer_paired[key] += timer_ratios(rows, key)
+            harness_ratios[key].append(ratios.get(key, []))
+            timer_paired[key].append(timer_ratios(rows, key))
         print(
             f"round {round_} (harness/Timer): "
             + ", ".join(
@@ -141,7 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "processes); harness ms and Timer ms: the median over the rounds; ratio: harness over Timer; spread: a "
             "timer's slowest round over its fastest; overlap: whether the two ranges over the rounds overlap. Last, "
             "how often one round's figure agrees with another's: the harness's with the Timer's, and each timer's with "
-            "its own (the agreement its own spread allows)",
+            "its own (the agreement its own spread allows), and how many cells agree when each figure is taken over "
+            "k of the rounds (where the misses are each timer's spread between processes, the count rises towards "
+            "every cell as k grows; where the two measure different things, it does not)",
             WIDTH,
         ),
         "",
@@ -149,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     lines += table_lines(keys, by_harness, by_timer, time_line, 10, "ranges")
     lines.append(round_agreement(keys, by_harness, by_timer))
+    per_round = {key: [[value] for value in values] for key, values in by_harness.items()}
+    timer_round = {key: [[value] for value in values] for key, values in by_timer.items()}
+    lines += by_rounds(keys, per_round, timer_round, statistics.median, (profile.rounds, profile.rounds))
     if paired_keys:
         lines += [
             "",
@@ -156,14 +160,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"Paired ratios to {PAIRED_REFERENCE}: the harness's suite ratios ({profile.ratio_processes} replicate "
                 f"processes a round) and, in each of {processes} Timer processes a round, the strategy's time over "
                 f"{PAIRED_REFERENCE}'s; each side's geometric mean over every process of every round with its 95% "
-                "interval (n: processes); ratio: harness over Timer; overlap: whether the intervals overlap",
+                "interval (n: processes); ratio: harness over Timer; overlap: whether the intervals overlap. Last, how "
+                "many cells agree when each side is taken over k of the rounds' processes",
                 WIDTH,
             ),
             "",
             f"{'cell':<46} {'harness x native':>20} {'n':>3} {'Timer x native':>20} {'n':>3} {'ratio':>6} "
             f"{'overlap':>8}",
         ]
-        lines += table_lines(paired_keys, harness_ratios, timer_paired, ratio_line, 20, "intervals")
+        flat = {key: [v for found in rounds for v in found] for key, rounds in harness_ratios.items()}
+        timer_flat = {key: [v for found in rounds for v in found] for key, rounds in timer_paired.items()}
+        lines += table_lines(paired_keys, flat, timer_flat, ratio_line, 20, "intervals")
+        lines += by_rounds(
+            paired_keys, harness_ratios, timer_paired, geometric_mean, (profile.ratio_processes, processes)
+        )
     print_report("\n".join(lines), args.out)
     return 0
 
@@ -211,6 +221,49 @@ def round_agreement(keys: list[str], harness: Mapping[str, list[float]], timer: 
             pairs["Timer vs Timer"] += [within(a / b) for a, b in itertools.combinations(t, 2)]
     found = [f"{label} {sum(c)} of {len(c)} ({sum(c) / len(c):.0%})" for label, c in pairs.items() if c]
     return f"one round against another, within {WITHIN:.0%}: " + ("; ".join(found) if found else "no pair of rounds")
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """The geometric mean of ``values``: how the paired ratios of several processes pool."""
+    return math.exp(statistics.fmean(map(math.log, values)))
+
+
+def by_rounds(
+    keys: list[str],
+    harness: Mapping[str, list[list[float]]],
+    timer: Mapping[str, list[list[float]]],
+    pool: Callable[[Sequence[float]], float],
+    processes: tuple[int, int],
+) -> list[str]:
+    """How agreement grows with the processes behind each figure: for k = 1 .. R rounds, how many cells'
+    figures, each ``pool`` of the samples of k rounds (both timers the same rounds), agree ``within``; the mean over
+    every choice of k of the R rounds, with the fewest and the most. ``harness[key]`` and ``timer[key]`` hold each
+    round's samples; only cells that both timers measured in every round count. ``processes``: each timer's processes
+    a round."""
+    rounds = max((len(found) for found in (*harness.values(), *timer.values())), default=0)
+    full = [
+        key for key in keys if len(harness[key]) == len(timer[key]) == rounds and all(harness[key]) and all(timer[key])
+    ]
+    if not full:
+        return ["by rounds: no cell measured by both timers in every round"]
+    lines = [f"cells within {WITHIN:.0%} with each figure over k of the {rounds} rounds (mean over the choices of k):"]
+    for k in range(1, rounds + 1):
+        counts = [
+            sum(
+                within(
+                    pool([v for i in chosen for v in harness[key][i]])
+                    / pool([v for i in chosen for v in timer[key][i]])
+                )
+                for key in full
+            )
+            for chosen in itertools.combinations(range(rounds), k)
+        ]
+        choices = f"{len(counts)} choice{'s' if len(counts) > 1 else ''}"
+        lines.append(
+            f"  k={k} ({k * processes[0]} harness / {k * processes[1]} Timer processes): "
+            f"{statistics.fmean(counts):.1f} of {len(full)} ({min(counts)}-{max(counts)} over {choices})"
+        )
+    return lines
 
 
 def _time_by_harness(
