@@ -140,7 +140,7 @@ agreement: venv  ## the harness against torch.utils.benchmark on a few cells
 	$(PY) -m unfold_bench.cli agreement $(AGREEMENT_ARGS)
 
 # Each strategy against native in a loop each, alternating and in the suite's blocks: what the call before costs.
-context: venv  ## a call's time after itself, after native and in the suite's blocks, on a few cells
+context: venv  ## a call's time after itself, after native, after a pause and in the suite's blocks
 	$(PY) -m unfold_bench.cli context $(CONTEXT_ARGS)
 
 # The same suite with PyTorch's CPU allocations on transparent huge pages, recorded as a separate machine.

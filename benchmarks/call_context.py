@@ -1,4 +1,4 @@
-"""How a call's time depends on the calls just before it: a strategy and the reference timed in three orders.
+"""How a call's time depends on the calls just before it: a strategy and the reference timed in four orders.
 
 A call's time can depend on what ran before it (what its predecessor left in the caches, the memory it wrote), so
 a timer that fixes an order measures that order. ``torch.utils.benchmark`` times a call after itself; the suite's
@@ -7,13 +7,14 @@ the suite places them, with A the reference and B the strategy, this times:
 
 - ``loop``: A A A ..., then B B B ...: each call after itself;
 - ``alternating``: A B A B ...: each call after the other side's;
-- ``blocks``: A B B A ...: the suite's order, B's first call after A, its second after B.
+- ``blocks``: A B B A ...: the suite's order, B's first call after A, its second after B;
+- ``paused``: B after an idle pause as long as A's call (its median over a few untimed calls): whether B's time
+  after A is what A's work left behind, or what any time away from B costs.
 
 Each order is repeated untimed first, so that its steady state is what is timed. Per order it gives each position's
-median time, the ratio B / A (for ``loop`` and ``alternating`` the quotient of the medians, for ``blocks`` the
-suite's own statistic: the trimmed mean of the block log-ratios, exponentiated) and the minor page faults per timed
-call, both sides' calls together (a call whose output lands on fresh pages takes one per 4 KiB page). Run as a
-module (one process)::
+median time, the ratio B / A (``loop``, ``alternating``: the quotient of the medians; ``blocks``: the suite's own
+statistic, the trimmed mean of the block log-ratios, exponentiated; ``paused`` has no A) and the minor page faults
+per timed call. Run as a module (one process)::
 
     python -m benchmarks.call_context -   # spec on stdin: {"units": [...], "placements": P, "calls": N, ...}
 """
@@ -26,9 +27,13 @@ import os
 import random
 import statistics
 import sys
+import time
 from collections.abc import Iterator, Mapping
 
-ORDERS = {"loop": ("A", "B"), "alternating": ("AB",), "blocks": ("ABBA",)}  # each order's patterns, run in turn
+PAUSE = "_"  # in a pattern: an idle pause as long as A's call, untimed
+# each order's patterns, run in turn
+ORDERS = {"loop": ("A", "B"), "alternating": ("AB",), "blocks": ("ABBA",), "paused": (f"{PAUSE}B",)}
+RATIO_ORDERS = ("loop", "alternating", "blocks")  # the orders with both sides, so a ratio B / A
 WARM_REPEATS = 3  # untimed repeats of each pattern before it is timed
 
 
@@ -37,17 +42,19 @@ def _position(pattern: str, index: int) -> str:
     side = pattern[index]
     if len(pattern) == 1:
         return side
-    return f"{side} after {pattern[index - 1]}"
+    before = pattern[index - 1]
+    return f"{side} after {'a pause' if before == PAUSE else before}"
 
 
 def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: dict | None = None) -> dict:
     """One placement of ``cells`` (A, B), checked by the caller: per order, ``times`` (position -> median seconds),
-    ``ratio`` (B over A) and ``faults`` (minor page faults per timed call); each pattern repeated until it has
-    ``calls`` timed calls of each of its sides."""
+    ``ratio`` (B over A; None for ``paused``) and ``faults`` (minor page faults per timed call); each pattern
+    repeated until it has ``calls`` timed calls of each of its sides."""
     from benchmarks.paired import timed_call
     from benchmarks.replicates import fresh_workloads, minor_faults, trimmed_mean
 
     workloads, spacer = fresh_workloads(cells, seed, templates)
+    pause = statistics.median(timed_call(workloads, 0, which) for _ in range(WARM_REPEATS))  # A's call, untimed
     found: dict[str, dict] = {}
     orders = list(ORDERS)
     random.Random(seed).shuffle(orders)
@@ -59,17 +66,24 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
             repeats = max(1, calls // max(pattern.count("A"), pattern.count("B")))
             for repeat in range(WARM_REPEATS + repeats):
                 before = minor_faults()
-                took = [timed_call(workloads, "AB".index(side), which) for side in pattern]
+                took = {}
+                for index, side in enumerate(pattern):
+                    if side == PAUSE:
+                        time.sleep(pause)
+                    else:
+                        took[index] = timed_call(workloads, "AB".index(side), which)
                 if repeat < WARM_REPEATS:
                     continue
                 faults += minor_faults() - before
-                for index, seconds in enumerate(took):
+                for index, seconds in took.items():
                     times.setdefault(_position(pattern, index), []).append(seconds)
                 if pattern == "ABBA":
                     block_ratios.append((math.log(took[1] / took[0]) + math.log(took[2] / took[3])) / 2)
         medians = {position: statistics.median(values) for position, values in times.items()}
         if order == "blocks":
             ratio = math.exp(trimmed_mean(block_ratios))
+        elif order not in RATIO_ORDERS:
+            ratio = None
         else:
             b = [v for p, values in times.items() if p.startswith("B") for v in values]
             a = [v for p, values in times.items() if p.startswith("A") for v in values]

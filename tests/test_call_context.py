@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.call_context import ORDERS, _position, measure_orders, measure_units
+from benchmarks.call_context import ORDERS, RATIO_ORDERS, _position, measure_orders, measure_units
 from benchmarks.cells import Cell, profile_config
 from benchmarks.profiles import get_profile
 from impls import STRATEGIES, Geometry
@@ -22,6 +22,7 @@ def test_a_position_is_named_by_the_call_and_the_one_before_it_in_the_repeated_p
     assert [_position("A", 0), _position("B", 0)] == ["A", "B"]
     assert [_position("AB", i) for i in range(2)] == ["A after B", "B after A"]
     assert [_position("ABBA", i) for i in range(4)] == ["A after A", "B after A", "B after B", "A after B"]
+    assert _position("_B", 1) == "B after a pause"
 
 
 def test_every_order_gives_the_second_over_the_first_and_times_every_position():
@@ -31,9 +32,12 @@ def test_every_order_gives_the_second_over_the_first_and_times_every_position():
     assert set(found["loop"]["times"]) == {"A", "B"}
     assert set(found["alternating"]["times"]) == {"A after B", "B after A"}
     assert set(found["blocks"]["times"]) == {"A after A", "B after A", "B after B", "A after B"}
-    for order in ORDERS:  # four times as slow by construction: far above 1 in every order, never below
+    assert set(found["paused"]["times"]) == {"B after a pause"} and found["paused"]["ratio"] is None
+    for order in RATIO_ORDERS:  # four times as slow by construction: far above 1 in every order, never below
         assert found[order]["ratio"] > 2, (order, found[order])
+    for order in ORDERS:
         assert found[order]["faults"] >= 0
+    assert found["paused"]["times"]["B after a pause"] > 2 * found["loop"]["times"]["A"]  # after a pause too
 
 
 def test_a_side_that_does_not_run_or_computes_a_wrong_result_is_named_and_nothing_is_timed():
@@ -55,7 +59,10 @@ def test_a_side_that_does_not_run_or_computes_a_wrong_result_is_named_and_nothin
 def test_the_table_gives_bs_times_and_each_orders_ratio_with_its_range_or_the_problem():
     def orders(ratio: float) -> dict:
         times = {"A": 1.0, "B": 0.5, "A after B": 1.0, "B after A": 0.6, "A after A": 1.0, "B after B": 0.8}
-        return {order: {"times": times, "ratio": ratio, "faults": 7168.0 if ratio == 1.0 else 2.0} for order in ORDERS}
+        times["B after a pause"] = 0.7
+        faults = 7168.0 if ratio == 1.0 else 2.0
+        found = {order: {"times": times, "ratio": ratio, "faults": faults} for order in RATIO_ORDERS}
+        return {**found, "paused": {"times": times, "ratio": None, "faults": faults}}
 
     rows = [
         {"key": "s:example:forward", "placement": 0, "orders": orders(0.25)},
@@ -64,9 +71,10 @@ def test_the_table_gives_bs_times_and_each_orders_ratio_with_its_range_or_the_pr
         {"key": "t:example:forward", "problem": "t: wrong output: off by one"},
     ]
     header, measured, failed, missing = context.table(rows, ["s:example:forward", "t:example:forward", "u:x:forward"])
-    assert header.split()[:5] == ["cell", "loop", "after", "A", "1st"]
-    assert measured.split()[1:5] == ["500", "600", "600", "800"]  # ms: the median over the placements
-    assert measured.count("0.397 (0.25-1)") == len(ORDERS)  # the geometric mean of 0.25, 0.25, 1, with the range
+    assert header.split()[:6] == ["cell", "loop", "after", "A", "paused", "1st"]
+    assert header.split()[7:10] == list(RATIO_ORDERS)  # a ratio per order with both sides: none for paused
+    assert measured.split()[1:6] == ["500", "600", "700", "600", "800"]  # ms: the median over the placements
+    assert measured.count("0.397 (0.25-1)") == len(RATIO_ORDERS)  # the geometric mean of 0.25, 0.25, 1, and range
     assert measured.endswith("2 (7168)")  # the blocks' faults per call: the median placement's, the most of any
     assert failed.endswith("t: wrong output: off by one") and "no placement measured" in missing
 

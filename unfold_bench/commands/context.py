@@ -1,12 +1,12 @@
-"""How a call's time depends on the call before it: each strategy against the reference in three orders.
+"""How a call's time depends on the call before it: each strategy against the reference in four orders.
 
     unfold-bench context [--cells every] [--processes 3] [--placements 2] [--calls 30] [--out docs/call-context.txt]
 
 Every timer fixes an order of calls: ``torch.utils.benchmark`` times a call after itself, the suite's paired ratios
 in blocks A B B A. Where a call's time depends on its predecessor, the two read different figures, and neither is
 wrong. In fresh processes (``benchmarks.call_context``), per cell and placement of the inputs, the strategy (B) and
-the reference (A) are timed in a loop each, alternating, and in the suite's blocks; the table gives B's median time
-per position, B / A per order, each as the geometric mean over every process and placement with its range, and the
+the reference (A) are timed in a loop each, alternating, B after an idle pause as long as A's call, and in the
+suite's blocks; the table gives B's median time per position, B / A per order with both, each as the geometric mean over every process and placement with its range, and the
 minor page faults per call of the blocks, both sides' calls together (the median placement's and the most of any).
 A check to run by hand, not a test: timings on a shared machine. docs/methodology.md says how to read it.
 """
@@ -23,15 +23,16 @@ import time
 from collections.abc import Sequence
 
 from benchmarks.allocator import get_regime, regime_environment
-from benchmarks.call_context import ORDERS
+from benchmarks.call_context import RATIO_ORDERS
 from benchmarks.children import run_json_child
 from benchmarks.runner import PAIRED_REFERENCE
 from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
 from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells, print_report
 
-WIDTH = 124  # the table's width, which the prose above it wraps to
-POSITIONS = ("B", "B after A", "blocks B after A", "blocks B after B")  # B's times: loop, alternating, blocks
+WIDTH = 133  # the table's width, which the prose above it wraps to
+# B's times: loop, alternating, paused, blocks
+POSITIONS = ("B", "B after A", "B after a pause", "blocks B after A", "blocks B after B")
 
 
 def positive(text: str) -> int:
@@ -46,6 +47,7 @@ def b_times(orders: dict) -> dict[str, float]:
     return {
         "B": orders["loop"]["times"]["B"],
         "B after A": orders["alternating"]["times"]["B after A"],
+        "B after a pause": orders["paused"]["times"]["B after a pause"],
         "blocks B after A": orders["blocks"]["times"]["B after A"],
         "blocks B after B": orders["blocks"]["times"]["B after B"],
     }
@@ -59,8 +61,8 @@ def geometric(values: list[float]) -> str:
 
 def table(rows: list[dict], keys: list[str]) -> list[str]:
     """One line per cell: B's median ms per position (the median over placements) and B / A per order."""
-    header = f"{'cell':<42}" + "".join(f"{name:>9}" for name in ("loop", "after A", "1st", "2nd"))
-    header += "".join(f"{order:>20}" for order in ORDERS) + f"{'faults':>14}"
+    header = f"{'cell':<42}" + "".join(f"{name:>9}" for name in ("loop", "after A", "paused", "1st", "2nd"))
+    header += "".join(f"{order:>20}" for order in RATIO_ORDERS) + f"{'faults':>14}"
     lines = [header]
     for key in keys:
         mine = [row for row in rows if row["key"] == key]
@@ -73,7 +75,7 @@ def table(rows: list[dict], keys: list[str]) -> list[str]:
         line = f"{key:<42}" + "".join(
             f"{statistics.median(t[position] for t in times) * 1e3:>9.3g}" for position in POSITIONS
         )
-        line += "".join(f"{geometric([orders[o]['ratio'] for orders in placements]):>20}" for o in ORDERS)
+        line += "".join(f"{geometric([orders[o]['ratio'] for orders in placements]):>20}" for o in RATIO_ORDERS)
         faults = [orders["blocks"]["faults"] for orders in placements]
         line += f"{f'{statistics.median(faults):.0f} ({max(faults):.0f})':>14}"
         lines.append(line)
@@ -124,8 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         *textwrap.wrap(
             f"A: {PAIRED_REFERENCE}, B: the strategy. B's median ms (the median over the placements) in a loop of "
-            "its own calls, alternating with A (each call after A's), and in the suite's blocks A B B A (1st: after "
-            f"A, 2nd: after B). Then B / A per order: {', '.join(ORDERS)} (the suite's statistic), each the "
+            "its own calls, alternating with A (each call after A's), after an idle pause as long as A's call "
+            "(paused), and in the suite's blocks A B B A (1st: after A, 2nd: after B). Then B / A per order: "
+            f"{', '.join(RATIO_ORDERS)} (the suite's statistic), each the "
             "geometric mean over the placements of every process, with their range. Last, the blocks' minor page "
             "faults per call, over A's and B's calls together, for the median placement (and the most of any "
             "placement): a call whose output lands on fresh pages takes one per 4 KiB page, which adds to its time",
