@@ -141,8 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "timer's slowest round over its fastest; overlap: whether the two ranges over the rounds overlap. Last, "
             "how often one round's figure agrees with another's: the harness's with the Timer's, and each timer's with "
             "its own (the agreement its own spread allows), and how many cells agree when each figure is taken over "
-            "k of the rounds (where the misses are each timer's spread between processes, the count rises towards "
-            "every cell as k grows; where the two measure different things, it does not)",
+            "k of the rounds (where the misses are each timer's spread between processes, the count rises with k; "
+            "where the two measure different things, more processes do not close the gap)",
             WIDTH,
         ),
         "",

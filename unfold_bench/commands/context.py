@@ -6,8 +6,9 @@ Every timer fixes an order of calls: ``torch.utils.benchmark`` times a call afte
 in blocks A B B A. Where a call's time depends on its predecessor, the two read different figures, and neither is
 wrong. In fresh processes (``benchmarks.call_context``), per cell and placement of the inputs, the strategy (B) and
 the reference (A) are timed in a loop each, alternating, B after an idle pause as long as A's call, and in the
-suite's blocks; the table gives B's median time per position, B / A per order with both, each as the geometric mean over every process and placement with its range, and the
-minor page faults per call of the blocks, both sides' calls together (the median placement's and the most of any).
+suite's blocks; the table gives B's median time per position, B / A per order with both sides, each as the
+geometric mean over every process and placement with its range, and the minor page faults per call of the blocks,
+both sides' calls together (the median placement's and the most of any).
 A check to run by hand, not a test: timings on a shared machine. docs/methodology.md says how to read it.
 """
 
