@@ -139,7 +139,8 @@ bench-fresh-pages:  ## make bench with every output on first-touched memory
 agreement: venv  ## the harness against torch.utils.benchmark on a few cells
 	$(PY) -m unfold_bench.cli agreement $(AGREEMENT_ARGS)
 
-# Each strategy against native in a loop each, alternating and in the suite's blocks: what the call before costs.
+# Each strategy against native in a loop each, alternating, after a pause and in the suite's blocks: what the call
+# before costs.
 context: venv  ## a call's time after itself, after native, after a pause and in the suite's blocks
 	$(PY) -m unfold_bench.cli context $(CONTEXT_ARGS)
 

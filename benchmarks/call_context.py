@@ -8,8 +8,8 @@ the suite places them, with A the reference and B the strategy, this times:
 - ``loop``: A A A ..., then B B B ...: each call after itself;
 - ``alternating``: A B A B ...: each call after the other side's;
 - ``blocks``: A B B A ...: the suite's order, B's first call after A, its second after B;
-- ``paused``: B after an idle pause as long as A's call (its median over a few untimed calls): whether B's time
-  after A is what A's work left behind, or what any time away from B costs.
+- ``paused``: B after an idle pause as long as A's call (its median over 3 calls made first, not recorded):
+  whether B's time after A is what A's work left behind, or what any time away from B costs.
 
 Each order is repeated untimed first, so that its steady state is what is timed. Per order it gives each position's
 median time, the ratio B / A (``loop``, ``alternating``: the quotient of the medians; ``blocks``: the suite's own

@@ -3,6 +3,9 @@ or correctness is known by construction."""
 
 from __future__ import annotations
 
+import time
+import types
+
 import pytest
 import torch
 
@@ -83,3 +86,22 @@ def test_the_command_refuses_a_selection_of_the_reference_alone(monkeypatch):
     monkeypatch.setattr("sys.argv", ["unfold-bench context", "--cells", "native:example:forward"])
     with pytest.raises(SystemExit, match="every cell is the reference"):
         context.main()
+
+
+def test_each_paused_call_follows_one_pause_as_long_as_the_references_call_and_outside_its_timing(monkeypatch):
+    from benchmarks import call_context
+
+    pauses = []
+
+    def pause(seconds: float) -> None:  # recorded, then held for far longer than the calls take
+        pauses.append(seconds)
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            pass
+
+    monkeypatch.setattr(call_context, "time", types.SimpleNamespace(sleep=pause))
+    cells = (Cell(NATIVE, EXAMPLE, "cpu"), Cell(slower_native(4.0), EXAMPLE, "cpu"))
+    found = measure_orders(cells, "forward", calls=4, seed=1)
+    assert len(pauses) == 4 + call_context.WARM_REPEATS  # one before every paused call, the untimed ones included
+    assert len(set(pauses)) == 1 and pauses[0] > 0  # A's median call, measured once per placement
+    assert found["paused"]["times"]["B after a pause"] < 0.05  # the pause is not inside the timed call
