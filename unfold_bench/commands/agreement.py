@@ -98,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     processes = max(profile.rounds, profile.ratio_processes)
     by_harness: dict[str, list[float]] = {key: [] for key in keys}
     by_timer: dict[str, list[float]] = {key: [] for key in keys}
+    harness_rounds: dict[str, list[list[float]]] = {key: [] for key in keys}  # per round: its figure, or none
+    timer_rounds: dict[str, list[list[float]]] = {key: [] for key in keys}
     harness_ratios: dict[str, list[list[float]]] = {key: [] for key in paired_keys}  # per round, its processes'
     timer_paired: dict[str, list[list[float]]] = {key: [] for key in paired_keys}
     commit = head_commit()
@@ -116,9 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if (found := [row[key] for row in rows[: profile.rounds] if key in row])
         }
         for key in keys:
-            for found, kept in ((harness, by_harness), (independent, by_timer)):
+            for found, kept, per_round in (
+                (harness, by_harness, harness_rounds),
+                (independent, by_timer, timer_rounds),
+            ):
                 if key in found:
                     kept[key].append(found[key])
+                per_round[key].append([found[key]] if key in found else [])
         for key in paired_keys:
             harness_ratios[key].append(ratios.get(key, []))
             timer_paired[key].append(timer_ratios(rows, key))
@@ -150,9 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     lines += table_lines(keys, by_harness, by_timer, time_line, 10, "ranges")
     lines.append(round_agreement(keys, by_harness, by_timer))
-    per_round = {key: [[value] for value in values] for key, values in by_harness.items()}
-    timer_round = {key: [[value] for value in values] for key, values in by_timer.items()}
-    lines += by_rounds(keys, per_round, timer_round, statistics.median, (profile.rounds, profile.rounds))
+    lines += by_rounds(keys, harness_rounds, timer_rounds, statistics.median, (profile.rounds, profile.rounds))
     if paired_keys:
         lines += [
             "",
@@ -238,8 +242,8 @@ def by_rounds(
     """How agreement grows with the processes behind each figure: for k = 1 .. R rounds, how many cells'
     figures, each ``pool`` of the samples of k rounds (both timers the same rounds), agree ``within``; the mean over
     every choice of k of the R rounds, with the fewest and the most. ``harness[key]`` and ``timer[key]`` hold each
-    round's samples; only cells that both timers measured in every round count. ``processes``: each timer's processes
-    a round."""
+    round's samples in the order of the rounds (empty where that timer has none); only cells that both timers
+    measured in every round count. ``processes``: each timer's processes a round."""
     rounds = max((len(found) for found in (*harness.values(), *timer.values())), default=0)
     full = [
         key for key in keys if len(harness[key]) == len(timer[key]) == rounds and all(harness[key]) and all(timer[key])
