@@ -83,3 +83,31 @@ def test_agreement_over_k_rounds_rises_where_the_misses_are_spread_and_not_where
     assert agreement.by_rounds(["d:c:forward"], harness, timer, statistics.median, (2, 2)) == [
         "by rounds: no cell measured by both timers in every round"
     ]
+
+
+def test_the_timers_suite_order_statements_call_the_reference_and_the_strategy_as_the_suites_blocks_do():
+    calls = []
+    scope = {
+        "f": lambda x, **kw: calls.append("f") or x,
+        "r": lambda x, **kw: calls.append("r") or x,
+        "x": 1.0,
+        "kw": {},
+    }
+    timed = agreement.statements("forward")
+    for name, expected in (("loop", ["f"]), ("pair", ["r", "r"]), ("blocks", ["r", "f", "f", "r"])):
+        calls.clear()
+        exec(timed[name], scope)
+        assert calls == expected, name
+    assert agreement.statements("forward_backward")["blocks"].count(".backward(g); leaf.grad = None") == 4
+    # A A's runs take 2.0 at the median, A B B A's 3.0: the strategy's two calls take 1.0 against the reference's 2.0
+    assert agreement.suite_order_ratio(pair=[1.9, 2.0, 9.0], blocks=[3.0, 2.9, 3.1]) == 0.5
+
+
+def test_the_timers_suite_order_ratios_count_out_a_process_whose_share_is_not_positive():
+    processes = [
+        {agreement.BLOCKS + "cpp:c:forward": 0.4},
+        {agreement.BLOCKS + "cpp:c:forward": -0.01},  # the statements' noise beyond the strategy's whole time
+        {"cpp:c:forward": 1.0},  # this process has no figure in the suite's order
+        {agreement.BLOCKS + "cpp:c:forward": 0.35},
+    ]
+    assert agreement.blocks_ratios(processes, "cpp:c:forward") == [0.4, 0.35]

@@ -11,9 +11,9 @@ first). Two figures are compared:
   two ranges over the rounds overlap; how often one round's figure agrees with another round's, between the
   timers and within each (a timer that does not agree with itself from round to round bounds the agreement);
 - **paired ratios to native** (what the picks rank by): the harness's ``ratios`` suite (``Profile.ratio_processes``
-  replicate processes a round, ``native`` and the strategy interleaved on the same inputs) against, in each Timer
-  process, the strategy's time over ``native``'s; each side's geometric mean and 95% interval over every process
-  of every round (``reports.results.process_interval``), their ratio, and whether the intervals overlap.
+  replicate processes a round, ``native`` and the strategy interleaved on the same inputs, A B B A) against, in
+  each Timer process, the strategy's loop over ``native``'s, and its share of a statement in the suite's order,
+  (t(A B B A) - t(A A)) / t(A A); geometric means and 95% intervals over every process of every round, and overlap.
 Each table ends with how many cells agree when each figure is taken over k of the rounds, k = 1 .. rounds.
 Processes differ (on a shared VM one process's median can differ from another's by more than the timers differ),
 so one round proves little. A check to run by hand, not a test: both are timings on a shared machine.
@@ -46,6 +46,12 @@ from reports.units import format_ratio_interval
 from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells, print_report
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
+BLOCKS = "blocks:"  # the Timer's key of a cell's ratio in the suite's order: BLOCKS + cell key
+# a call of the function named f, as the Timer's statements make it (x, leaf, kw, g: the cell's inputs)
+CALL = {"forward": "{f}(x, **kw)", "forward_backward": "{f}(leaf, **kw).backward(g); leaf.grad = None"}
+# the suite's order in the Timer: its two statements timed in turn this many times, each for this many seconds (the
+# reference's time drifts by a few percent within a process, which one long run each would charge to the strategy)
+INTERLEAVED = (5, 0.05)
 WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN) and 1 + WITHIN
 
 _TIMER = """
@@ -55,16 +61,26 @@ from benchmarks.allocator import apply_regime_now
 apply_regime_now()
 from benchmarks.cells import Cell, Workload
 from benchmarks.profiles import PROFILES
+from benchmarks.runner import PAIRED_REFERENCE
+from unfold_bench.commands.agreement import BLOCKS, INTERLEAVED, statements, suite_order_ratio
+profile, threads = PROFILES[sys.argv[2]], torch.get_num_threads()
+def runs(stmt, scope, seconds):
+    return Timer(stmt, globals=scope, num_threads=threads).blocked_autorange(min_run_time=seconds)
 out = {}
 for strategy, config, call in json.loads(sys.argv[1]):
-    cell = Cell.from_names(strategy, config, "cpu", PROFILES[sys.argv[2]])
+    cell = Cell.from_names(strategy, config, "cpu", profile)
     w = Workload(cell, backward=True)
-    f = cell.strategy
-    stmt = "f(x, **kw)" if call == "forward" else "f(leaf, **kw).backward(g); leaf.grad = None"
-    scope = {"f": f, "x": w.input, "leaf": w.leaf, "kw": w.kwargs, "g": w.grad_output}
-    exec(stmt, scope)  # a strategy that compiles compiles here, untimed
-    timer = Timer(stmt, globals=scope, num_threads=torch.get_num_threads())
-    out[f"{strategy}:{config}:{call}"] = timer.blocked_autorange(min_run_time=0.3).median
+    scope = {"f": cell.strategy, "x": w.input, "leaf": w.leaf, "kw": w.kwargs, "g": w.grad_output}
+    key, timed = f"{strategy}:{config}:{call}", statements(call)
+    exec(timed["loop"], scope)  # a strategy that compiles compiles here, untimed
+    out[key] = runs(timed["loop"], scope, 0.3).median
+    if strategy != PAIRED_REFERENCE:  # the suite's order on the same inputs, its two statements interleaved
+        scope["r"] = Cell.from_names(PAIRED_REFERENCE, config, "cpu", profile).strategy
+        found = {"pair": [], "blocks": []}
+        for _ in range(INTERLEAVED[0]):  # the first run of each Timer, which it makes untimed, ends the last order
+            for name, times in found.items():
+                times += runs(timed[name], scope, INTERLEAVED[1]).times
+        out[BLOCKS + key] = suite_order_ratio(found["pair"], found["blocks"])
 print(json.dumps(out))
 """
 
@@ -102,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     timer_rounds: dict[str, list[list[float]]] = {key: [] for key in keys}
     harness_ratios: dict[str, list[list[float]]] = {key: [] for key in paired_keys}  # per round, its processes'
     timer_paired: dict[str, list[list[float]]] = {key: [] for key in paired_keys}
+    timer_blocks: dict[str, list[list[float]]] = {key: [] for key in paired_keys}  # the suite's order
     commit = head_commit()
     print(
         f"timing regime: {regime.label}; {len(cells)} cells, {args.rounds} rounds of the harness (asv: "
@@ -128,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for key in paired_keys:
             harness_ratios[key].append(ratios.get(key, []))
             timer_paired[key].append(timer_ratios(rows, key))
+            timer_blocks[key].append(blocks_ratios(rows, key))
         print(
             f"round {round_} (harness/Timer): "
             + ", ".join(
@@ -162,9 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "",
             *textwrap.wrap(
                 f"Paired ratios to {PAIRED_REFERENCE}: the harness's suite ratios ({profile.ratio_processes} replicate "
-                f"processes a round) and, in each of {processes} Timer processes a round, the strategy's time over "
-                f"{PAIRED_REFERENCE}'s; each side's geometric mean over every process of every round with its 95% "
-                "interval (n: processes); ratio: harness over Timer; overlap: whether the intervals overlap. Last, how "
+                f"processes a round, blocks A B B A) and, in each of {processes} Timer processes a round, the "
+                f"strategy's time over {PAIRED_REFERENCE}'s, each in a loop of its own; each side's geometric mean "
+                "over every process of every round with its 95% interval (n: processes); ratio: harness over Timer; "
+                "overlap: whether the intervals overlap. Last, how "
                 "many cells agree when each side is taken over k of the rounds' processes",
                 WIDTH,
             ),
@@ -177,6 +196,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines += table_lines(paired_keys, flat, timer_flat, ratio_line, 20, "intervals")
         lines += by_rounds(
             paired_keys, harness_ratios, timer_paired, geometric_mean, (profile.ratio_processes, processes)
+        )
+        lines += [
+            "",
+            *textwrap.wrap(
+                f"Paired ratios in the suite's order: the same harness figures against, in each Timer process, the "
+                f"strategy's share of a statement in the suite's order, {PAIRED_REFERENCE} and the strategy on the "
+                f"same inputs, A B B A, over a statement A A: (t(ABBA) - t(AA)) / t(AA), which charges the strategy "
+                f"with any change in {PAIRED_REFERENCE}'s time after it. Where this agrees and the loop's ratio "
+                "above does not, the two timers differ by the order of the calls, not by how they time them",
+                WIDTH,
+            ),
+            "",
+            f"{'cell':<46} {'harness x native':>20} {'n':>3} {'Timer ABBA x native':>20} {'n':>3} {'ratio':>6} "
+            f"{'overlap':>8}",
+        ]
+        blocks_flat = {key: [v for found in rounds for v in found] for key, rounds in timer_blocks.items()}
+        lines += table_lines(paired_keys, flat, blocks_flat, ratio_line, 20, "intervals")
+        lines += by_rounds(
+            paired_keys, harness_ratios, timer_blocks, geometric_mean, (profile.ratio_processes, processes)
         )
     print_report("\n".join(lines), args.out)
     return 0
@@ -330,6 +368,28 @@ def timer_ratios(processes: list[dict[str, float]], key: str) -> list[float]:
     reference's in that process."""
     reference = reference_key(key)
     return [p[key] / p[reference] for p in processes if reference and key in p and p.get(reference, 0) > 0]
+
+
+def statements(call: str) -> dict[str, str]:
+    """The Timer's statements of a cell's ``call`` (forward, forward_backward) with the strategy ``f`` and the
+    reference ``r``: ``loop``, ``f`` alone; ``pair``, A A; ``blocks``, the suite's order A B B A (A ``r``, B ``f``)."""
+    a, b = (CALL[call].format(f=name) for name in ("r", "f"))
+    return {"loop": b, "pair": f"{a}; {a}", "blocks": f"{a}; {b}; {b}; {a}"}
+
+
+def suite_order_ratio(pair: Sequence[float], blocks: Sequence[float]) -> float:
+    """The strategy's time over the reference's in the suite's order, from the runs of the statements A A (``pair``)
+    and A B B A (``blocks``): by their medians, the strategy's two calls take ``blocks - pair``, the reference's two
+    ``pair``."""
+    return (statistics.median(blocks) - statistics.median(pair)) / statistics.median(pair)
+
+
+def blocks_ratios(processes: list[dict[str, float]], key: str) -> list[float]:
+    """The Timer's paired ratio of ``key`` in the suite's order in each process that measured it (``BLOCKS`` +
+    ``key``): the strategy's share of a statement A B B A over the statement A A. A process whose share came out at
+    zero or below (the two statements' noise beyond the strategy's whole time) has no ratio, and is counted
+    out."""
+    return [ratio for p in processes if (ratio := p.get(BLOCKS + key, 0.0)) > 0]
 
 
 def overlap(first: tuple[float, float], second: tuple[float, float]) -> str:
