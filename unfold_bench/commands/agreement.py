@@ -2,18 +2,18 @@
 
 A few cells are timed in one run, in the same timing regime and with the same number of threads, in several
 rounds: by the asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``),
-and by ``torch.utils.benchmark.Timer.blocked_autorange`` in processes of its own, each calling every strategy
-directly in an order of its own (inputs made with the same seeds; for a strategy that compiles, one untimed call
-first). Two figures are compared:
+and by ``torch.utils.benchmark`` in processes of its own (``benchmarks.independent_timer``), each calling every
+strategy directly in an order of its own (inputs made with the same seeds; for a strategy that compiles, one
+untimed call first). Three figures are compared:
 
 - **times**: the harness's median of a cell (asv's ``rounds`` processes) against the Timer's median over as many
   processes, each over the rounds: their ratio, each timer's spread (slowest round over fastest) and whether the
   two ranges over the rounds overlap; how often one round's figure agrees with another round's, between the
   timers and within each (a timer that does not agree with itself from round to round bounds the agreement);
 - **paired ratios to native** (what the picks rank by): the harness's ``ratios`` suite (``Profile.ratio_processes``
-  replicate processes a round, ``native`` and the strategy interleaved on the same inputs, A B B A) against, in
-  each Timer process, the strategy's loop over ``native``'s, and its share of a statement in the suite's order,
-  (t(A B B A) - t(A A)) / t(A A); geometric means and 95% intervals over every process of every round, and overlap.
+  replicate processes a round, ``native`` and the strategy on the same inputs in blocks A B B A) against, in each
+  Timer process, the strategy's loop over ``native``'s, and (third) its ratio in the suite's order from the
+  statements A A and A B B A; geometric means and 95% intervals over every process of every round, and overlap.
 Each table ends with how many cells agree when each figure is taken over k of the rounds, k = 1 .. rounds.
 Processes differ (on a shared VM one process's median can differ from another's by more than the timers differ),
 so one round proves little. A check to run by hand, not a test: both are timings on a shared machine.
@@ -37,6 +37,7 @@ from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.children import run_json_child
+from benchmarks.independent_timer import BLOCKS
 from benchmarks.profiles import PROFILES, Profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
 from benchmarks.trees import ROOT, head_commit
@@ -46,43 +47,7 @@ from reports.units import format_ratio_interval
 from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells, print_report
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
-BLOCKS = "blocks:"  # the Timer's key of a cell's ratio in the suite's order: BLOCKS + cell key
-# a call of the function named f, as the Timer's statements make it (x, leaf, kw, g: the cell's inputs)
-CALL = {"forward": "{f}(x, **kw)", "forward_backward": "{f}(leaf, **kw).backward(g); leaf.grad = None"}
-# the suite's order in the Timer: its two statements timed in turn this many times, each for this many seconds (the
-# reference's time drifts by a few percent within a process, which one long run each would charge to the strategy)
-INTERLEAVED = (5, 0.05)
 WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN) and 1 + WITHIN
-
-_TIMER = """
-import json, sys, torch
-from torch.utils.benchmark import Timer
-from benchmarks.allocator import apply_regime_now
-apply_regime_now()
-from benchmarks.cells import Cell, Workload
-from benchmarks.profiles import PROFILES
-from benchmarks.runner import PAIRED_REFERENCE
-from unfold_bench.commands.agreement import BLOCKS, INTERLEAVED, statements, suite_order_ratio
-profile, threads = PROFILES[sys.argv[2]], torch.get_num_threads()
-def runs(stmt, scope, seconds):
-    return Timer(stmt, globals=scope, num_threads=threads).blocked_autorange(min_run_time=seconds)
-out = {}
-for strategy, config, call in json.loads(sys.argv[1]):
-    cell = Cell.from_names(strategy, config, "cpu", profile)
-    w = Workload(cell, backward=True)
-    scope = {"f": cell.strategy, "x": w.input, "leaf": w.leaf, "kw": w.kwargs, "g": w.grad_output}
-    key, timed = f"{strategy}:{config}:{call}", statements(call)
-    exec(timed["loop"], scope)  # a strategy that compiles compiles here, untimed
-    out[key] = runs(timed["loop"], scope, 0.3).median
-    if strategy != PAIRED_REFERENCE:  # the suite's order on the same inputs, its two statements interleaved
-        scope["r"] = Cell.from_names(PAIRED_REFERENCE, config, "cpu", profile).strategy
-        found = {"pair": [], "blocks": []}
-        for _ in range(INTERLEAVED[0]):  # the first run of each Timer, which it makes untimed, ends the last order
-            for name, times in found.items():
-                times += runs(timed[name], scope, INTERLEAVED[1]).times
-        out[BLOCKS + key] = suite_order_ratio(found["pair"], found["blocks"])
-print(json.dumps(out))
-"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,16 +160,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         timer_flat = {key: [v for found in rounds for v in found] for key, rounds in timer_paired.items()}
         lines += table_lines(paired_keys, flat, timer_flat, ratio_line, 20, "intervals")
         lines += by_rounds(
-            paired_keys, harness_ratios, timer_paired, geometric_mean, (profile.ratio_processes, processes)
+            paired_keys, harness_ratios, timer_paired, statistics.geometric_mean, (profile.ratio_processes, processes)
         )
         lines += [
             "",
             *textwrap.wrap(
                 f"Paired ratios in the suite's order: the same harness figures against, in each Timer process, the "
-                f"strategy's share of a statement in the suite's order, {PAIRED_REFERENCE} and the strategy on the "
-                f"same inputs, A B B A, over a statement A A: (t(ABBA) - t(AA)) / t(AA), which charges the strategy "
-                f"with any change in {PAIRED_REFERENCE}'s time after it. Where this agrees and the loop's ratio "
-                "above does not, the two timers differ by the order of the calls, not by how they time them",
+                f"strategy's time over {PAIRED_REFERENCE}'s from the statements A A and A B B A ({PAIRED_REFERENCE} "
+                "A, the strategy B, on the same inputs, timed in turn): (t(ABBA) - t(AA)) / t(AA). It charges B with "
+                f"any change in {PAIRED_REFERENCE}'s time after B, frees each output inside the statement and times "
+                "one placement a process (n: processes whose ratio came out above zero). Where this agrees and the "
+                "loop's above does not, what separates the suite's ratios from a Timer loop's is the call order",
                 WIDTH,
             ),
             "",
@@ -214,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         blocks_flat = {key: [v for found in rounds for v in found] for key, rounds in timer_blocks.items()}
         lines += table_lines(paired_keys, flat, blocks_flat, ratio_line, 20, "intervals")
         lines += by_rounds(
-            paired_keys, harness_ratios, timer_blocks, geometric_mean, (profile.ratio_processes, processes)
+            paired_keys, harness_ratios, timer_blocks, statistics.geometric_mean, (profile.ratio_processes, processes)
         )
     print_report("\n".join(lines), args.out)
     return 0
@@ -263,11 +229,6 @@ def round_agreement(keys: list[str], harness: Mapping[str, list[float]], timer: 
             pairs["Timer vs Timer"] += [within(a / b) for a, b in itertools.combinations(t, 2)]
     found = [f"{label} {sum(c)} of {len(c)} ({sum(c) / len(c):.0%})" for label, c in pairs.items() if c]
     return f"one round against another, within {WITHIN:.0%}: " + ("; ".join(found) if found else "no pair of rounds")
-
-
-def geometric_mean(values: Sequence[float]) -> float:
-    """The geometric mean of ``values``: how the paired ratios of several processes pool."""
-    return math.exp(statistics.fmean(map(math.log, values)))
 
 
 def by_rounds(
@@ -349,7 +310,9 @@ def _time_by_timer(cells: list[tuple[str, str, str]], profile_name: str, env: di
     found = []
     for _ in range(processes):
         order = random.sample(cells, len(cells))
-        rows, why = run_json_child([sys.executable, "-c", _TIMER, json.dumps(order), profile_name], None, env, 1800)
+        rows, why = run_json_child(
+            [sys.executable, "-m", "benchmarks.independent_timer", json.dumps(order), profile_name], None, env, 1800
+        )
         if why or not rows:
             raise RuntimeError(f"torch.utils.benchmark's process: {why or 'printed no figure'}")
         found.append(rows[-1])
@@ -370,26 +333,10 @@ def timer_ratios(processes: list[dict[str, float]], key: str) -> list[float]:
     return [p[key] / p[reference] for p in processes if reference and key in p and p.get(reference, 0) > 0]
 
 
-def statements(call: str) -> dict[str, str]:
-    """The Timer's statements of a cell's ``call`` (forward, forward_backward) with the strategy ``f`` and the
-    reference ``r``: ``loop``, ``f`` alone; ``pair``, A A; ``blocks``, the suite's order A B B A (A ``r``, B ``f``)."""
-    a, b = (CALL[call].format(f=name) for name in ("r", "f"))
-    return {"loop": b, "pair": f"{a}; {a}", "blocks": f"{a}; {b}; {b}; {a}"}
-
-
-def suite_order_ratio(pair: Sequence[float], blocks: Sequence[float]) -> float:
-    """The strategy's time over the reference's in the suite's order, from the runs of the statements A A (``pair``)
-    and A B B A (``blocks``): by their medians, the strategy's two calls take ``blocks - pair``, the reference's two
-    ``pair``."""
-    return (statistics.median(blocks) - statistics.median(pair)) / statistics.median(pair)
-
-
 def blocks_ratios(processes: list[dict[str, float]], key: str) -> list[float]:
-    """The Timer's paired ratio of ``key`` in the suite's order in each process that measured it (``BLOCKS`` +
-    ``key``): the strategy's share of a statement A B B A over the statement A A. A process whose share came out at
-    zero or below (the two statements' noise beyond the strategy's whole time) has no ratio, and is counted
-    out."""
-    return [ratio for p in processes if (ratio := p.get(BLOCKS + key, 0.0)) > 0]
+    """The Timer's paired ratio of ``key`` in the suite's order in each process that reports one (``BLOCKS`` +
+    ``key``; ``benchmarks.independent_timer`` reports none where it came out at zero or below)."""
+    return [p[BLOCKS + key] for p in processes if BLOCKS + key in p]
 
 
 def overlap(first: tuple[float, float], second: tuple[float, float]) -> str:
