@@ -11,6 +11,7 @@ verdict, ``reports.compare``), and the skipped cells. Names, units and bounds co
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -479,7 +480,7 @@ class Recommendation:
 
 
 def _geometric_mean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+    return statistics.geometric_mean(values) if values else math.nan
 
 
 def recommend(

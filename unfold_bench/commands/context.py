@@ -15,7 +15,6 @@ A check to run by hand, not a test: timings on a shared machine. docs/methodolog
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import statistics
 import sys
@@ -56,7 +55,7 @@ def b_times(orders: dict) -> dict[str, float]:
 
 def geometric(values: list[float]) -> str:
     """The geometric mean of ``values`` with their range, e.g. ``0.251 (0.22-0.29)``."""
-    mean = math.exp(statistics.fmean(map(math.log, values)))
+    mean = statistics.geometric_mean(values)
     return f"{mean:.3g} ({min(values):.2g}-{max(values):.2g})"
 
 

@@ -362,8 +362,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "pick-by-the-arithmetic-mean",
         "reports/analysis.py",
-        "    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan\n",
-        "    return sum(values) / len(values) if values else math.nan\n",
+        "    return statistics.geometric_mean(values) if values else math.nan\n",
+        "    return statistics.fmean(values) if values else math.nan\n",
         ("tests/test_figures.py", "-k", "geometric_mean"),
         "the pick's T is the geometric mean of times over each config's fastest",
         figure="the which-to-ship pick",
