@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from benchmarks.independent_timer import BLOCKS
 from unfold_bench.commands import agreement
 
 
@@ -89,9 +90,9 @@ def test_agreement_over_k_rounds_rises_where_the_misses_are_spread_and_not_where
 
 def test_the_timers_suite_order_ratios_are_read_from_the_processes_that_report_one():
     processes = [
-        {agreement.BLOCKS + "cpp:c:forward": 0.4},
+        {BLOCKS + "cpp:c:forward": 0.4},
         {"cpp:c:forward": 1.0},  # a process whose ratio came out at zero or below reports none
-        {agreement.BLOCKS + "cpp:c:forward": 0.35},
+        {BLOCKS + "cpp:c:forward": 0.35},
     ]
     assert agreement.blocks_ratios(processes, "cpp:c:forward") == [0.4, 0.35]
     assert agreement.blocks_ratios(processes, "native:c:forward") == []

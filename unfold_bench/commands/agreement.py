@@ -169,8 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"strategy's time over {PAIRED_REFERENCE}'s from the statements A A and A B B A ({PAIRED_REFERENCE} "
                 "A, the strategy B, on the same inputs, timed in turn): (t(ABBA) - t(AA)) / t(AA). It charges B with "
                 f"any change in {PAIRED_REFERENCE}'s time after B, frees each output inside the statement and times "
-                "one placement a process (n: processes whose ratio came out above zero). Where this agrees and the "
-                "loop's above does not, what separates the suite's ratios from a Timer loop's is the call order",
+                "one placement a process, by the medians of the runs (n: processes whose ratio came out above zero). "
+                "Where this agrees and the loop's above does not, the call order most likely separates the two",
                 WIDTH,
             ),
             "",
