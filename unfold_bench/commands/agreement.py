@@ -141,49 +141,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines.append(round_agreement(keys, by_harness, by_timer))
     lines += by_rounds(keys, harness_rounds, timer_rounds, statistics.median, (profile.rounds, profile.rounds))
     if paired_keys:
-        lines += [
-            "",
-            *textwrap.wrap(
+        tables = (
+            (
                 f"Paired ratios to {PAIRED_REFERENCE}: the harness's suite ratios ({profile.ratio_processes} replicate "
                 f"processes a round, blocks A B B A) and, in each of {processes} Timer processes a round, the "
                 f"strategy's time over {PAIRED_REFERENCE}'s, each in a loop of its own; each side's geometric mean "
                 "over every process of every round with its 95% interval (n: processes); ratio: harness over Timer; "
                 "overlap: whether the intervals overlap. Last, how "
                 "many cells agree when each side is taken over k of the rounds' processes",
-                WIDTH,
+                "Timer x native",
+                timer_paired,
             ),
-            "",
-            f"{'cell':<46} {'harness x native':>20} {'n':>3} {'Timer x native':>20} {'n':>3} {'ratio':>6} "
-            f"{'overlap':>8}",
-        ]
-        flat = {key: [v for found in rounds for v in found] for key, rounds in harness_ratios.items()}
-        timer_flat = {key: [v for found in rounds for v in found] for key, rounds in timer_paired.items()}
-        lines += table_lines(paired_keys, flat, timer_flat, ratio_line, 20, "intervals")
-        lines += by_rounds(
-            paired_keys, harness_ratios, timer_paired, statistics.geometric_mean, (profile.ratio_processes, processes)
-        )
-        lines += [
-            "",
-            *textwrap.wrap(
+            (
                 f"Paired ratios in the suite's order: the same harness figures against, in each Timer process, the "
                 f"strategy's time over {PAIRED_REFERENCE}'s from the statements A A and A B B A ({PAIRED_REFERENCE} "
                 "A, the strategy B, on the same inputs, timed in turn): (t(ABBA) - t(AA)) / t(AA). It charges B with "
                 f"any change in {PAIRED_REFERENCE}'s time after B, frees each output inside the statement and times "
                 "one placement a process, by the medians of the runs (n: processes whose ratio came out above zero). "
                 "Where this agrees and the loop's above does not, the call order most likely separates the two",
-                WIDTH,
+                "Timer ABBA x native",
+                timer_blocks,
             ),
-            "",
-            f"{'cell':<46} {'harness x native':>20} {'n':>3} {'Timer ABBA x native':>20} {'n':>3} {'ratio':>6} "
-            f"{'overlap':>8}",
-        ]
-        blocks_flat = {key: [v for found in rounds for v in found] for key, rounds in timer_blocks.items()}
-        lines += table_lines(paired_keys, flat, blocks_flat, ratio_line, 20, "intervals")
-        lines += by_rounds(
-            paired_keys, harness_ratios, timer_blocks, statistics.geometric_mean, (profile.ratio_processes, processes)
         )
+        for heading, column, timer_side in tables:
+            lines += paired_table(
+                heading, column, paired_keys, harness_ratios, timer_side, (profile.ratio_processes, processes)
+            )
     print_report("\n".join(lines), args.out)
     return 0
+
+
+def paired_table(
+    heading: str,
+    column: str,
+    keys: list[str],
+    harness: Mapping[str, list[list[float]]],
+    timer: Mapping[str, list[list[float]]],
+    processes: tuple[int, int],
+) -> list[str]:
+    """A table of paired ratios: ``heading`` wrapped, a row per cell of ``keys`` with the harness's and the Timer's
+    (``column``) geometric means over every process of every round (``harness[key]``, ``timer[key]``: per round, its
+    processes' ratios), and the count over k rounds (``processes``: each side's processes a round)."""
+    harness_flat, timer_flat = (
+        {key: [v for found in side[key] for v in found] for key in keys} for side in (harness, timer)
+    )
+    return [
+        "",
+        *textwrap.wrap(heading, WIDTH),
+        "",
+        f"{'cell':<46} {'harness x native':>20} {'n':>3} {column:>20} {'n':>3} {'ratio':>6} {'overlap':>8}",
+        *table_lines(keys, harness_flat, timer_flat, ratio_line, 20, "intervals"),
+        *by_rounds(keys, harness, timer, statistics.geometric_mean, processes),
+    ]
 
 
 def table_lines(
