@@ -477,6 +477,8 @@ class Recommendation:
     not_covered: list[str]  # configs it does not support (skipped)
     ranking: pd.DataFrame  # strategy, time_score (T), time_low, time_high, memory_score (M), eligible, why_not, ...
     tied: tuple[str, ...] = ()  # the eligible strategies statistically tied with the fastest (empty: no tie)
+    low: float = math.nan  # T's interval (the ranking's time_low, time_high); nan where a config has none
+    high: float = math.nan
 
 
 def _geometric_mean(values: list[float]) -> float:
@@ -540,7 +542,8 @@ def recommend(
     tied_index = tied_with_leader(eligible.time_score, eligible.time_low, eligible.time_high)
     best = _break_tie(eligible.loc[tied_index], "memory_score", complexity, "time_score")
     tied = tuple(sorted(eligible.loc[tied_index, "strategy"])) if len(tied_index) > 1 else ()
-    return Recommendation(rule, best.strategy, best.time_score, best.configs, best.not_covered, ranking, tied)
+    score = (best.time_score, best.time_low, best.time_high)
+    return Recommendation(rule, best.strategy, score[0], best.configs, best.not_covered, ranking, tied, *score[1:])
 
 
 def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, str]:

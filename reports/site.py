@@ -206,7 +206,7 @@ def _recommendation_html(
             )
             verdict = Markup(
                 "<b>{}</b>: on average (geometric mean) {} the fastest time of each config, covering {}."
-            ).format(advice.strategy, format_ratio(advice.score), coverage)
+            ).format(advice.strategy, format_ratio_interval(advice.score, advice.low, advice.high), coverage)
             if advice.tied:
                 verdict += Markup(
                     " A statistical tie between {}: the times cannot tell them apart, so the tie-break picks."

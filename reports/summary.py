@@ -309,10 +309,11 @@ def _print_compact(
             continue
         for rule in RULES:
             advice = recommend(cells, rule, aside, simplicity)
+            score = format_ratio_interval(advice.score, advice.low, advice.high)
             pick = (
                 "none (every strategy failed somewhere)"
                 if advice.strategy is None
-                else (f"{advice.strategy} (T {format_ratio(advice.score)} the fastest, geometric mean)")
+                else f"{advice.strategy} (T {score} the fastest, geometric mean)"
             )
             print(f"Which to ship for {rule.name}: {pick}")
             if advice.tied:

@@ -22,11 +22,11 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DEVICES, DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from impls import STRATEGIES
-from reports.analysis import cell_table, fastest_against_bounds, relative_times, winners
+from reports.analysis import RULES, cell_table, fastest_against_bounds, recommend, relative_times, winners
 from reports.figures import bound_ratio_bars, strategy_colors
 from reports.results import chained_ratio, process_interval
 from reports.summary import compact_table, physics_problems, summary_tables
-from reports.units import MIB
+from reports.units import MIB, format_ratio_interval
 from tests.helpers import RUN_REGRESS_MAIN
 
 
@@ -317,6 +317,17 @@ def test_the_fastest_is_ranked_by_the_paired_ratios_and_names_those_tied_with_it
     assert "tie" not in no_tie
     site_bold = winners(cell_table(table, "cpu")).set_index("metric").loc["time_forward", "strategy"]
     assert sorted(site_bold) == ["close", "steady"]
+
+
+def test_the_picks_score_comes_with_the_geometric_mean_of_its_paired_intervals_ends():
+    """The pick's score (T: its time over each config's fastest, geometric mean) carries an interval, the geometric
+    mean of the ends of its paired intervals, which the summary's and the site's pick lines print beside it."""
+    memory = [_row("unfold", "track_net_peak_forward", 1.0e6, s) for s in ("native", "lucky", "steady", "close")]
+    cells = cell_table(pd.concat([_paired_run(), pd.DataFrame(memory)], ignore_index=True), "cpu")
+    pick = recommend(cells, RULES[1])  # forward only
+    assert (pick.strategy, pick.tied) == ("steady", ("close", "steady"))
+    assert (pick.score, pick.low, pick.high) == pytest.approx((1.0, 0.18 / 0.2, 0.22 / 0.2))
+    assert format_ratio_interval(pick.score, pick.low, pick.high) == "1.00x [0.90, 1.10]"
 
 
 def test_the_bars_over_the_bounds_show_each_paired_ratios_interval():
