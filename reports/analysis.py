@@ -542,8 +542,17 @@ def recommend(
     tied_index = tied_with_leader(eligible.time_score, eligible.time_low, eligible.time_high)
     best = _break_tie(eligible.loc[tied_index], "memory_score", complexity, "time_score")
     tied = tuple(sorted(eligible.loc[tied_index, "strategy"])) if len(tied_index) > 1 else ()
-    score = (best.time_score, best.time_low, best.time_high)
-    return Recommendation(rule, best.strategy, score[0], best.configs, best.not_covered, ranking, tied, *score[1:])
+    return Recommendation(
+        rule,
+        best.strategy,
+        best.time_score,
+        best.configs,
+        best.not_covered,
+        ranking,
+        tied,
+        best.time_low,
+        best.time_high,
+    )
 
 
 def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, str]:
