@@ -45,6 +45,7 @@ MACHINE_FIELDS = (
 COLUMNS = [
     "commit",
     "date",
+    "started",
     "machine",
     "env",
     "profile",
@@ -253,6 +254,7 @@ def load_results(
                 {
                     "commit": result.commit_hash,
                     "date": pd.to_datetime(result.date, unit="ms", utc=True) if result.date else pd.NaT,
+                    "started": _started(result, cell.benchmark),
                     "machine": machine_params.get("machine"),
                     "env": environment_label(result.env_name, machine_params, requirements),
                     "profile": profile.lower(),
@@ -279,6 +281,12 @@ def load_results(
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _started(result: Results, benchmark: str) -> pd.Timestamp:
+    """When asv started ``benchmark`` in ``result`` (the run's own clock; ``result.date`` is the commit's)."""
+    started = (getattr(result, "started_at", None) or {}).get(benchmark)
+    return pd.to_datetime(started, unit="ms", utc=True) if started else pd.NaT
 
 
 def load_capabilities(directory: str | Path) -> list[dict]:

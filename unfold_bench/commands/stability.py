@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = tables[0]
     machine, commit = first.machine.iloc[0], first.commit.iloc[0]
     provenance = f"{machine}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
-    measured = str(first.date.min())
+    measured = str(first.started.min())  # when this set of runs began: two sets of one commit are two records
     others = load_run_levels(args.record_in, leave_out=measured)  # the level recorded from every other set of runs
     others = {k: v for k, v in others.items() if k[:2] == (machine, args.profile)}
     held_out = [ratios(d, args.profile, others) for d in directories] if others else []
