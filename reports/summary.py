@@ -313,7 +313,7 @@ def _print_compact(
             pick = (
                 "none (every strategy failed somewhere)"
                 if advice.strategy is None
-                else f"{advice.strategy} (T {score} the fastest, geometric mean)"
+                else f"{advice.strategy}, on average (geometric mean) {score} the fastest time of each config"
             )
             print(f"Which to ship for {rule.name}: {pick}")
             if advice.tied:

@@ -429,7 +429,7 @@ def test_the_regime_is_named_and_a_recommendation_says_when_the_other_regime_pic
 
     print_summary(results, CPU, "quick", None, full_dir=tmp_path / "summaries")
     out = capsys.readouterr().out
-    assert "Which to ship for forward only (e.g. KFAC statistics): as_strided" in out
+    assert "Which to ship for forward only (e.g. KFAC statistics): as_strided, on average (geometric mean) " in out
     assert f"Timed in the {warm} regime. The {fresh} regime picks native (the regimes disagree" in out
 
 
