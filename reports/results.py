@@ -1,7 +1,7 @@
 """Every asv result in a results directory as one tidy pandas table.
 
-One row per result file x benchmark x parameter combination: commit, date, machine, env, profile, suite, metric,
-strategy, config, device, value, unit, spread, interval and status (``ok``, ``skipped``: asv's n/a, or
+One row per result file x benchmark x parameter combination: commit, date, started, machine, env, profile, suite,
+metric, strategy, config, device, value, unit, spread, interval and status (``ok``, ``skipped``: asv's n/a, or
 ``failed``); only ``ok`` rows have a value, so a skipped or failed cell can never be read as zero. A timing's
 ``low``/``high`` are asv's 99% interval. A paired ratio (unit ``ratio``) holds one sample per process: its
 ``value`` is their geometric mean and ``low``/``high`` its 95% Student-t interval across the processes
@@ -284,7 +284,8 @@ def load_results(
 
 
 def _started(result: Results, benchmark: str) -> pd.Timestamp:
-    """When asv started ``benchmark`` in ``result`` (the run's own clock; ``result.date`` is the commit's)."""
+    """When asv last started ``benchmark`` in ``result``: asv keeps one time per benchmark, that of the last asv run
+    that timed it (the machine's clock; ``result.date`` is the commit's)."""
     started = (getattr(result, "started_at", None) or {}).get(benchmark)
     return pd.to_datetime(started, unit="ms", utc=True) if started else pd.NaT
 

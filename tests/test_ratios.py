@@ -143,7 +143,7 @@ def test_a_paired_ratio_is_one_sample_per_process_in_asvs_results_and_asv_publis
     table = load_results(tmp_path / "results")
     ran_cells = table[table.status == "ok"]
     assert (ran_cells.started >= before).all()  # the run's clock, which keys a set of runs' run level
-    assert (ran_cells.date < before).all()  # asv's result date is the commit's
+    assert (ran_cells.date <= before).all()  # asv's result date is the commit's
     direct = table[(table.suite == DIRECT_FLOORS_SUITE) & (table.config == "vol3d-conv") & (table.device == "cpu")]
     direct = direct[direct.strategy == "cpp"].set_index("metric")
     assert set(direct.index) == set(DIRECT_FLOOR_RATIOS.values()) and (direct.status == "ok").all()

@@ -352,7 +352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = tables[0]
     machine, commit = first.machine.iloc[0], first.commit.iloc[0]
     provenance = f"{machine}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
-    measured = str(first.started.min())  # when this set of runs began: two sets of one commit are two records
+    measured = first.started.min()  # a time of this set's first run, not its commit's: two sets are two records
+    if pd.isna(measured):
+        raise SystemExit(f"{directories[0]}: its results record no start time (asv's started_at) to key the set by")
+    measured = str(measured)
     others = load_run_levels(args.record_in, leave_out=measured)  # the level recorded from every other set of runs
     others = {k: v for k, v in others.items() if k[:2] == (machine, args.profile)}
     held_out = [ratios(d, args.profile, others) for d in directories] if others else []
