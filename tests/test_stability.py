@@ -3,6 +3,8 @@ count it reports (no timing: the runs themselves are made by hand, ``unfold-benc
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -44,3 +46,27 @@ def test_calibration_counts_each_kind_of_ratio_and_names_the_rate_the_processes_
     assert "paired to native" in direct and "in 1/2 (50%)" in direct
     assert f"{stability.expected_coverage(4, 4):.0%} if the runs differed only by their processes" in direct
     assert "chained through native" in chained and "in 2/2 (100%)" in chained and "differed" not in chained
+
+
+def test_a_set_of_runs_is_named_by_its_profile_and_the_cells_it_covered():
+    """The report's first line and the run-level record name the command alike: a record measured on a selection
+    of cells says which, since its level then stands for every cell of that profile on the machine."""
+    args = argparse.Namespace(runs=3, profile="full", bench="allcnnc-conv3", target=stability.STABILITY_TARGET)
+    assert stability.invocation(args) == "unfold-bench stability --runs 3 --profile full --bench 'allcnnc-conv3'"
+    args.bench, args.target = "", 1.2
+    assert stability.invocation(args) == "unfold-bench stability --runs 3 --profile full --target 1.2"
+
+
+def test_the_picks_agree_differ_inside_a_declared_tie_or_differ():
+    """The runs' picks agree only when they are the same, or differ inside a tie that every run declared; otherwise
+    the line says DIFFER and names the runs whose tie held every pick."""
+    rules = [rule.name for rule in stability.analysis.RULES]
+    same = [dict.fromkeys(rules, ("cpp", ())) for _ in range(3)]
+    assert all(line.endswith(": agree") for line in stability.pick_lines(same))
+    tied = [dict.fromkeys(rules, (pick, ("cpp", "gather"))) for pick in ("cpp", "gather", "cpp")]
+    assert all(line.endswith("differ inside a tie every run declared") for line in stability.pick_lines(tied))
+    one_sure = [*tied[:2], dict.fromkeys(rules, ("cpp", ()))]
+    lines = stability.pick_lines(one_sure)
+    assert all(line.endswith("DIFFER (run 1, 2 declared the tie)") for line in lines)
+    shown = "cpp (tie: cpp, gather) | gather (tie: cpp, gather) | cpp"
+    assert lines[0] == f"  {rules[0]}: {shown}: DIFFER (run 1, 2 declared the tie)"

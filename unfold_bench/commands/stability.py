@@ -10,7 +10,8 @@ a result by commit and environment, so two runs of one commit cannot share one),
 - calibration: how often one run's 95% interval holds another run's estimate, beside how often it would if two
   runs differed only by their processes (``expected_coverage``: less than 95%, since the other estimate has its
   own error); fewer means that something between runs moves the figures that the processes of one run do not show;
-- the which-to-ship picks of every run, and whether they agree or every disagreement is a declared tie;
+- the which-to-ship picks of every run, and whether they agree or every disagreement is a declared tie: with
+  intervals across processes alone, and with the run level recorded, as the summary and the site then show them;
 - each run's wall time;
 - the forecast (``reports.forecast``) of the p90 max/min at other numbers of processes a cell, from these runs'
   process variances and the run level pooled over every set recorded, and the fewest processes a cell that meet
@@ -154,9 +155,13 @@ def ratios(directory: Path, profile: str, run_levels: dict | None = None) -> pd.
     return pd.DataFrame(rows)
 
 
-def picks(directory: Path, profile: str) -> dict[str, tuple[str | None, tuple[str, ...]]]:
-    """Per rule: the run's pick on the CPU and the strategies it declared tied (empty: no tie)."""
-    cells = analysis.cell_table(run_table(directory, profile), "cpu")
+Picks = dict[str, tuple[str | None, tuple[str, ...]]]  # per rule: the pick and the strategies declared tied
+
+
+def picks(directory: Path, profile: str, run_levels: dict | None = None) -> Picks:
+    """Per rule: the run's pick on the CPU and the strategies it declared tied (empty: no tie), from intervals
+    across its processes alone or with ``run_levels`` added (``run_table``)."""
+    cells = analysis.cell_table(run_table(directory, profile, run_levels), "cpu")
     strategies = load_catalogue(directory / "results").strategies
     out = {}
     for rule in analysis.RULES:
@@ -203,9 +208,19 @@ def calibration(frames: list[pd.DataFrame], with_expected: bool = True, prefix: 
     return lines
 
 
+def invocation(args: argparse.Namespace) -> str:
+    """The command that measured the runs, as the report and the run-level record name it: the runs, the profile
+    and the cells they cover (a record from a ``--bench`` selection says so)."""
+    return (
+        f"unfold-bench stability --runs {args.runs} --profile {args.profile}"
+        + (f" --bench {args.bench!r}" if args.bench else "")
+        + (f" --target {args.target:g}" if args.target != STABILITY_TARGET else "")
+    )
+
+
 def report(
     frames: list[pd.DataFrame],
-    run_picks: list[dict],
+    run_picks: list[Picks],
     seconds: list[float],
     args: argparse.Namespace,
     provenance: str,
@@ -220,9 +235,7 @@ def report(
     line."""
     both = pd.concat([f.assign(run=i) for i, f in enumerate(frames)], ignore_index=True)
     lines = [
-        f"unfold-bench stability --runs {args.runs} --profile {args.profile}"
-        + (f" --bench {args.bench!r}" if args.bench else "")
-        + (f" --target {args.target:g}" if args.target != STABILITY_TARGET else "")
+        invocation(args)
         + (f" --out {args.out}" if args.out else "")
         + (" --from-runs (reported again from the runs kept)" if args.from_runs else "")
         + f": {len(frames)} runs of one commit, one after another, CPU cells; {provenance}",
@@ -267,7 +280,15 @@ def report(
     if held_out:
         held = "with the run level recorded from the other sets of runs (held out)"
         lines += calibration(held_out, with_expected=False, prefix=held)
-    lines += ["", "which to ship (CPU), per run: pick (statistical tie)"]
+    lines += ["", "which to ship (CPU), per run, with intervals across processes alone: pick (statistical tie)"]
+    lines += pick_lines(run_picks)
+    return "\n".join(lines) + "\n"
+
+
+def pick_lines(run_picks: list[Picks]) -> list[str]:
+    """Per rule, each run's pick with the strategies it declared tied, and whether the runs agree: the same pick,
+    or different picks inside a tie every run declared, or not (``DIFFER``, naming the runs that declared the tie)."""
+    lines = []
     for rule in analysis.RULES:
         shown = [
             f"{p or 'none'}" + (f" (tie: {', '.join(t)})" if t else "") for p, t in (r[rule.name] for r in run_picks)
@@ -282,7 +303,7 @@ def report(
             declared = [str(i + 1) for i, t in enumerate(ties) if chosen <= t]
             verdict = "DIFFER" + (f" (run {', '.join(declared)} declared the tie)" if declared else "")
         lines.append(f"  {rule.name}: {' | '.join(shown)}: {verdict}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def forecast(variances: pd.DataFrame, levels: dict[str, RunLevel], runs: int, target: float) -> list[str]:
@@ -360,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     others = {k: v for k, v in others.items() if k[:2] == (machine, args.profile)}
     held_out = [ratios(d, args.profile, others) for d in directories] if others else []
     levels = estimate(tables)
-    recorded = {"command": f"unfold-bench stability --runs {args.runs}", "runs": args.runs, "commit": commit}
+    recorded = {"command": invocation(args), "runs": args.runs, "commit": commit}
     keyed = {(machine, args.profile, suite): level for suite, level in levels.items()}
     widened = [ratios(d, args.profile, keyed) for d in directories]
     picked = [picks(d, args.profile) for d in directories]
@@ -369,6 +390,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     pooled = {k[2]: v for k, v in load_run_levels(args.record_in).items() if k[:2] == (machine, args.profile)}
     text += "\nrun level recorded now, pooled over every set of runs in the record (what later intervals add):\n"
     text += "".join(f"  {suite:<14} sd {math.sqrt(v.variance):.3f} ({v.df:.0f} df)\n" for suite, v in pooled.items())
+    recorded_levels = {(machine, args.profile, suite): level for suite, level in pooled.items()}
+    text += "\nwhich to ship (CPU), per run, with the run level recorded now (as the summary and the site show them):\n"
+    text += "\n".join(pick_lines([picks(d, args.profile, recorded_levels) for d in directories])) + "\n"
     text += "\n" + "\n".join(forecast(process_variances(tables), pooled, args.runs, args.target)) + "\n"
     print(text)
     if args.out:
