@@ -90,7 +90,7 @@ FULL = Profile(
     timeout=300,
     gate_timeout=1200,
     # measured at this count on one config (docs/stability-full-conv3.txt, whose forecast says what more would give);
-    # each replicate times every config again (docs/bench-full-amd.txt)
+    # each replicate times every config again (benchmarks.runner.plan)
     ratio_processes=3,
     placements=1,
     blocks=8,

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student
 
+from reports.run_level import RunLevel, write_run_levels
 from unfold_bench.commands import stability
 
 
@@ -51,22 +52,39 @@ def test_calibration_counts_each_kind_of_ratio_and_names_the_rate_the_processes_
 def test_a_set_of_runs_is_named_by_its_profile_and_the_cells_it_covered():
     """The report's first line and the run-level record name the command alike: a record measured on a selection
     of cells says which, since its level then stands for every cell of that profile on the machine."""
-    args = argparse.Namespace(runs=3, profile="full", bench="allcnnc-conv3", target=stability.STABILITY_TARGET)
+    args = argparse.Namespace(runs=3, profile="full", bench="allcnnc-conv3", target=1.2)
     assert stability.invocation(args) == "unfold-bench stability --runs 3 --profile full --bench 'allcnnc-conv3'"
-    args.bench, args.target = "", 1.2
-    assert stability.invocation(args) == "unfold-bench stability --runs 3 --profile full --target 1.2"
+    args.bench = ""
+    assert stability.invocation(args) == "unfold-bench stability --runs 3 --profile full"
+
+
+def test_the_recorded_levels_are_this_machines_and_profiles_keyed_as_the_results_reader_takes_them(tmp_path):
+    levels = {"ratios": RunLevel(0.002, 2.0), "floors": RunLevel(0.001, 2.0)}
+    write_run_levels(tmp_path / "vm-a", "full", levels, "2026-01-01 00:00:00+00:00", {"command": "c"})
+    write_run_levels(tmp_path / "vm-a", "full", levels, "2026-01-02 00:00:00+00:00", {"command": "c"})
+    write_run_levels(tmp_path / "vm-a", "quick", levels, "2026-01-01 00:00:00+00:00", {"command": "c"})
+    write_run_levels(tmp_path / "vm-b", "full", levels, "2026-01-01 00:00:00+00:00", {"command": "c"})
+    found = stability.recorded_levels(tmp_path, "vm-a", "full")
+    assert set(found) == {("vm-a", "full", "ratios"), ("vm-a", "full", "floors")}
+    assert found["vm-a", "full", "ratios"].df == pytest.approx(4.0)  # two sets pooled
+    held_out = stability.recorded_levels(tmp_path, "vm-a", "full", leave_out="2026-01-02 00:00:00+00:00")
+    assert held_out["vm-a", "full", "ratios"].df == pytest.approx(2.0)
 
 
 def test_the_picks_agree_differ_inside_a_declared_tie_or_differ():
     """The runs' picks agree only when they are the same, or differ inside a tie that every run declared; otherwise
     the line says DIFFER and names the runs whose tie held every pick."""
     rules = [rule.name for rule in stability.analysis.RULES]
-    same = [dict.fromkeys(rules, ("cpp", ())) for _ in range(3)]
-    assert all(line.endswith(": agree") for line in stability.pick_lines(same))
-    tied = [dict.fromkeys(rules, (pick, ("cpp", "gather"))) for pick in ("cpp", "gather", "cpp")]
-    assert all(line.endswith("differ inside a tie every run declared") for line in stability.pick_lines(tied))
-    one_sure = [*tied[:2], dict.fromkeys(rules, ("cpp", ()))]
-    lines = stability.pick_lines(one_sure)
-    assert all(line.endswith("DIFFER (run 1, 2 declared the tie)") for line in lines)
+
+    def verdicts(run_picks):
+        lines = stability.pick_lines([dict.fromkeys(rules, pick) for pick in run_picks], "as shown")
+        assert lines[0] == "which to ship (CPU), per run, as shown: pick (statistical tie)"
+        return lines[1:]
+
+    assert all(line.endswith(": agree") for line in verdicts([("cpp", ())] * 3))
+    tied = [(pick, ("cpp", "gather")) for pick in ("cpp", "gather", "cpp")]
+    assert all(line.endswith("differ inside a tie every run declared") for line in verdicts(tied))
+    lines = verdicts([*tied[:2], ("cpp", ())])
     shown = "cpp (tie: cpp, gather) | gather (tie: cpp, gather) | cpp"
     assert lines[0] == f"  {rules[0]}: {shown}: DIFFER (run 1, 2 declared the tie)"
+    assert verdicts([("cpp", ()), (None, ())])[0] == f"  {rules[0]}: cpp | none: DIFFER"

@@ -54,6 +54,8 @@ from reports.units import METRICS
 from unfold_bench.common_args import add_bench, add_profile
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
+SELECTION_FILE = "bench"  # beside a kept run's results: the --bench selection it was measured with
+RunLevels = dict[tuple[str, str, str], RunLevel]  # (machine, profile, suite) -> the level its intervals add
 
 
 def run_bench(directory: Path, profile: str, bench: str) -> float:
@@ -69,10 +71,11 @@ def run_bench(directory: Path, profile: str, bench: str) -> float:
         raise SystemExit(f"unfold-bench bench exited with {status}: see {directory / 'bench.log'}")
     seconds = time.monotonic() - start
     (directory / "seconds").write_text(f"{seconds:.1f}\n")  # for --from-runs
+    (directory / SELECTION_FILE).write_text(bench)  # what --from-runs reports again, and records as measured
     return seconds
 
 
-def run_table(directory: Path, profile: str, run_levels: dict | None = None) -> pd.DataFrame:
+def run_table(directory: Path, profile: str, run_levels: RunLevels | None = None) -> pd.DataFrame:
     """The results of the run in ``directory``: its newest commit's, in ``profile``; the intervals across its
     processes alone, or with ``run_levels`` ((machine, profile, suite) -> ``RunLevel``) added."""
     table = load_results(directory / "results", run_levels=run_levels or {})
@@ -102,7 +105,7 @@ def expected_coverage(processes: int, other_processes: int, level: float = INTER
     return float(2 * student.cdf(bound, df) - 1)
 
 
-def ratios(directory: Path, profile: str, run_levels: dict | None = None) -> pd.DataFrame:
+def ratios(directory: Path, profile: str, run_levels: RunLevels | None = None) -> pd.DataFrame:
     """The run's CPU cells: per (config, strategy, metric) the paired ratio with its interval (``run_table``) and
     the quotient of medians; a time's paired ratio to ``copy_`` is the metric ``<time metric> x copy_``."""
     table = run_table(directory, profile, run_levels)
@@ -158,7 +161,7 @@ def ratios(directory: Path, profile: str, run_levels: dict | None = None) -> pd.
 Picks = dict[str, tuple[str | None, tuple[str, ...]]]  # per rule: the pick and the strategies declared tied
 
 
-def picks(directory: Path, profile: str, run_levels: dict | None = None) -> Picks:
+def picks(directory: Path, profile: str, run_levels: RunLevels | None = None) -> Picks:
     """Per rule: the run's pick on the CPU and the strategies it declared tied (empty: no tie), from intervals
     across its processes alone or with ``run_levels`` added (``run_table``)."""
     cells = analysis.cell_table(run_table(directory, profile, run_levels), "cpu")
@@ -211,11 +214,16 @@ def calibration(frames: list[pd.DataFrame], with_expected: bool = True, prefix: 
 def invocation(args: argparse.Namespace) -> str:
     """The command that measured the runs, as the report and the run-level record name it: the runs, the profile
     and the cells they cover (a record from a ``--bench`` selection says so)."""
-    return (
-        f"unfold-bench stability --runs {args.runs} --profile {args.profile}"
-        + (f" --bench {args.bench!r}" if args.bench else "")
-        + (f" --target {args.target:g}" if args.target != STABILITY_TARGET else "")
+    return f"unfold-bench stability --runs {args.runs} --profile {args.profile}" + (
+        f" --bench {args.bench!r}" if args.bench else ""
     )
+
+
+def recorded_levels(record_in: Path, machine: str, profile: str, leave_out: str | None = None) -> RunLevels:
+    """The run levels recorded in ``record_in`` for ``machine`` and ``profile``, pooled over their sets of runs
+    (``leave_out``: but the set first measured then), keyed as the results reader takes them."""
+    found = load_run_levels(record_in, leave_out=leave_out)
+    return {key: level for key, level in found.items() if key[:2] == (machine, profile)}
 
 
 def report(
@@ -236,6 +244,7 @@ def report(
     both = pd.concat([f.assign(run=i) for i, f in enumerate(frames)], ignore_index=True)
     lines = [
         invocation(args)
+        + (f" --target {args.target:g}" if args.target != STABILITY_TARGET else "")
         + (f" --out {args.out}" if args.out else "")
         + (" --from-runs (reported again from the runs kept)" if args.from_runs else "")
         + f": {len(frames)} runs of one commit, one after another, CPU cells; {provenance}",
@@ -280,15 +289,15 @@ def report(
     if held_out:
         held = "with the run level recorded from the other sets of runs (held out)"
         lines += calibration(held_out, with_expected=False, prefix=held)
-    lines += ["", "which to ship (CPU), per run, with intervals across processes alone: pick (statistical tie)"]
-    lines += pick_lines(run_picks)
+    lines += ["", *pick_lines(run_picks, "with intervals across processes alone")]
     return "\n".join(lines) + "\n"
 
 
-def pick_lines(run_picks: list[Picks]) -> list[str]:
-    """Per rule, each run's pick with the strategies it declared tied, and whether the runs agree: the same pick,
-    or different picks inside a tie every run declared, or not (``DIFFER``, naming the runs that declared the tie)."""
-    lines = []
+def pick_lines(run_picks: list[Picks], intervals: str) -> list[str]:
+    """Under a heading naming the ``intervals`` the picks were made with, per rule each run's pick with the
+    strategies it declared tied, and whether the runs agree: the same pick, or different picks inside a tie every run
+    declared, or not (``DIFFER``, naming the runs that declared the tie)."""
+    lines = [f"which to ship (CPU), per run, {intervals}: pick (statistical tie)"]
     for rule in analysis.RULES:
         shown = [
             f"{p or 'none'}" + (f" (tie: {', '.join(t)})" if t else "") for p, t in (r[rule.name] for r in run_picks)
@@ -362,8 +371,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = []
     for index, directory in enumerate(directories, 1):
         if args.from_runs:
-            recorded = directory / "seconds"
-            seconds.append(float(recorded.read_text()) if recorded.exists() else float("nan"))
+            seconds_file, selection = directory / "seconds", directory / SELECTION_FILE
+            seconds.append(float(seconds_file.read_text()) if seconds_file.exists() else float("nan"))
+            measured_with = selection.read_text() if selection.exists() else args.bench
+            if measured_with != args.bench:
+                parser.error(f"--bench {args.bench!r}: the runs in {directory} were measured with {measured_with!r}")
             continue
         directory.mkdir(parents=True, exist_ok=True)
         seconds.append(run_bench(directory, args.profile, args.bench))
@@ -377,22 +389,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if pd.isna(measured):
         raise SystemExit(f"{directories[0]}: its results record no start time (asv's started_at) to key the set by")
     measured = str(measured)
-    others = load_run_levels(args.record_in, leave_out=measured)  # the level recorded from every other set of runs
-    others = {k: v for k, v in others.items() if k[:2] == (machine, args.profile)}
+    others = recorded_levels(args.record_in, machine, args.profile, leave_out=measured)  # every other set's
     held_out = [ratios(d, args.profile, others) for d in directories] if others else []
     levels = estimate(tables)
-    recorded = {"command": invocation(args), "runs": args.runs, "commit": commit}
+    record = {"command": invocation(args), "runs": args.runs, "commit": commit}
     keyed = {(machine, args.profile, suite): level for suite, level in levels.items()}
     widened = [ratios(d, args.profile, keyed) for d in directories]
     picked = [picks(d, args.profile) for d in directories]
     text = report(frames, picked, seconds, args, provenance, levels, widened, held_out)
-    write_run_levels(args.record_in / machine, args.profile, levels, measured, recorded)
-    pooled = {k[2]: v for k, v in load_run_levels(args.record_in).items() if k[:2] == (machine, args.profile)}
+    write_run_levels(args.record_in / machine, args.profile, levels, measured, record)
+    recorded = recorded_levels(args.record_in, machine, args.profile)
+    pooled = {suite: level for (_, _, suite), level in recorded.items()}
     text += "\nrun level recorded now, pooled over every set of runs in the record (what later intervals add):\n"
     text += "".join(f"  {suite:<14} sd {math.sqrt(v.variance):.3f} ({v.df:.0f} df)\n" for suite, v in pooled.items())
-    recorded_levels = {(machine, args.profile, suite): level for suite, level in pooled.items()}
-    text += "\nwhich to ship (CPU), per run, with the run level recorded now (as the summary and the site show them):\n"
-    text += "\n".join(pick_lines([picks(d, args.profile, recorded_levels) for d in directories])) + "\n"
+    shown = "with the run level recorded now (as the summary and the site show them)"
+    text += "\n" + "\n".join(pick_lines([picks(d, args.profile, recorded) for d in directories], shown)) + "\n"
     text += "\n" + "\n".join(forecast(process_variances(tables), pooled, args.runs, args.target)) + "\n"
     print(text)
     if args.out:
