@@ -64,6 +64,9 @@ def log_means(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["suite", "cell", "processes", "mean", "variance", "error"])
 
 
+RunLevels = dict[tuple[str, str, str], RunLevel]  # (machine, profile, suite) -> the level its intervals add
+
+
 def estimate(runs: Iterable[pd.DataFrame]) -> dict[str, RunLevel]:
     """Per suite, the run level of its paired ratios from several runs' tidy tables (``load_results`` of each
     run's own results): the method of moments over the cells measured in every run."""
@@ -116,7 +119,7 @@ def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def load_run_levels(results_dir: str | Path, leave_out: str | None = None) -> dict[tuple[str, str, str], RunLevel]:
+def load_run_levels(results_dir: str | Path, leave_out: str | None = None) -> RunLevels:
     """The run levels recorded under ``results_dir``: (machine, profile, suite) -> the ``pool`` of every set of
     runs recorded for it (but the set first ``measured`` at ``leave_out``), the machine named by its results
     directory (asv's machine name)."""

@@ -48,14 +48,13 @@ from reports.forecast import (
     processes_for,
 )
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
-from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, write_run_levels
+from reports.run_level import RUN_LEVEL_FILE, RunLevel, RunLevels, estimate, load_run_levels, write_run_levels
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
 from unfold_bench.common_args import add_bench, add_profile
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 SELECTION_FILE = "bench"  # beside a kept run's results: the --bench selection it was measured with
-RunLevels = dict[tuple[str, str, str], RunLevel]  # (machine, profile, suite) -> the level its intervals add
 
 
 def run_bench(directory: Path, profile: str, bench: str) -> float:
