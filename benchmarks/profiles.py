@@ -14,8 +14,9 @@ asv reports the median over all rounds' samples and the interquartile range; ``a
 ``asv continuous`` judge differences with a Mann-Whitney U test on those samples.
 
 The paired ratios (``benchmarks.ratios``) sample otherwise: ``ratio_processes`` replicate asv runs, one process
-per cell in each, each over ``placements`` placements of the inputs, each of ``warmup_blocks`` untimed blocks
-A B B A, then at most ``blocks`` blocks or ``placement_seconds`` of them.
+per cell in each, each over ``placements`` placements of the inputs, each of ``warmup_blocks`` untimed blocks (fewer
+once they have taken ``placement_seconds``, at least one), then at most ``blocks`` blocks A B B A or
+``placement_seconds`` of them.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class Profile:
     placements: int = 2  # paired ratios (benchmarks.ratios): input placements per process
     blocks: int = 24  # paired ratios: at most this many blocks A B B A per placement ...
     placement_seconds: float = 0.1  # ... or this many seconds of them (at least 4 blocks)
-    warmup_blocks: int = 6  # paired ratios: untimed blocks after each placement (its first blocks read high)
+    warmup_blocks: int = 6  # paired ratios: untimed blocks after each placement (its first blocks read high), or
+    # as many as fit placement_seconds (at least one): a slow call's first block has paid what the others would
     config_names: tuple[str, ...] | None = None  # the configs benchmarked (None: every config in the table)
     compile_time_configs: tuple[str, ...] | None = None  # the configs whose cold compile is timed (None: all)
 

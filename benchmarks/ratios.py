@@ -49,6 +49,7 @@ def process_ratio(cells: tuple[Cell, Cell], which: str | tuple[str, str], profil
         profile.placement_seconds,
         seed,
         warmup_blocks=profile.warmup_blocks,
+        warmup_seconds=profile.placement_seconds,
     )
     log_ratio = sum(trimmed_mean(r["log_ratios"]) for r in rounds) / profile.placements
     return math.exp(-log_ratio if flip else log_ratio)

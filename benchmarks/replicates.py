@@ -192,15 +192,17 @@ def measure_pair(
     seed: int = 0,
     templates: dict | None = None,
     warmup_blocks: int = 2,
+    warmup_seconds: float | None = None,
 ) -> Iterator[dict]:
     """``rounds`` rounds of one pair of cells (checked by the caller): each places fresh inputs (shared by both
-    sides) behind a random spacer, makes ``warmup_blocks`` untimed blocks (the first blocks after a placement read
-    high; the gate's designs were sized with 2), then takes at most ``blocks`` blocks A B B A or ``round_seconds``
-    of them (at least 4); per round, the log-ratios log(second cell's time / first's), the minor page faults each
-    block took (``minor_faults``: a call whose output lands on fresh pages faults once per page, which adds time to
-    both sides whatever their work and pulls a fast side's ratio towards 1) and its seconds (``setup_seconds``: the
-    placement and warm-up). ``which`` is the call both sides make, or each side's (a floor's forward against a
-    strategy's forward-backward)."""
+    sides) behind a random spacer, makes ``warmup_blocks`` untimed blocks of one call a side (the first blocks
+    after a placement read high; the gate's designs were sized with 2), or fewer once ``warmup_seconds`` have passed
+    (at least one), then takes at most ``blocks`` blocks A B B A or ``round_seconds`` of them (at least 4); per
+    round, the log-ratios log(second cell's time / first's), the minor page faults each block took
+    (``minor_faults``: a call whose output lands on fresh pages faults once per page, which adds time to both sides
+    whatever their work and pulls a fast side's ratio towards 1), the untimed blocks made (``warmup_blocks``) and
+    its seconds (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or each
+    side's (a floor's forward against a strategy's forward-backward)."""
     from benchmarks.allocator import apply_regime_now
     from benchmarks.paired import timed_call
 
@@ -210,11 +212,14 @@ def measure_pair(
     for round_ in range(rounds):
         round_started = time.monotonic()
         workloads, spacer = fresh_workloads(cells, seed + round_, templates)
-        for _ in range(
-            warmup_blocks
-        ):  # first touches, lazy set-up, the allocator's threshold, the placement's settling
+        # first touches, lazy set-up, the allocator's threshold, the placement's settling: what a fast call's first
+        # blocks pay; a slow call's first block has paid it, and more blocks would cost seconds each
+        warm_until = None if warmup_seconds is None else time.monotonic() + warmup_seconds
+        warmed = 0
+        while warmed < warmup_blocks and (warmed < 1 or warm_until is None or time.monotonic() < warm_until):
             for side in (0, 1):
                 timed_call(workloads, side, passes[side])
+            warmed += 1
         setup_seconds = time.monotonic() - round_started
         ratios, faults = [], []
         end = time.monotonic() + round_seconds
@@ -231,6 +236,7 @@ def measure_pair(
             "round": round_,
             "log_ratios": ratios,
             "minor_faults": faults,
+            "warmup_blocks": warmed,
             "seconds": time.monotonic() - round_started,
             "setup_seconds": setup_seconds,
         }

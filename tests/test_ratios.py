@@ -212,8 +212,9 @@ def test_a_process_ratio_times_each_side_in_its_own_pass_whichever_is_set_up_fir
     ratio is always the second cell's time over the first's."""
     calls = []
 
-    def measure_pair(cells, passes, *args, warmup_blocks):
-        assert warmup_blocks == QUICK.warmup_blocks  # the profile's, not the gate's
+    def measure_pair(cells, passes, *args, warmup_blocks, warmup_seconds):
+        # the profile's, not the gate's: its warm-up ends once it has taken as long as its timed blocks aim to
+        assert (warmup_blocks, warmup_seconds) == (QUICK.warmup_blocks, QUICK.placement_seconds)
         calls.append((cells, passes))
         log_ratio = math.log(2.0)  # log(second side's time / first side's), as measured in this order
         return [{"log_ratios": [log_ratio] * 4}] * QUICK.placements

@@ -219,8 +219,14 @@ def test_the_gate_across_processes_fails_a_dying_cell_alone_and_judges_the_rest(
     assert judged.processes.tolist() == [4, 4]  # what gate_design reads a run's processes from
 
 
-@pytest.mark.parametrize("warmup_blocks", [2, 6])
-def test_a_round_makes_its_untimed_blocks_before_the_blocks_it_times(warmup_blocks):
+@pytest.mark.parametrize(
+    ("warmup_blocks", "warmup_seconds", "made"), [(2, None, 2), (6, None, 6), (6, 600.0, 6), (6, 0.0, 1)]
+)
+def test_a_round_makes_its_untimed_blocks_before_the_blocks_it_times_until_their_seconds_pass(
+    warmup_blocks, warmup_seconds, made
+):
+    # the profiles bound a placement's warm-up by the seconds its timed blocks aim for (at least one block): a slow
+    # call's first block has paid what the later ones would, and each would cost as long as a timed one
     counted: list[int] = []
 
     def counting(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
@@ -231,8 +237,9 @@ def test_a_round_makes_its_untimed_blocks_before_the_blocks_it_times(warmup_bloc
         Cell(NATIVE, EXAMPLE, "cpu"),
         Cell(Strategy("s", "native, counted", (1, 2), ("cpu",), counting), EXAMPLE, "cpu"),
     )
-    (round_,) = measure_pair(cells, "forward", rounds=1, blocks=4, round_seconds=0.0, warmup_blocks=warmup_blocks)
-    assert len(round_["log_ratios"]) == 4 and len(counted) == warmup_blocks + 2 * 4  # one call a warm-up block
+    (round_,) = measure_pair(cells, "forward", 1, 4, 0.0, warmup_blocks=warmup_blocks, warmup_seconds=warmup_seconds)
+    assert len(round_["log_ratios"]) == 4 and len(counted) == made + 2 * 4  # one call a warm-up block
+    assert round_["warmup_blocks"] == made
 
 
 @pytest.mark.parametrize("regime", ["warm", "fresh-pages"])
