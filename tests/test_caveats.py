@@ -165,6 +165,38 @@ def test_a_cpu_defect_is_refused_unless_this_isa_and_torch_are_recorded_free_of_
             assert torch.equal(strategy(x, kernel_size=2), native(x, kernel_size=2))
 
 
+@pytest.mark.parametrize(("handed_down", "isa"), [("ISA X", "ISA X"), ("", None)])
+def test_onednn_isa_takes_the_answer_a_parent_handed_down_instead_of_probing(monkeypatch, handed_down, isa):
+    import impls.cpu_isa
+
+    def probe(*args, **kwargs):
+        raise AssertionError("probed although the parent's answer was in the environment")
+
+    monkeypatch.setattr(impls.cpu_isa.subprocess, "run", probe)
+    monkeypatch.setenv(impls.cpu_isa.ISA_VARIABLE, handed_down)
+    onednn_isa.cache_clear()
+    try:
+        assert onednn_isa() == isa
+    finally:
+        onednn_isa.cache_clear()
+
+
+def test_a_benchmark_run_hands_its_processes_this_machines_isa(monkeypatch):
+    from impls.cpu_isa import ISA_VARIABLE
+    from unfold_bench.commands import bench
+
+    class RegisteredError(Exception):
+        pass
+
+    def register(name=None, regime="warm", environ=None):
+        raise RegisteredError(environ)
+
+    monkeypatch.setattr(bench, "register_machine", register)
+    with pytest.raises(RegisteredError) as registered:
+        bench.main(["--bench", "'gather', 'example'"])
+    assert registered.value.args[0][ISA_VARIABLE] == (onednn_isa() or "")
+
+
 def test_onednn_isa_names_an_instruction_set_where_onednn_is_present():
     isa = onednn_isa()
     if not torch.backends.mkldnn.is_available():

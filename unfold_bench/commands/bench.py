@@ -31,6 +31,7 @@ from benchmarks.profiles import PROFILES, benchmark_regex
 from benchmarks.runner import Ledger, plan, run_chunks
 from benchmarks.trees import ROOT, git
 from benchmarks.vocabulary import DEVICES
+from impls.cpu_isa import isa_environment
 from unfold_bench.common_args import add_bench, add_commit, add_config, add_machine, add_profile, add_regime
 
 
@@ -76,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if env.get("PYTHONPATH"):  # asv drops PYTHONPATH in its processes and takes ASV_PYTHONPATH instead: a module a
         env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])  # user names (impls.plugins) must import there too
     env.setdefault(GATE_CACHE_VARIABLE, str(ROOT / ".asv" / "gate"))
+    env.update(isa_environment())  # probed once here, not in each of the run's processes that reads it
     profile = PROFILES[args.profile]
     lacking = {device: why for device in DEVICES if (why := device_unavailable(device)) is not None}
     devices = [device for device in DEVICES if device not in lacking]
