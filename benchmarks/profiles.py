@@ -44,7 +44,7 @@ class Profile:
     blocks: int = 24  # paired ratios: at most this many blocks A B B A per placement ...
     placement_seconds: float = 0.1  # ... or this many seconds of them (at least 4 blocks)
     warmup_blocks: int = 6  # paired ratios: untimed blocks after each placement (its first blocks read high), or
-    # as many as fit placement_seconds (at least one): a slow call's first block has paid what the others would
+    # fewer once they have taken placement_seconds (at least one): a slow call's first block has paid what they would
     config_names: tuple[str, ...] | None = None  # the configs benchmarked (None: every config in the table)
     compile_time_configs: tuple[str, ...] | None = None  # the configs whose cold compile is timed (None: all)
 

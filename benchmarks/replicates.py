@@ -200,7 +200,7 @@ def measure_pair(
     (at least one), then takes at most ``blocks`` blocks A B B A or ``round_seconds`` of them (at least 4); per
     round, the log-ratios log(second cell's time / first's), the minor page faults each block took
     (``minor_faults``: a call whose output lands on fresh pages faults once per page, which adds time to both sides
-    whatever their work and pulls a fast side's ratio towards 1), the untimed blocks made (``warmup_blocks``) and
+    whatever their work and pulls a fast side's ratio towards 1), the untimed blocks made (``warmup_made``) and
     its seconds (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or each
     side's (a floor's forward against a strategy's forward-backward)."""
     from benchmarks.allocator import apply_regime_now
@@ -236,7 +236,7 @@ def measure_pair(
             "round": round_,
             "log_ratios": ratios,
             "minor_faults": faults,
-            "warmup_blocks": warmed,
+            "warmup_made": warmed,
             "seconds": time.monotonic() - round_started,
             "setup_seconds": setup_seconds,
         }

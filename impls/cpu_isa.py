@@ -8,28 +8,32 @@ tiny depthwise convolution (the kind ``onehot`` runs, which PyTorch sends to one
 support"`` (oneDNN's wording, on AMD CPUs too). The probe inherits the environment, so ``ONEDNN_MAX_CPU_ISA``
 caps it as it caps the process. ``KnownDefect.refuses`` reads it at call time, once per process, and only for
 an input that a CPU defect's record could exempt. A process that starts many others in its own environment (a
-benchmark run) probes once and hands the answer down in ``ISA_VARIABLE`` (``isa_environment``), so that each
-child does not spend seconds starting an interpreter to ask again.
+benchmark run) probes once and hands the answer down in ``ISA_VARIABLE`` (``isa_environment``), with the torch
+and the cap it was probed under: a child under the same ones takes it instead of spending seconds starting an
+interpreter to ask again; any other child probes.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
 
 import torch
 
-ISA_VARIABLE = "UNFOLD_BENCH_ONEDNN_ISA"  # the parent's answer ("" for none); read instead of probing
+ISA_VARIABLE = "UNFOLD_BENCH_ONEDNN_ISA"  # a parent's answer and what it was probed under (JSON; see isa_environment)
+CAP_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # oneDNN's caps on the ISA it dispatches to
 _PROBE = "import torch\ntorch.nn.functional.conv2d(torch.ones(1, 2, 5, 5), torch.ones(2, 1, 3, 3), groups=2)\n"
 
 
 @functools.cache
 def onednn_isa() -> str | None:
     """oneDNN's ISA on this CPU (its verbose ``isa:`` field), or None when oneDNN is absent or says nothing."""
-    if ISA_VARIABLE in os.environ:  # probed by the process that started this one, in the same environment
-        return os.environ[ISA_VARIABLE] or None
+    handed_down = _handed_down()
+    if handed_down is not None:
+        return handed_down[0]
     if not torch.backends.mkldnn.is_available():
         return None
     env = {**os.environ, "ONEDNN_VERBOSE": "1", "DNNL_VERBOSE": "1"}
@@ -44,6 +48,23 @@ def onednn_isa() -> str | None:
     return None
 
 
+def _probed_under() -> dict[str, str]:
+    """What the probe's answer depends on besides the CPU: this torch and oneDNN's caps in this environment."""
+    return {"torch": torch.__version__, **{name: os.environ.get(name, "") for name in CAP_VARIABLES}}
+
+
+def _handed_down() -> tuple[str | None] | None:
+    """The answer in ``ISA_VARIABLE`` (in a one-tuple: it may be None), if it was probed under what this process
+    runs under; None when there is none, it is malformed, or it was probed under another torch or cap."""
+    try:
+        record = json.loads(os.environ.get(ISA_VARIABLE, ""))
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("under") != _probed_under():
+        return None
+    return (record.get("isa"),)
+
+
 def isa_environment() -> dict[str, str]:
-    """The variable that hands this process's answer to the processes it starts in the same environment."""
-    return {ISA_VARIABLE: onednn_isa() or ""}
+    """The variable that hands this process's answer, and what it was probed under, to the processes it starts."""
+    return {ISA_VARIABLE: json.dumps({"isa": onednn_isa(), "under": _probed_under()})}

@@ -74,7 +74,8 @@ class KnownDefect:
     def exempt_here(self) -> bool:
         """True when this machine is recorded free of the defect: a CPU defect, this torch, an ISA in ``not_seen_on``.
 
-        Reads the ISA (a subprocess, once per process) only for a CPU defect with a ``not_seen_on`` record."""
+        Reads the ISA (a subprocess, once per process, unless the parent handed it down) only for a CPU defect with
+        a ``not_seen_on`` record."""
         if self.device != "cpu" or not self.not_seen_on or torch.__version__.split("+")[0] != self.observed_on:
             return False
         return onednn_isa() in self.not_seen_on

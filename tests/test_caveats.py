@@ -7,6 +7,7 @@ whose float32 output is not bit-exact must declare it; the parity tests run with
 """
 
 import dataclasses
+import json
 import subprocess
 import sys
 
@@ -165,23 +166,60 @@ def test_a_cpu_defect_is_refused_unless_this_isa_and_torch_are_recorded_free_of_
             assert torch.equal(strategy(x, kernel_size=2), native(x, kernel_size=2))
 
 
-@pytest.mark.parametrize(("handed_down", "isa"), [("ISA X", "ISA X"), ("", None)])
-def test_onednn_isa_takes_the_answer_a_parent_handed_down_instead_of_probing(monkeypatch, handed_down, isa):
+def _probe_answering(monkeypatch, isa: str) -> list[int]:
+    """Make the ISA probe answer ``isa`` without starting a process; the list counts the probes."""
     import impls.cpu_isa
 
-    def probe(*args, **kwargs):
-        raise AssertionError("probed although the parent's answer was in the environment")
+    probes: list[int] = []
 
-    monkeypatch.setattr(impls.cpu_isa.subprocess, "run", probe)
-    monkeypatch.setenv(impls.cpu_isa.ISA_VARIABLE, handed_down)
+    def run(*args, **kwargs):
+        probes.append(1)
+        return subprocess.CompletedProcess(args, 0, stdout=f"onednn_verbose,info,cpu,isa:{isa}\n", stderr="")
+
+    monkeypatch.setattr(impls.cpu_isa.subprocess, "run", run)
+    monkeypatch.setattr(impls.cpu_isa.torch.backends.mkldnn, "is_available", lambda: True)
+    return probes
+
+
+def test_a_child_takes_the_isa_its_parent_handed_down_instead_of_probing(monkeypatch):
+    from impls.cpu_isa import ISA_VARIABLE, isa_environment
+
+    probes = _probe_answering(monkeypatch, "ISA P")
     onednn_isa.cache_clear()
     try:
-        assert onednn_isa() == isa
+        handed_down = isa_environment()[ISA_VARIABLE]  # the parent probes once
+        onednn_isa.cache_clear()  # a child: a process of its own
+        monkeypatch.setenv(ISA_VARIABLE, handed_down)
+        assert onednn_isa() == "ISA P" and len(probes) == 1
     finally:
         onednn_isa.cache_clear()
 
 
-def test_a_benchmark_run_hands_its_processes_this_machines_isa(monkeypatch):
+@pytest.mark.parametrize(
+    ("isa", "differs"),
+    [
+        (None, {"torch": "0.0.0"}),  # another torch may dispatch otherwise
+        ("ISA X", {"ONEDNN_MAX_CPU_ISA": "AVX2"}),  # another cap
+        ("ISA X", None),  # not the record isa_environment writes
+    ],
+)
+def test_a_child_probes_for_itself_when_its_parents_answer_was_probed_under_another_torch_or_cap(
+    monkeypatch, isa, differs
+):
+    from impls.cpu_isa import ISA_VARIABLE, _probed_under
+
+    probes = _probe_answering(monkeypatch, "ISA P")
+    record = isa if differs is None else json.dumps({"isa": isa, "under": {**_probed_under(), **differs}})
+    monkeypatch.setenv(ISA_VARIABLE, record)
+    onednn_isa.cache_clear()
+    try:
+        assert onednn_isa() == "ISA P" and len(probes) == 1
+    finally:
+        onednn_isa.cache_clear()
+
+
+@pytest.mark.parametrize("commits", [False, True])
+def test_a_benchmark_run_hands_its_processes_this_machines_isa_unless_asv_builds_their_torch(monkeypatch, commits):
     from impls.cpu_isa import ISA_VARIABLE
     from unfold_bench.commands import bench
 
@@ -193,8 +231,12 @@ def test_a_benchmark_run_hands_its_processes_this_machines_isa(monkeypatch):
 
     monkeypatch.setattr(bench, "register_machine", register)
     with pytest.raises(RegisteredError) as registered:
-        bench.main(["--bench", "'gather', 'example'"])
-    assert registered.value.args[0][ISA_VARIABLE] == (onednn_isa() or "")
+        bench.main(["--commits", "HEAD~1..HEAD"] if commits else ["--bench", "'gather', 'example'"])
+    environ = registered.value.args[0]
+    if commits:  # asv's own virtualenvs may hold another torch
+        assert ISA_VARIABLE not in environ
+    else:
+        assert json.loads(environ[ISA_VARIABLE])["isa"] == onednn_isa()
 
 
 def test_onednn_isa_names_an_instruction_set_where_onednn_is_present():

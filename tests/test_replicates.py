@@ -237,9 +237,17 @@ def test_a_round_makes_its_untimed_blocks_before_the_blocks_it_times_until_their
         Cell(NATIVE, EXAMPLE, "cpu"),
         Cell(Strategy("s", "native, counted", (1, 2), ("cpu",), counting), EXAMPLE, "cpu"),
     )
-    (round_,) = measure_pair(cells, "forward", 1, 4, 0.0, warmup_blocks=warmup_blocks, warmup_seconds=warmup_seconds)
+    (round_,) = measure_pair(
+        cells,
+        "forward",
+        rounds=1,
+        blocks=4,
+        round_seconds=0.0,
+        warmup_blocks=warmup_blocks,
+        warmup_seconds=warmup_seconds,
+    )
     assert len(round_["log_ratios"]) == 4 and len(counted) == made + 2 * 4  # one call a warm-up block
-    assert round_["warmup_blocks"] == made
+    assert round_["warmup_made"] == made
 
 
 @pytest.mark.parametrize("regime", ["warm", "fresh-pages"])

@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if env.get("PYTHONPATH"):  # asv drops PYTHONPATH in its processes and takes ASV_PYTHONPATH instead: a module a
         env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])  # user names (impls.plugins) must import there too
     env.setdefault(GATE_CACHE_VARIABLE, str(ROOT / ".asv" / "gate"))
-    env.update(isa_environment())  # probed once here, not in each of the run's processes that reads it
+    if not args.commits:  # asv's own virtualenvs may hold another torch: their processes probe for themselves
+        env.update(isa_environment())  # probed once here, not in each of the run's processes that reads it
     profile = PROFILES[args.profile]
     lacking = {device: why for device in DEVICES if (why := device_unavailable(device)) is not None}
     devices = [device for device in DEVICES if device not in lacking]
