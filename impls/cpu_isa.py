@@ -33,7 +33,7 @@ def onednn_isa() -> str | None:
     """oneDNN's ISA on this CPU (its verbose ``isa:`` field), or None when oneDNN is absent or says nothing."""
     handed_down = _handed_down()
     if handed_down is not None:
-        return handed_down[0]
+        return handed_down.get("isa")
     if not torch.backends.mkldnn.is_available():
         return None
     env = {**os.environ, "ONEDNN_VERBOSE": "1", "DNNL_VERBOSE": "1"}
@@ -53,16 +53,14 @@ def _probed_under() -> dict[str, str]:
     return {"torch": torch.__version__, **{name: os.environ.get(name, "") for name in CAP_VARIABLES}}
 
 
-def _handed_down() -> tuple[str | None] | None:
-    """The answer in ``ISA_VARIABLE`` (in a one-tuple: it may be None), if it was probed under what this process
-    runs under; None when there is none, it is malformed, or it was probed under another torch or cap."""
+def _handed_down() -> dict | None:
+    """The record in ``ISA_VARIABLE`` (its ``isa`` may be None), if it was probed under what this process runs
+    under; None when there is none, it is malformed, or it was probed under another torch or cap."""
     try:
         record = json.loads(os.environ.get(ISA_VARIABLE, ""))
     except ValueError:
         return None
-    if not isinstance(record, dict) or record.get("under") != _probed_under():
-        return None
-    return (record.get("isa"),)
+    return record if isinstance(record, dict) and record.get("under") == _probed_under() else None
 
 
 def isa_environment() -> dict[str, str]:
