@@ -374,8 +374,9 @@ def _eligible(rows: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str]) -> p
 
 TIE_TEXT = (
     "strategies whose intervals overlap the leader's are a statistical tie; among them the pick is the one with "
-    "the least memory, then the simplest (the fewest of: torch.compile, a C++ extension, a reused output, "
-    "huge-page advice), then the fastest"
+    f"the least memory (memory within a net peak's resolution, {NET_PEAK_RESOLUTION // 1024} KiB a config, of the "
+    "least counts as the least), then the simplest (the fewest of: torch.compile, a C++ extension, a reused "
+    "output, huge-page advice), then the fastest"
 )
 
 
@@ -429,10 +430,16 @@ def tied_with_leader(relative: pd.Series, low: pd.Series, high: pd.Series) -> li
     return [i for i in relative.index if i == leader or (not pd.isna(low[i]) and low[i] <= high[leader])]
 
 
-def _break_tie(tied: pd.DataFrame, memory: str, complexity: Mapping[str, int], time: str) -> pd.Series:
-    """The row of ``tied`` with the least ``memory``, then the lowest ``complexity``, then the lowest ``time``."""
-    order = tied.assign(_complexity=[complexity.get(s, 0) for s in tied.strategy])
-    return order.sort_values([memory, "_complexity", time, "strategy"], kind="stable").iloc[0]
+def _break_tie(
+    tied: pd.DataFrame, memory: str, complexity: Mapping[str, int], time: str, resolution: float | pd.Series
+) -> pd.Series:
+    """The row of ``tied`` with the least ``memory``, then the lowest ``complexity``, then the lowest ``time``. A row
+    whose ``memory`` exceeds the least by no more than its ``resolution`` (in ``memory``'s units: per row, or one for
+    all) counts as the least: net peaks that differ by less than ``NET_PEAK_RESOLUTION`` say nothing, and a tie
+    broken by a few pages of the allocator's bookkeeping would rank inside that noise."""
+    least = tied[tied[memory] <= tied[memory].min() + resolution]
+    order = least.assign(_complexity=[complexity.get(s, 0) for s in least.strategy])
+    return order.sort_values(["_complexity", time, memory, "strategy"], kind="stable").iloc[0]
 
 
 def recommend_per_config(
@@ -455,7 +462,8 @@ def recommend_per_config(
             times = relative_times(eligible, rule.time_metric)
             tied_index = tied_with_leader(times.relative, times.low, times.high)
             tied = sorted(eligible.loc[tied_index, "strategy"])
-            pick = _break_tie(eligible.loc[tied_index], rule.memory_metric, complexity, rule.time_metric)
+            tied_rows = eligible.loc[tied_index]
+            pick = _break_tie(tied_rows, rule.memory_metric, complexity, rule.time_metric, rule.slack)
         out.append(
             {
                 "config": config,
@@ -494,7 +502,8 @@ def recommend(
     """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``); ``set_aside`` strategies
     (name -> why) are scored and listed but never recommended. T's interval is the geometric mean of the per-config
     intervals' ends (``relative_times``); strategies tied with the fastest T are broken as ``TIE_TEXT`` says,
-    with ``complexity`` (strategy -> machinery count) the second key."""
+    with ``complexity`` (strategy -> machinery count) the second key; M counts as the least within the net peaks'
+    resolution (``Rule.slack``) on each config the strategy covers."""
     columns = ["strategy", "time_score", "time_low", "time_high", "memory_score", "eligible", "why_not", "configs"]
     columns.append("not_covered")
     all_configs = list(dict.fromkeys(cells.config))
@@ -507,6 +516,7 @@ def recommend(
     )
     lowest = shippable.groupby("config")[rule.memory_metric].min()
     scores = []
+    resolution: dict[str, float] = {}  # per strategy, a net peak's resolution on each config it covers, in M's units
     for strategy, rows in cells.groupby("strategy", sort=False):
         failed = sorted(rows[(rows[[time_status, memory_status]] == "failed").any(axis=1)].config)
         ran = ok[ok.strategy == strategy]
@@ -525,6 +535,7 @@ def recommend(
             own = own.assign(low=math.nan, high=math.nan)
         floor = lowest[ran.config].sum()
         memory = ran[rule.memory_metric].sum() / floor if floor > 0 else 1.0
+        resolution[strategy] = rule.slack * len(ran) / floor if floor > 0 else 0.0
         why_not = set_aside.get(strategy, "")
         ends = [_geometric_mean(list(own[end])) if own[end].notna().all() else math.nan for end in ("low", "high")]
         row = [strategy, _geometric_mean(list(own.relative)), *ends, memory, not why_not, why_not, covered]
@@ -540,7 +551,10 @@ def recommend(
     ranking = ranking.reset_index(drop=True)
     eligible = ranking[ranking.eligible]
     tied_index = tied_with_leader(eligible.time_score, eligible.time_low, eligible.time_high)
-    best = _break_tie(eligible.loc[tied_index], "memory_score", complexity, "time_score")
+    tied_rows = eligible.loc[tied_index]
+    best = _break_tie(
+        tied_rows, "memory_score", complexity, "time_score", tied_rows.strategy.map(resolution).fillna(0.0)
+    )
     tied = tuple(sorted(eligible.loc[tied_index, "strategy"])) if len(tied_index) > 1 else ()
     return Recommendation(
         rule,

@@ -14,6 +14,7 @@ import torch
 from scipy import stats
 
 from benchmarks import direct_floors, floors, ratios
+from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.cells import Cell, WrongResultError, gate, profile_config
 from benchmarks.profiles import QUICK
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_SUITE, plan, scratch_config
@@ -98,6 +99,35 @@ def test_leaders_whose_intervals_overlap_are_a_tie_broken_by_memory():
 def test_a_tie_with_equal_memory_goes_to_the_simpler_strategy():
     cells = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6))
     advice = analysis.recommend(cells, TRAINING, complexity={"compiled_one": 1, "plain": 0})
+    assert advice.tied == ("compiled_one", "plain") and advice.strategy == "plain"
+
+
+@pytest.mark.parametrize("extra", [4096, NET_PEAK_RESOLUTION])
+def test_a_tie_whose_net_peaks_differ_within_their_resolution_goes_to_the_simpler_strategy(extra):
+    cells = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6 + extra))
+    simplicity = {"compiled_one": 1, "plain": 0}
+    advice = analysis.recommend(cells, TRAINING, complexity=simplicity)
+    assert advice.tied == ("compiled_one", "plain") and advice.strategy == "plain"
+    pick = analysis.recommend_per_config(cells, TRAINING, complexity=simplicity).iloc[0]
+    assert pick.strategy == "plain" and pick.tied == ["compiled_one", "plain"]
+
+
+def test_a_tie_whose_net_peaks_differ_beyond_their_resolution_goes_to_the_least_memory():
+    cells = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6 + NET_PEAK_RESOLUTION + 1))
+    simplicity = {"compiled_one": 1, "plain": 0}
+    assert analysis.recommend(cells, TRAINING, complexity=simplicity).strategy == "compiled_one"
+    assert analysis.recommend_per_config(cells, TRAINING, complexity=simplicity).iloc[0].strategy == "compiled_one"
+
+
+def test_the_memory_resolution_of_a_device_pick_counts_each_config_it_sums():
+    """M sums a strategy's net peaks over its configs, so each config adds a net peak's resolution to what M
+    cannot tell apart: two configs, each within it, are within it together, though their sum is not within one."""
+    half = NET_PEAK_RESOLUTION * 3 // 4
+    rows = []
+    for config in ("c", "d"):
+        one = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6 + half))
+        rows.append(one.assign(config=config))
+    advice = analysis.recommend(pd.concat(rows, ignore_index=True), TRAINING, complexity={"compiled_one": 1})
     assert advice.tied == ("compiled_one", "plain") and advice.strategy == "plain"
 
 
