@@ -580,24 +580,36 @@ def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, s
 
 
 def needs_picks(
-    cells: pd.DataFrame, rule: Rule, record: Mapping | None, device: str, set_aside: Mapping[str, str]
+    cells: pd.DataFrame,
+    rule: Rule,
+    record: Mapping | None,
+    device: str,
+    set_aside: Mapping[str, str],
+    complexity: Mapping[str, int] = MappingProxyType({}),
 ) -> list[tuple[str, str | None]]:
     """(capability, pick under ``rule`` among the strategies that work for it) for every capability of the matrix
-    that some strategy of ``cells`` lacks: which strategy to ship when the user's code needs that capability."""
+    that some strategy of ``cells`` lacks: which strategy to ship when the user's code needs that capability, with
+    the ties broken as the recommendation's are (``complexity``, as ``recommend`` takes it)."""
     picks = []
     for capability in (record or {}).get("capabilities", []):
         without = {s: why for s, why in lacking(record, device, capability).items() if s in set(cells.strategy)}
         if without:
-            picks.append((capability, recommend(cells, rule, {**set_aside, **without}).strategy))
+            picks.append((capability, recommend(cells, rule, {**set_aside, **without}, complexity).strategy))
     return picks
 
 
 def other_regime_picks(
-    table: pd.DataFrame, run: Mapping[str, str], device: str, rule: Rule, set_aside: Mapping[str, str]
+    table: pd.DataFrame,
+    run: Mapping[str, str],
+    device: str,
+    rule: Rule,
+    set_aside: Mapping[str, str],
+    complexity: Mapping[str, int] = MappingProxyType({}),
 ) -> list[tuple[str, str | None]]:
     """(regime label, pick under ``rule``) of ``run``'s machine in each other timing regime: its newest run of
-    the same profile there (regimes with no such run are left out). The sentence both the site and the terminal
-    summary print beside a recommendation is ``regime_note``."""
+    the same profile there (regimes with no such run are left out), with the ties broken as the recommendation's
+    are (``complexity``, as ``recommend`` takes it). The sentence both the site and the terminal summary print
+    beside a recommendation is ``regime_note``."""
     picks = []
     latest = latest_runs(table)
     for machine in other_regime_machines(run["machine"]):
@@ -606,7 +618,7 @@ def other_regime_picks(
             continue
         cells = cell_table(select_run(table, other.iloc[0]), device)
         if not cells.empty:
-            picks.append((regime_of_machine(machine).label, recommend(cells, rule, set_aside).strategy))
+            picks.append((regime_of_machine(machine).label, recommend(cells, rule, set_aside, complexity).strategy))
     return picks
 
 

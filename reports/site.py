@@ -181,10 +181,17 @@ def _capability_record(records: list[dict], machine: str) -> dict | None:
 
 
 def _needs(
-    cells: pd.DataFrame, rule: analysis.Rule, record: dict | None, device: str, pick: str | None, aside: dict[str, str]
+    cells: pd.DataFrame,
+    rule: analysis.Rule,
+    record: dict | None,
+    device: str,
+    pick: str | None,
+    aside: dict[str, str],
+    simplicity: dict[str, int],
 ) -> list[tuple[str, str, bool]]:
     """What to ship when the code needs a capability: (capability, its pick or "none", whether it is ``pick``)."""
-    return [(c, p or "none", p == pick) for c, p in analysis.needs_picks(cells, rule, record, device, aside)]
+    picks = analysis.needs_picks(cells, rule, record, device, aside, simplicity)
+    return [(c, p or "none", p == pick) for c, p in picks]
 
 
 def _recommendation_html(
@@ -194,7 +201,7 @@ def _recommendation_html(
     parts = []
     for rule in analysis.RULES:
         advice = analysis.recommend(cells, rule, aside, simplicity)
-        others = analysis.other_regime_picks(table, run, device, rule, aside)
+        others = analysis.other_regime_picks(table, run, device, rule, aside, simplicity)
         if advice.strategy is None:
             verdict = Markup("<b>Every strategy failed somewhere on this device</b>: see the picks per config below.")
             css = "box none"
@@ -242,7 +249,7 @@ def _recommendation_html(
                 ties=analysis.TIE_TEXT,
                 candidates=ranking,
                 regime=" " + analysis.regime_note(run["machine"], advice.strategy, others),
-                needs=_needs(cells, rule, record, device, advice.strategy, aside),
+                needs=_needs(cells, rule, record, device, advice.strategy, aside, simplicity),
                 needs_machine=record["machine"] if record else "",
                 pick_header=["config", "pick", time.label, "statistical tie", "eligible"],
                 pick_rows=pick_rows,

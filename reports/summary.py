@@ -318,7 +318,7 @@ def _print_compact(
             print(f"Which to ship for {rule.name}: {pick}")
             if advice.tied:
                 print(f"  A statistical tie between {', '.join(advice.tied)}; the tie-break picks: {TIE_TEXT}.")
-            others = other_regime_picks(every_run, run, device, rule, aside)
+            others = other_regime_picks(every_run, run, device, rule, aside, simplicity)
             print(f"  {regime_note(run['machine'], advice.strategy, others)}")
     _skipped_and_failed(table, skip_reason)
     problems = physics_problems(table)

@@ -131,6 +131,15 @@ def test_the_memory_resolution_of_a_device_pick_counts_each_config_it_sums():
     assert advice.tied == ("compiled_one", "plain") and advice.strategy == "plain"
 
 
+def test_the_pick_for_a_needed_capability_breaks_ties_as_the_recommendation_does():
+    lacks = (0.9, 0.85, 0.95, 100e6)  # slower, and without the capability
+    cells = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6), lacks=lacks)
+    record = {"capabilities": ["torch.func"], "cells": {"cpu": {"lacks": {"torch.func": "fails"}}}}
+    simplicity = {"compiled_one": 1, "plain": 0}
+    assert analysis.recommend(cells, TRAINING, complexity=simplicity).strategy == "plain"
+    assert analysis.needs_picks(cells, TRAINING, record, "cpu", {}, simplicity) == [("torch.func", "plain")]
+
+
 def test_separated_intervals_are_no_tie_and_the_fastest_is_picked():
     cells = _cells(fast=(0.50, 0.48, 0.52, 110e6), close=(0.60, 0.57, 0.63, 100e6))
     advice = analysis.recommend(cells, TRAINING)
