@@ -605,9 +605,9 @@ def other_regime_picks(
     rule: Rule,
     set_aside: Mapping[str, str],
     complexity: Mapping[str, int] = MappingProxyType({}),
-) -> list[tuple[str, str | None]]:
-    """(regime label, pick under ``rule``) of ``run``'s machine in each other timing regime: its newest run of
-    the same profile there (regimes with no such run are left out), with the ties broken as the recommendation's
+) -> list[tuple[str, str | None, str]]:
+    """(regime label, pick under ``rule``, commit) of ``run``'s machine in each other timing regime: its newest run
+    of the same profile there (regimes with no such run are left out), with the ties broken as the recommendation's
     are (``complexity``, as ``recommend`` takes it). The sentence both the site and the terminal summary print
     beside a recommendation is ``regime_note``."""
     picks = []
@@ -618,19 +618,26 @@ def other_regime_picks(
             continue
         cells = cell_table(select_run(table, other.iloc[0]), device)
         if not cells.empty:
-            picks.append((regime_of_machine(machine).label, recommend(cells, rule, set_aside, complexity).strategy))
+            pick = recommend(cells, rule, set_aside, complexity).strategy
+            picks.append((regime_of_machine(machine).label, pick, str(other.iloc[0].commit)))
     return picks
 
 
-def regime_note(machine: str, pick: str | None, other_picks: list[tuple[str, str | None]]) -> str:
-    """Which regime a recommendation was timed in, and whether each other regime picks the same strategy."""
+def regime_note(machine: str, pick: str | None, other_picks: list[tuple[str, str | None, str]], commit: str) -> str:
+    """Which regime a recommendation (of a run at ``commit``) was timed in, and whether each other regime picks the
+    same strategy, naming that regime's run where it timed another commit (the code may differ, not only the
+    regime)."""
     note = f"Timed in the {regime_of_machine(machine).label} regime."
-    for label, other in other_picks:
+    for label, other, other_commit in other_picks:
+        if other_commit != commit:
+            label += f" regime's newest run (commit {other_commit[:8]}, not this run's {commit[:8]})"
+        else:
+            label += " regime"
         if other == pick:
-            note += f" The {label} regime picks the same."
+            note += f" The {label} picks the same."
         else:
             note += (
-                f" The {label} regime picks {other or 'none'} (the regimes disagree: which fits depends on "
+                f" The {label} picks {other or 'none'} (the regimes disagree: which fits depends on "
                 "whether your outputs land on memory the process already touched)."
             )
     return note

@@ -248,7 +248,7 @@ def _recommendation_html(
                 per_config=rule.short_text(),
                 ties=analysis.TIE_TEXT,
                 candidates=ranking,
-                regime=" " + analysis.regime_note(run["machine"], advice.strategy, others),
+                regime=" " + analysis.regime_note(run["machine"], advice.strategy, others, run["commit"]),
                 needs=_needs(cells, rule, record, device, advice.strategy, aside, simplicity),
                 needs_machine=record["machine"] if record else "",
                 pick_header=["config", "pick", time.label, "statistical tie", "eligible"],

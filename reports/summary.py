@@ -319,7 +319,7 @@ def _print_compact(
             if advice.tied:
                 print(f"  A statistical tie between {', '.join(advice.tied)}; the tie-break picks: {TIE_TEXT}.")
             others = other_regime_picks(every_run, run, device, rule, aside, simplicity)
-            print(f"  {regime_note(run['machine'], advice.strategy, others)}")
+            print(f"  {regime_note(run['machine'], advice.strategy, others, run['commit'])}")
     _skipped_and_failed(table, skip_reason)
     problems = physics_problems(table)
     print("Physics checks: " + ("all figures respect the measured bounds." if not problems else ""))

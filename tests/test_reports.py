@@ -433,6 +433,14 @@ def test_the_regime_is_named_and_a_recommendation_says_when_the_other_regime_pic
     assert f"Timed in the {warm} regime. The {fresh} regime picks native (the regimes disagree" in out
 
 
+def test_a_regime_note_names_the_other_regimes_run_when_it_timed_another_commit():
+    fresh = "fresh pages (every output first-touched)"
+    same = analysis.regime_note(CPU, "cpp", [(fresh, "gather", "a" * 40)], "a" * 40)
+    assert f"The {fresh} regime picks gather (the regimes disagree" in same and "commit" not in same
+    other = analysis.regime_note(CPU, "cpp", [(fresh, "cpp", "b" * 40)], "a" * 40)
+    assert f"The {fresh} regime's newest run (commit {'b' * 8}, not this run's {'a' * 8}) picks the same." in other
+
+
 def test_the_summary_fits_a_screen_and_writes_the_full_tables_to_a_file(tmp_path, capsys):
     print_summary(FIXTURE, CPU, "quick", None, full_dir=tmp_path)
     out = capsys.readouterr().out
