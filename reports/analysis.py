@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import numpy as np
 import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
@@ -32,7 +33,7 @@ from benchmarks.vocabulary import (
     timed_metric,
     tracked_peak_metric,
 )
-from reports.results import chained_ratio
+from reports.results import chained_ratio, summed_error
 from reports.units import METRICS, RATIO_METRICS, SECONDS
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
@@ -98,6 +99,31 @@ def select_run(table: pd.DataFrame, run: pd.Series | dict) -> pd.DataFrame:
     return rows_where(table, **{key: run[key] for key in RUN_KEYS})
 
 
+@dataclass(frozen=True)
+class Replicates:
+    """A paired cell's per-process ratios in the order of the replicates that measured them (each replicate is an
+    asv run of its own that appends its process's sample: ``benchmarks.runner.Chunk``), and the run level its
+    interval adds (``reports.run_level``; 0 where none). No samples: the reference's own ratio, exactly 1."""
+
+    samples: tuple[float, ...]
+    run_variance: float = 0.0
+    run_df: float = math.inf
+
+    @classmethod
+    def of(cls, measured: pd.Series) -> Replicates | None:
+        """The replicates of a paired cell's row of ``load_results`` (None where it kept no samples)."""
+        samples = measured.get("samples")
+        if not isinstance(samples, list | tuple) or not samples:
+            return None
+        variance, df = measured.get("run_variance"), measured.get("run_df")
+        if variance is None or pd.isna(variance) or variance <= 0 or df is None or pd.isna(df):
+            return cls(tuple(float(v) for v in samples))
+        return cls(tuple(float(v) for v in samples), float(variance), float(df))
+
+
+EXACT_REPLICATES = Replicates(())  # the reference over itself
+
+
 def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     """One row per config x strategy of one run on ``device``.
 
@@ -152,9 +178,11 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
                 line[f"{metric}:x_native"] = float(measured.value)
                 line[f"{metric}:x_native_low"], line[f"{metric}:x_native_high"] = measured.low, measured.high
                 line[f"{metric}:x_native_paired"] = True
+                line[f"{metric}:x_native_replicates"] = Replicates.of(measured)
             elif ok and figure.paired is not None and strategy == REFERENCE_STRATEGY and paired.size:
                 line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = 1.0  # itself, exactly
                 line[f"{metric}:x_native_paired"] = True
+                line[f"{metric}:x_native_replicates"] = EXACT_REPLICATES
             line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, figure.bound)))
             line[f"{metric}:x_bound_low"] = line[f"{metric}:x_bound_high"] = math.nan
             line[f"{metric}:x_bound_paired"] = False
@@ -204,6 +232,7 @@ def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame) -
         measured = direct.loc[key]
         line[f"{metric}:{column}"] = float(measured.value)
         line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = measured.low, measured.high
+        line[f"{metric}:{column}_replicates"] = Replicates.of(measured)
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
 
 
@@ -387,17 +416,22 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     every row has a paired ratio to ``copy_`` (``m:x_bound_paired``: ``benchmarks.direct_floors``), from those;
     otherwise (an older run) from the medians, with asv's interval of each median (NaN where it has none, and
     a lower end at or below zero, which asv's normal approximation gives a few wide samples, NaN too: a time has
-    no such bound, and a geometric mean of the ends cannot take it)."""
+    no such bound, and a geometric mean of the ends cannot take it). With the paired ratios, each row's
+    ``replicates`` (``Replicates``, or None) and the log of the fastest row's ratio (``log_fastest``), from which
+    ``recommend`` works out the per-replicate score."""
     for yardstick in ("x_native", "x_bound"):
         paired_column = f"{metric}:{yardstick}_paired"
         if paired_column in rows and rows[paired_column].fillna(False).astype(bool).all():
             ratio = rows[f"{metric}:{yardstick}"].astype(float)
             fastest = ratio.min()
+            replicates = rows.get(f"{metric}:{yardstick}_replicates", pd.Series(None, index=rows.index))
             return pd.DataFrame(
                 {
                     "relative": ratio / fastest,
                     "low": rows[f"{metric}:{yardstick}_low"].astype(float) / fastest,
                     "high": rows[f"{metric}:{yardstick}_high"].astype(float) / fastest,
+                    "replicates": replicates.astype(object).where(replicates.notna(), None),
+                    "log_fastest": math.log(fastest) if fastest > 0 else math.nan,
                 },
                 index=rows.index,
             )
@@ -407,7 +441,8 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
         ends[0] = ends[0].where(ends[0] > 0)
     fastest = time.min()
     return pd.DataFrame(
-        {"relative": time / fastest, "low": ends[0] / fastest, "high": ends[1] / fastest}, index=rows.index
+        {"relative": time / fastest, "low": ends[0] / fastest, "high": ends[1] / fastest, "replicates": None},
+        index=rows.index,
     )
 
 
@@ -493,6 +528,38 @@ def _geometric_mean(values: list[float]) -> float:
     return statistics.geometric_mean(values) if values else math.nan
 
 
+def replicate_half_width(own: pd.DataFrame) -> float | None:
+    """The half-width on the logs of T's interval from the replicates, for one strategy's rows of ``relative_times``
+    over the configs it covers; None where their replicates do not line up (a row without them, or a count that
+    differs: a replicate that lost a cell), and T's interval falls back to the geometric mean of the per-config
+    intervals' ends.
+
+    Replicate :math:`r` scores the strategy :math:`T_r = \\frac{1}{C} \\sum_c (\\log x_{c,r} - \\log f_c)`, its ratio
+    in that replicate's process over each config's fastest :math:`f_c`; their mean over the :math:`k` replicates is
+    :math:`\\log T`. Its error is :math:`s_T^2 / k` at :math:`k - 1` degrees of freedom, plus the run level, whatever
+    the configs share within a replicate (its processes fork from one server), where the ends of independent
+    per-config intervals would be too wide if they share nothing and the sum of their variances too narrow if they
+    share much."""
+    if "replicates" not in own or any(r is None for r in own.replicates):
+        return None
+    measured = [r for r in own.replicates if r.samples]
+    if not measured:
+        return 0.0  # the reference itself: exactly its ratio on every config
+    k = len(measured[0].samples)
+    if k < 2 or any(len(r.samples) != k or min(r.samples) <= 0 for r in measured):
+        return None
+    logs = [
+        np.log(r.samples) - shift if r.samples else np.full(k, -shift)
+        for r, shift in zip(own.replicates, own.log_fastest)
+    ]
+    per_replicate = np.mean(logs, axis=0)
+    terms = [(float(per_replicate.var(ddof=1)) / k, float(k - 1))]
+    levels = [r for r in measured if r.run_variance > 0]
+    if levels:
+        terms.append((statistics.fmean(r.run_variance for r in levels), min(r.run_df for r in levels)))
+    return summed_error(terms)[0]
+
+
 def recommend(
     cells: pd.DataFrame,
     rule: Rule,
@@ -500,8 +567,9 @@ def recommend(
     complexity: Mapping[str, int] = MappingProxyType({}),
 ) -> Recommendation:
     """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``); ``set_aside`` strategies
-    (name -> why) are scored and listed but never recommended. T's interval is the geometric mean of the per-config
-    intervals' ends (``relative_times``); strategies tied with the fastest T are broken as ``TIE_TEXT`` says,
+    (name -> why) are scored and listed but never recommended. T's interval comes from the replicates
+    (``replicate_half_width``), or else is the geometric mean of the per-config intervals' ends
+    (``relative_times``); strategies tied with the fastest T are broken as ``TIE_TEXT`` says,
     with ``complexity`` (strategy -> machinery count) the second key; M counts as the least within the net peaks'
     resolution (``Rule.slack``) on each config the strategy covers."""
     columns = ["strategy", "time_score", "time_low", "time_high", "memory_score", "eligible", "why_not", "configs"]
@@ -512,7 +580,7 @@ def recommend(
     shippable = ok[~ok.strategy.isin(list(set_aside))]  # scores are relative to what could be recommended
     relative = pd.concat(
         [relative_times(rows, rule.time_metric) for _, rows in shippable.groupby("config", sort=False)]
-        + [pd.DataFrame(columns=["relative", "low", "high"])]
+        + [pd.DataFrame(columns=["relative", "low", "high", "replicates", "log_fastest"])]
     )
     lowest = shippable.groupby("config")[rule.memory_metric].min()
     scores = []
@@ -537,8 +605,12 @@ def recommend(
         memory = ran[rule.memory_metric].sum() / floor if floor > 0 else 1.0
         resolution[strategy] = rule.slack * len(ran) / floor if floor > 0 else 0.0
         why_not = set_aside.get(strategy, "")
-        ends = [_geometric_mean(list(own[end])) if own[end].notna().all() else math.nan for end in ("low", "high")]
-        row = [strategy, _geometric_mean(list(own.relative)), *ends, memory, not why_not, why_not, covered]
+        score, half = _geometric_mean(list(own.relative)), replicate_half_width(own)
+        if half is None:
+            ends = [_geometric_mean(list(own[end])) if own[end].notna().all() else math.nan for end in ("low", "high")]
+        else:
+            ends = [score * math.exp(-half), score * math.exp(half)]
+        row = [strategy, score, *ends, memory, not why_not, why_not, covered]
         scores.append([*row, not_covered])
     ranking = pd.DataFrame(scores, columns=columns)
     if not ranking.eligible.any():

@@ -65,6 +65,7 @@ COLUMNS = [
     "processes",
     "df",
     "run_variance",
+    "run_df",
     "samples",
     "status",
     *MACHINE_FIELDS,
@@ -244,12 +245,12 @@ def load_results(
             params = dict(zip(info.get("param_names", []), cell.params))
             stat = cell.stats or {}
             value, low, high = cell.value if cell.ok else None, stat.get("ci_99_a"), stat.get("ci_99_b")
-            processes, df, added, samples = math.nan, math.nan, math.nan, None
+            processes, df, added, added_df, samples = math.nan, math.nan, math.nan, math.nan, None
             if info.get("unit") == "ratio" and cell.ok and cell.samples:
                 level = run_levels.get((machine_params.get("machine"), profile.lower(), suite))
                 value, low, high, df = ratio_interval(cell.samples, run_level=level)
                 processes, samples = len(cell.samples), list(cell.samples)
-                added = level.variance if level is not None else math.nan
+                added, added_df = (level.variance, level.df) if level is not None else (math.nan, math.nan)
             rows.append(
                 {
                     "commit": result.commit_hash,
@@ -274,6 +275,7 @@ def load_results(
                     "processes": processes,
                     "df": df,
                     "run_variance": added,
+                    "run_df": added_df,
                     "samples": samples,
                     "status": cell.status,
                     **{field: machine_params.get(field) for field in MACHINE_FIELDS},

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import subprocess
 import sys
 
@@ -66,26 +67,27 @@ def test_bench_refuses_a_ratio_process_count_below_one_before_any_work():
     assert ran.returncode == 2 and "--ratio-processes: 0 processes: at least one is needed" in ran.stderr
 
 
+def _row(config: str, name: str, ratio: float, low: float, high: float, peak: float, **extra) -> dict:
+    """One cell of a cell table: its paired ratio to native with the interval's ends (NaN: none), its net peak."""
+    metric, memory = TRAINING.time_metric, TRAINING.memory_metric
+    return {
+        "config": config,
+        "strategy": name,
+        metric: ratio * 1e-3,
+        f"{metric}:status": "ok",
+        f"{metric}:x_native": ratio,
+        f"{metric}:x_native_low": low,
+        f"{metric}:x_native_high": high,
+        f"{metric}:x_native_paired": not math.isnan(low),
+        memory: peak,
+        f"{memory}:status": "ok",
+        **extra,
+    }
+
+
 def _cells(**strategies: tuple[float, float, float, float]) -> pd.DataFrame:
     """One config's cell table: per strategy its paired ratio to native, the interval's ends and its net peak."""
-    metric, memory = TRAINING.time_metric, TRAINING.memory_metric
-    rows = []
-    for name, (ratio, low, high, peak) in strategies.items():
-        rows.append(
-            {
-                "config": "c",
-                "strategy": name,
-                metric: ratio * 1e-3,
-                f"{metric}:status": "ok",
-                f"{metric}:x_native": ratio,
-                f"{metric}:x_native_low": low,
-                f"{metric}:x_native_high": high,
-                f"{metric}:x_native_paired": not math.isnan(low),
-                memory: peak,
-                f"{memory}:status": "ok",
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame([_row("c", name, *figures) for name, figures in strategies.items()])
 
 
 def test_leaders_whose_intervals_overlap_are_a_tie_broken_by_memory():
@@ -138,6 +140,71 @@ def test_the_pick_for_a_needed_capability_breaks_ties_as_the_recommendation_does
     simplicity = {"compiled_one": 1, "plain": 0}
     assert analysis.recommend(cells, TRAINING, complexity=simplicity).strategy == "plain"
     assert analysis.needs_picks(cells, TRAINING, record, "cpu", {}, simplicity) == [("torch.func", "plain")]
+
+
+def _replicated(per_config: dict[str, dict[str, list[float]]]) -> pd.DataFrame:
+    """Cell tables of several configs from each strategy's per-replicate paired ratios to native (replicate i's
+    process is sample i), with each cell's interval across its processes as ``load_results`` gives it."""
+    replicates = f"{TRAINING.time_metric}:x_native_replicates"
+    return pd.DataFrame(
+        [
+            _row(config, name, *process_interval(samples), 100e6, **{replicates: analysis.Replicates(tuple(samples))})
+            for config, strategies in per_config.items()
+            for name, samples in strategies.items()
+        ]
+    )
+
+
+def test_the_device_score_takes_its_interval_from_the_replicates():
+    a, b = [0.5, 0.6, 0.55], [1.0, 0.8, 0.9]
+    per_config = {"c": {"s": a, "r": [0.5, 0.5, 0.5]}, "d": {"s": b, "r": [1.0, 1.0, 1.0]}}
+    row = analysis.recommend(_replicated(per_config), TRAINING).ranking.set_index("strategy").loc["s"]
+    fastest = {
+        c: min(statistics.geometric_mean(v) for v in strategies.values()) for c, strategies in per_config.items()
+    }
+    scores = [(math.log(x / fastest["c"]) + math.log(y / fastest["d"])) / 2 for x, y in zip(a, b)]
+    mean = sum(scores) / 3
+    half = stats.t.ppf(0.975, 2) * math.sqrt(sum((v - mean) ** 2 for v in scores) / 2 / 3)
+    assert row.time_score == pytest.approx(math.exp(mean))
+    assert (row.time_low, row.time_high) == pytest.approx((math.exp(mean - half), math.exp(mean + half)))
+
+
+def test_on_one_config_the_device_scores_interval_is_the_cells_own():
+    cells = _replicated({"c": {"s": [0.52, 0.61, 0.55, 0.58], "r": [0.9, 1.1, 1.0, 0.95]}})
+    ranking = analysis.recommend(cells, TRAINING).ranking.set_index("strategy")
+    for name in ("s", "r"):
+        cell = cells.set_index("strategy").loc[name]
+        fastest = cells[f"{TRAINING.time_metric}:x_native"].min()
+        ends = (
+            cell[f"{TRAINING.time_metric}:x_native_low"] / fastest,
+            cell[f"{TRAINING.time_metric}:x_native_high"] / fastest,
+        )
+        assert (ranking.loc[name].time_low, ranking.loc[name].time_high) == pytest.approx(ends)
+
+
+def test_replicates_that_do_not_line_up_leave_the_interval_to_the_configs_ends():
+    cells = _replicated({"c": {"s": [0.5, 0.6, 0.55], "r": [0.5, 0.5, 0.5]}, "d": {"s": [1.0, 0.8], "r": [1.0, 1.0]}})
+    row = analysis.recommend(cells, TRAINING).ranking.set_index("strategy").loc["s"]
+    rows = cells[cells.strategy == "s"].set_index("config")
+    fastest = cells.groupby("config")[f"{TRAINING.time_metric}:x_native"].min()
+    ends = [
+        math.sqrt(math.prod(rows[f"{TRAINING.time_metric}:x_native_{end}"][c] / fastest[c] for c in ("c", "d")))
+        for end in ("low", "high")
+    ]
+    assert (row.time_low, row.time_high) == pytest.approx(ends)
+
+
+def test_a_leader_whose_configs_scatter_but_whose_replicates_agree_is_no_tie():
+    """Each config's interval of the leader is wide, but what one replicate loses on one config it gains on the
+    other: its score is steady from replicate to replicate, and the slower, simpler rival is no tie."""
+    leader_c, leader_d = [0.40, 0.60, 0.50], [0.60, 0.40, 0.48]
+    cells = _replicated(
+        {"c": {"fast": leader_c, "plain": [0.70, 0.71, 0.69]}, "d": {"fast": leader_d, "plain": [0.70, 0.69, 0.71]}}
+    )
+    advice = analysis.recommend(cells, TRAINING, complexity={"fast": 1, "plain": 0})
+    assert advice.strategy == "fast" and advice.tied == ()
+    per_config = analysis.recommend_per_config(cells, TRAINING, complexity={"fast": 1, "plain": 0})
+    assert set(per_config.strategy) == {"plain"}  # each config alone cannot tell them apart
 
 
 def test_separated_intervals_are_no_tie_and_the_fastest_is_picked():
