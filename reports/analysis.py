@@ -115,10 +115,13 @@ class Replicates:
         samples = measured.get("samples")
         if not isinstance(samples, list | tuple) or not samples:
             return None
+        values = tuple(math.nan if v is None else float(v) for v in samples)  # screened by replicate_half_width
         variance, df = measured.get("run_variance"), measured.get("run_df")
-        if variance is None or pd.isna(variance) or variance <= 0 or df is None or pd.isna(df):
-            return cls(tuple(float(v) for v in samples))
-        return cls(tuple(float(v) for v in samples), float(variance), float(df))
+        if variance is None or pd.isna(variance) or variance <= 0:
+            return cls(values)
+        if df is None or pd.isna(df):
+            return None  # a run level without its degrees of freedom: no interval that adds it can be trusted
+        return cls(values, float(variance), float(df))
 
 
 EXACT_REPLICATES = Replicates(())  # the reference over itself
@@ -497,8 +500,8 @@ def recommend_per_config(
             times = relative_times(eligible, rule.time_metric)
             tied_index = tied_with_leader(times.relative, times.low, times.high)
             tied = sorted(eligible.loc[tied_index, "strategy"])
-            tied_rows = eligible.loc[tied_index]
-            pick = _break_tie(tied_rows, rule.memory_metric, complexity, rule.time_metric, rule.slack)
+            tied_rows = eligible.loc[tied_index].assign(_relative=times.relative)  # faster: by the paired ratio
+            pick = _break_tie(tied_rows, rule.memory_metric, complexity, "_relative", rule.slack)
         out.append(
             {
                 "config": config,
@@ -546,13 +549,15 @@ def replicate_half_width(own: pd.DataFrame) -> float | None:
     if not measured:
         return 0.0  # the reference itself: exactly its ratio on every config
     k = len(measured[0].samples)
-    if k < 2 or any(len(r.samples) != k or min(r.samples) <= 0 for r in measured):
+    if k < 2 or any(len(r.samples) != k or not all(math.isfinite(v) and v > 0 for v in r.samples) for r in measured):
         return None
     logs = [
         np.log(r.samples) - shift if r.samples else np.full(k, -shift)
         for r, shift in zip(own.replicates, own.log_fastest)
     ]
     per_replicate = np.mean(logs, axis=0)
+    if not np.isfinite(per_replicate).all():
+        return None
     terms = [(float(per_replicate.var(ddof=1)) / k, float(k - 1))]
     levels = [r for r in measured if r.run_variance > 0]
     if levels:
@@ -701,15 +706,17 @@ def regime_note(machine: str, pick: str | None, other_picks: list[tuple[str, str
     regime)."""
     note = f"Timed in the {regime_of_machine(machine).label} regime."
     for label, other, other_commit in other_picks:
+        verdict = "the same" if other == pick else (other or "none")
         if other_commit != commit:
-            label += f" regime's newest run (commit {other_commit[:8]}, not this run's {commit[:8]})"
-        else:
-            label += " regime"
-        if other == pick:
-            note += f" The {label} picks the same."
+            note += (
+                f" The {label} regime's newest run, of commit {other_commit[:8]} (not this run's {commit[:8]}: "
+                f"the code may differ as well as the regime), picks {verdict}."
+            )
+        elif other == pick:
+            note += f" The {label} regime picks the same."
         else:
             note += (
-                f" The {label} picks {other or 'none'} (the regimes disagree: which fits depends on "
+                f" The {label} regime picks {verdict} (the regimes disagree: which fits depends on "
                 "whether your outputs land on memory the process already touched)."
             )
     return note

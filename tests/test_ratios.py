@@ -22,7 +22,7 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_SUITE, p
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from reports import analysis
-from reports.results import load_results, process_interval
+from reports.results import load_results, process_interval, summed_error
 from reports.run_level import RunLevel, write_run_levels
 from tests.test_harness import AT_TEST_SIZE
 
@@ -171,6 +171,8 @@ def test_the_device_score_takes_its_interval_from_the_replicates():
 
 def test_on_one_config_the_device_scores_interval_is_the_cells_own():
     cells = _replicated({"c": {"s": [0.52, 0.61, 0.55, 0.58], "r": [0.9, 1.1, 1.0, 0.95]}})
+    times = analysis.relative_times(cells, TRAINING.time_metric)
+    assert all(analysis.replicate_half_width(times.loc[[i]]) > 0 for i in times.index)  # not the fallback
     ranking = analysis.recommend(cells, TRAINING).ranking.set_index("strategy")
     for name in ("s", "r"):
         cell = cells.set_index("strategy").loc[name]
@@ -180,6 +182,40 @@ def test_on_one_config_the_device_scores_interval_is_the_cells_own():
             cell[f"{TRAINING.time_metric}:x_native_high"] / fastest,
         )
         assert (ranking.loc[name].time_low, ranking.loc[name].time_high) == pytest.approx(ends)
+
+
+def test_the_replicates_interval_adds_the_run_level_once():
+    a, b, reference = [0.5, 0.6, 0.55], [1.0, 0.8, 0.9], [1.0, 1.0, 1.0]
+    cells = _replicated({"c": {"s": a, "r": reference}, "d": {"s": b, "r": reference}})
+    replicates = f"{TRAINING.time_metric}:x_native_replicates"
+    cells[replicates] = [analysis.Replicates(r.samples, 0.01, 4.0) for r in cells[replicates]]
+    own = analysis.relative_times(cells[cells.config == "c"], TRAINING.time_metric).loc[[0]]
+    own = pd.concat([own, analysis.relative_times(cells[cells.config == "d"], TRAINING.time_metric).loc[[2]]])
+    scores = [(math.log(x) + math.log(y)) / 2 - own.log_fastest.mean() for x, y in zip(a, b)]
+    mean = sum(scores) / 3
+    across = sum((v - mean) ** 2 for v in scores) / 2 / 3
+    assert analysis.replicate_half_width(own) == pytest.approx(summed_error([(across, 2.0), (0.01, 4.0)])[0])
+
+
+@pytest.mark.parametrize("bad", [math.nan, 0.0, None])
+def test_a_replicate_without_a_positive_ratio_leaves_the_interval_to_the_configs_ends(bad):
+    cells = _replicated({"c": {"s": [0.5, 0.6, 0.55], "r": [0.5, 0.5, 0.5]}})
+    replicates = f"{TRAINING.time_metric}:x_native_replicates"
+    cells.loc[0, replicates] = analysis.Replicates.of(pd.Series({"samples": [0.5, bad, 0.55]}))
+    assert analysis.replicate_half_width(analysis.relative_times(cells, TRAINING.time_metric).loc[[0]]) is None
+
+
+def test_a_run_level_without_its_degrees_of_freedom_gives_no_replicates():
+    measured = pd.Series({"samples": [0.5, 0.6], "run_variance": 0.01, "run_df": math.nan})
+    assert analysis.Replicates.of(measured) is None
+    assert analysis.Replicates.of(pd.Series({"samples": [0.5, 0.6], "run_variance": 0.0, "run_df": math.nan}))
+
+
+def test_a_tie_of_equal_memory_and_machinery_goes_to_the_faster_by_the_paired_ratio_not_the_median():
+    seconds = TRAINING.time_metric
+    cells = _cells(a=(0.50, 0.45, 0.55, 100e6), b=(0.52, 0.47, 0.57, 100e6))
+    cells.loc[cells.strategy == "a", seconds] = 1.0  # its median from other processes reads slower
+    assert analysis.recommend_per_config(cells, TRAINING).iloc[0].strategy == "a"
 
 
 def test_replicates_that_do_not_line_up_leave_the_interval_to_the_configs_ends():

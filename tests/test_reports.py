@@ -438,7 +438,10 @@ def test_a_regime_note_names_the_other_regimes_run_when_it_timed_another_commit(
     same = analysis.regime_note(CPU, "cpp", [(fresh, "gather", "a" * 40)], "a" * 40)
     assert f"The {fresh} regime picks gather (the regimes disagree" in same and "commit" not in same
     other = analysis.regime_note(CPU, "cpp", [(fresh, "cpp", "b" * 40)], "a" * 40)
-    assert f"The {fresh} regime's newest run (commit {'b' * 8}, not this run's {'a' * 8}) picks the same." in other
+    ran = f"The {fresh} regime's newest run, of commit {'b' * 8} (not this run's {'a' * 8}: the code may differ"
+    assert f"{ran} as well as the regime), picks the same." in other
+    differs = analysis.regime_note(CPU, "cpp", [(fresh, "gather", "b" * 40)], "a" * 40)
+    assert f"{ran} as well as the regime), picks gather." in differs and "regimes disagree" not in differs
 
 
 def test_the_summary_fits_a_screen_and_writes_the_full_tables_to_a_file(tmp_path, capsys):
