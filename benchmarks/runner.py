@@ -24,9 +24,13 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import SUITES, Profile
+
+if TYPE_CHECKING:  # the asv suites import this module: asv's results API only where a run is driven
+    from benchmarks.kept_samples import CommitResults
 
 BENCHMARK_PREFIXES = ("time_", "track_", "peakmem_", "mem_")
 # The asv -b expression of the running asv process: a suite's correctness gate (setup_cache) checks only the
@@ -63,6 +67,11 @@ class Chunk:
             return ["-b", self.regex()]
         keep = ["--record-samples"] + (["--append-samples"] if self.replicate > 1 else [])
         return [*keep, "-b", self.regex()]
+
+    @property
+    def benchmarks(self) -> set[str]:
+        """asv's names of the benchmarks these cells belong to (``module.Class.method``)."""
+        return {cell.split("(", 1)[0] for cell in self.cells}
 
     def regex(self) -> str:
         """An asv ``-b`` expression that selects exactly these cells."""
@@ -205,9 +214,12 @@ def run_chunks(
     ledger: Ledger,
     resume: bool,
     print_line: Callable[[str], None] = print,
+    results: CommitResults | None = None,
 ) -> int:
     """Run ``asv_command -b <chunk>`` for each chunk not yet finished; the worst asv exit status (0, or 2 when a
-    benchmark failed; a failed cell is a result like any other and its chunk counts as finished)."""
+    benchmark failed; a failed cell is a result like any other and its chunk counts as finished). Given the
+    ``results`` the chunks are saved in, a cell that fails in a replicate keeps the samples the replicates before it
+    recorded (``benchmarks.kept_samples``)."""
     finished = ledger.finished() if resume else set()
     if not resume:
         ledger.clear()
@@ -227,11 +239,14 @@ def run_chunks(
             log.flush()
             selection = {SELECTION_VARIABLE: chunk.regex()}
             chunk_started = time.monotonic()
+            appends = results is not None and chunk.replicate is not None and chunk.replicate > 1
+            kept = results.snapshot(chunk.benchmarks) if appends else {}
             status = run_guarded([*asv_command, *chunk.arguments()], {**env, **selection}, cwd, log)
             if status not in (0, 2):  # asv itself failed: nothing of this chunk was saved
                 print_line(f"asv exited with status {status} on {chunk.name}; see {log_path}")
                 return status
             worst = max(worst, status)
+            restored = results.restore(kept) if status and kept else []
             finished.add(chunk.name)
             ledger.record(finished)
             done += len(chunk.cells)
@@ -243,5 +258,8 @@ def run_chunks(
                 f"[{index:>2}/{len(chunks)}] {chunk.name:<19} {done:>4}/{total} cells, "
                 f"{_clock(elapsed)} elapsed, ETA {_clock(eta)}{note}"
             )
+            if restored:
+                kept_line = f"  failed in {chunk.name}, kept with the samples of the replicates before it"
+                print_line(f"{kept_line}: {', '.join(restored)}")
             sys.stdout.flush()
     return worst

@@ -779,6 +779,25 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
 regressions = steps  # the name it had
 
 
+def short_cells(run_table: pd.DataFrame, device: str | None = None) -> pd.DataFrame:
+    """The paired cells of one run measured in fewer processes than the most of any (on ``device`` only, if given):
+    a replicate failed there, and the cell kept the others' samples (``benchmarks.kept_samples``); its interval is
+    the wider for it, and the picks' per-replicate score falls back to the per-config ends. Their suite, metric,
+    strategy (NaN for the reference's floors), config, device and processes."""
+    paired = run_table[(run_table.status == "ok") & run_table.processes.notna()]
+    rows = paired[paired.processes < paired.processes.max()] if not paired.empty else paired
+    if device is not None:
+        rows = rows[rows.device == device]
+    return rows[["suite", "metric", "strategy", "config", "device", "processes"]]
+
+
+def cell_label(row) -> str:
+    """A cell as the summary and the site list it: its suite's metric (``unfold``'s alone), then the strategy (none
+    for the reference's floors), config and device."""
+    metric = row.metric if row.suite == "unfold" else f"{row.suite}.{row.metric}"
+    return " ".join(v for v in (metric, row.strategy, row.config, row.device) if isinstance(v, str))
+
+
 def skipped_cells(run_table: pd.DataFrame, device: str | None = None) -> pd.DataFrame:
     """The strategy x config x device cells of one run that were skipped (asv's n/a) in any figure, once each
     (on ``device`` only, if given): what the site's note and the summary's count both list."""

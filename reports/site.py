@@ -266,6 +266,18 @@ def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
     return f"Skipped (not supported, or not run on this machine): {listed}."
 
 
+def _short_note(run_table: pd.DataFrame, device: str) -> str:
+    short = analysis.short_cells(run_table, device)
+    if short.empty:
+        return ""
+    most = int(run_table.processes.max())
+    listed = "; ".join(f"{analysis.cell_label(r)} ({int(r.processes)})" for r in short.itertuples())
+    return (
+        f"Measured in fewer processes than the run's {most}, so with a wider interval (a replicate failed there; "
+        f"the run's asv log says why): {listed}."
+    )
+
+
 def findings_page(table: pd.DataFrame, catalogue: Catalogue) -> Page:
     """Every claim and target with its verdict, computed from the newest run of each machine (``reports.findings``)."""
     page = Page("findings.html")
@@ -334,9 +346,9 @@ def overview_page(
             record = _capability_record(list(capabilities), run["machine"])
             page.add(_recommendation_html(cells, table, run, device, catalogue, record))
             page.add(_cell_table_html(cells))
-            note = _skipped_note(run_table, device)
-            if note:
-                page.paragraph(note, "note")
+            for note in (_skipped_note(run_table, device), _short_note(run_table, device)):
+                if note:
+                    page.paragraph(note, "note")
             title = f"Each figure as a multiple of its bound: {_run_title(run, device)}"
             page.figure(figures.bound_ratio_bars(cells, colors, title))
     page.heading("How the recommendations are made", anchor="rules")

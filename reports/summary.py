@@ -27,6 +27,7 @@ from reports.analysis import (
     RULES,
     RUN_KEYS,
     TIE_TEXT,
+    cell_label,
     cell_table,
     fastest,
     fastest_against_bounds,
@@ -34,6 +35,7 @@ from reports.analysis import (
     other_regime_picks,
     recommend,
     regime_note,
+    short_cells,
     skipped_cells,
     with_bandwidth,
 )
@@ -266,7 +268,6 @@ def print_summary(
 
 
 def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
-    cells = table[table.suite == "unfold"]
     skipped = skipped_cells(table)
     if not skipped.empty:
         reasons = Counter(
@@ -276,11 +277,17 @@ def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, st
         print(f"\nSkipped cells (asv: n/a): {len(skipped)}")
         for reason, count in reasons.most_common():
             print(f"  {count:>4} x {reason}")
-    failed = cells[cells.status == "failed"]
+    failed = table[table.status == "failed"]
     if not failed.empty:
         print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's log says why):")
         for r in failed.itertuples():
-            print(f"  - {r.metric} {r.strategy} {r.config} {r.device}")
+            print(f"  - {cell_label(r)}")
+    short = short_cells(table)
+    if not short.empty:
+        most = int(table.processes.max())
+        print(f"\nMeasured in fewer processes than the run's {most} (a replicate failed there; asv's log says why):")
+        for r in short.itertuples():
+            print(f"  - {cell_label(r)}: {int(r.processes)}")
 
 
 def _print_compact(

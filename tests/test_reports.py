@@ -604,3 +604,30 @@ def test_the_write_floors_the_reports_name_are_the_bounds_suites_benchmarks():
 
     for floor in (COPY_FLOOR, FILL_FLOOR, FRESH_OUTPUT_FLOOR, HUGE_PAGE_FLOOR):
         assert callable(getattr(bounds.Quick, floor, None)), floor
+
+
+def test_a_paired_cell_measured_in_fewer_processes_is_named_in_the_summary_and_on_the_site(tmp_path, capsys):
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("*.py"))
+    name, params = "ratios.Quick.track_ratio_forward", [["'as_strided'", "'tiling'"], ["'allcnnc-conv2'"], ["'cpu'"]]
+    listed = json.loads((results / "benchmarks.json").read_text())
+    listed[name] = {"name": name, "param_names": ["strategy", "config", "device"], "params": params, "unit": "ratio"}
+    (results / "benchmarks.json").write_text(json.dumps(listed))
+    stored = Results.load(str(results / CPU / "bbbbbbbb-fixture-env.json"))
+    samples = [[0.5, 0.6, 0.55], [2.0, 2.2]]  # tiling's third replicate failed and kept the other two
+    result = BenchmarkResult(result=[0.55, 2.1], samples=samples, number=[1, 1], errcode=0, stderr="", profile=None)
+    stored.add_result({"name": name, "version": "v", "params": params}, result, record_samples=True)
+    stored.save(str(results))
+
+    print_summary(results, CPU, "quick", None)
+    out = capsys.readouterr().out
+    assert "Measured in fewer processes than the run's 3 (a replicate failed there; asv's log says why):" in out
+    assert "  - ratios.track_ratio_forward tiling allcnnc-conv2 cpu: 2\n" in out and "as_strided allcnnc" not in out
+    assert "  - time_forward_backward tiling vol3d-conv cpu\n" in out  # the fixture's failed cell, listed as before
+    build_site(results, tmp_path / "site")
+    overview = html.unescape((tmp_path / "site" / "index.html").read_text())
+    assert "Measured in fewer processes than the run's 3, so with a wider interval (a replicate failed" in overview
+    assert "asv log says why): ratios.track_ratio_forward tiling allcnnc-conv2 cpu (2)." in overview

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.cells import GATE_CACHE_VARIABLE, Cell, device_unavailable
+from benchmarks.kept_samples import CommitResults
 from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
@@ -129,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         ledger = Ledger(ROOT / ".asv" / "progress", key)
         command = [*asv, "--python=same", "--set-commit-hash", commit]
-        status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume)
+        saved = CommitResults(results_dir / info["machine"], commit)
+        status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume, results=saved)
     print(f"benchmarks finished in {(time.monotonic() - start) / 60:.1f} min, asv exit status {status}")
 
     from reports.summary import print_summary
