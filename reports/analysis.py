@@ -381,8 +381,8 @@ class Rule:
             f"{memory} summed over those configs divided by the sum of each config's lowest (a sum, so that a "
             f"config whose lowest is zero (a view, in results up to commit f26b0bd) still counts, and the largest "
             f"layers, which set a process's peak, weigh most); among those with M within {self.tolerance:g}x of the "
-            "lowest M, the lowest T is recommended; a config a strategy does not support is not held against it, "
-            "and is listed"
+            f"lowest M (plus {self.slack // 1024} KiB, a net peak's resolution, on each config it sums), the "
+            "lowest T is recommended; a config a strategy does not support is not held against it, and is listed"
         )
 
 
@@ -576,7 +576,7 @@ def recommend(
     (``replicate_half_width``), or else is the geometric mean of the per-config intervals' ends
     (``relative_times``); strategies tied with the fastest T are broken as ``TIE_TEXT`` says,
     with ``complexity`` (strategy -> machinery count) the second key; M counts as the least within the net peaks'
-    resolution (``Rule.slack``) on each config the strategy covers."""
+    resolution (``Rule.slack``) on each config the strategy covers, in the tie-break and in the memory limit."""
     columns = ["strategy", "time_score", "time_low", "time_high", "memory_score", "eligible", "why_not", "configs"]
     columns.append("not_covered")
     all_configs = list(dict.fromkeys(cells.config))
@@ -621,7 +621,9 @@ def recommend(
     if not ranking.eligible.any():
         return Recommendation(rule, None, math.nan, [], all_configs, ranking)
     candidates = ranking.eligible
-    too_much = candidates & (ranking.memory_score > rule.tolerance * ranking.memory_score[candidates].min())
+    allowance = ranking.strategy.map(resolution).fillna(0.0)  # as the per-config limit's slack, once per config
+    limit = rule.tolerance * ranking.memory_score[candidates].min() + allowance
+    too_much = candidates & (ranking.memory_score > limit)
     ranking.loc[too_much, "eligible"] = False
     ranking.loc[too_much, "why_not"] = f"M over {rule.tolerance:g}x the lowest"
     ranking = ranking.sort_values(["eligible", "time_score", "strategy"], ascending=[False, True, True])

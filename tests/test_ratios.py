@@ -133,6 +133,23 @@ def test_the_memory_resolution_of_a_device_pick_counts_each_config_it_sums():
     assert advice.tied == ("compiled_one", "plain") and advice.strategy == "plain"
 
 
+def test_a_device_picks_memory_limit_allows_a_net_peaks_resolution_on_each_config_as_a_config_pick_does():
+    """Within 1.2x of the lowest plus 128 KiB on every config is eligible on each config, so on the device too;
+    M's allowance is 128 KiB on each config it sums, not 1.2x alone (which would put it out)."""
+    lowest, close, over = 2**20, int(1.2 * 2**20) + 100 * 1024, int(1.2 * 2**20) + NET_PEAK_RESOLUTION + 1
+    rows = []
+    for config in ("c", "d"):
+        one = _cells(lean=(0.9, 0.85, 0.95, lowest), close=(0.5, 0.45, 0.55, close), over=(0.4, 0.35, 0.45, over))
+        rows.append(one.assign(config=config))
+    cells = pd.concat(rows, ignore_index=True)
+    per_config = analysis.recommend_per_config(cells, TRAINING)
+    assert list(per_config.strategy) == ["close", "close"]  # over is out on each config, close is in
+    ranking = analysis.recommend(cells, TRAINING).ranking.set_index("strategy")
+    assert ranking.loc["close", "eligible"] and ranking.loc["close", "memory_score"] > 1.2
+    assert not ranking.loc["over", "eligible"] and ranking.loc["over", "why_not"] == "M over 1.2x the lowest"
+    assert analysis.recommend(cells, TRAINING).strategy == "close"
+
+
 def test_the_pick_for_a_needed_capability_breaks_ties_as_the_recommendation_does():
     lacks = (0.9, 0.85, 0.95, 100e6)  # slower, and without the capability
     cells = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6), lacks=lacks)
