@@ -1,34 +1,46 @@
-"""A cell that fails in one replicate keeps the samples that the replicates before it recorded.
+"""A cell that fails in one replicate keeps the samples of the others, and which replicate it lost is recorded.
 
 Each replicate of the paired ratios is an asv run that appends one process's sample to every cell
 (``benchmarks.runner``). Where a cell fails in a replicate (an error, a timeout, a killed process), asv stores the
 failure in place of the cell's result and drops the samples it had (``asv.results.Results.add_result``), so the
 earlier replicates' processes would be lost and the cell would read as measured by the later ones alone. The
 runner therefore reads the samples before each appending replicate and, where a cell failed in it, stores them
-again: the cell keeps the processes it had, fewer than the run's other cells, which the summary names
-(``reports.summary``) and which the picks' per-replicate score notices (``reports.analysis.Replicates``).
+again. A sample's position then no longer names its replicate, so each replicate a cell lost is written to
+``results/<machine>/lost-replicates.jsonl`` (asv reads only ``*.json`` there): the reports name the cell and
+do not line its samples up with other cells' by replicate (``reports.results``, ``reports.analysis``). A first
+replicate discards a cell's earlier samples, and with them its records.
 """
 
 from __future__ import annotations
 
+import datetime
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
+LOST_REPLICATES_FILE = "lost-replicates.jsonl"
+
 
 @dataclass(frozen=True)
 class KeptCell:
-    """One benchmark's recorded samples per parameter combination, and asv's ``number`` for each."""
+    """One benchmark's recorded samples per parameter combination, asv's ``number`` for each, and the version of the
+    benchmark's code that took them."""
 
+    version: str
     params: list
     samples: list[list[float] | None]
     numbers: list[int | None]
 
 
 Snapshot = dict[str, dict[str, KeptCell]]  # results file name -> benchmark name -> its samples
+
+
+def _name(benchmark: str, combo: tuple[str, ...]) -> str:
+    return f"{benchmark}({', '.join(combo)})"  # asv's cell name: its params as stored, each a repr
 
 
 @dataclass(frozen=True)
@@ -51,14 +63,29 @@ class CommitResults:
                 samples = results.get_result_samples(name, params)
                 if not params or not any(samples):
                     continue
-                stats = results.get_result_stats(name, params)
-                numbers = [(s or {}).get("number", 1) for s in stats]
-                kept.setdefault(path.name, {})[name] = KeptCell(params, samples, numbers)
+                numbers = [(s or {}).get("number", 1) for s in results.get_result_stats(name, params)]
+                version = results.benchmark_version.get(name)
+                kept.setdefault(path.name, {})[name] = KeptCell(version, params, samples, numbers)
         return kept
 
+    def failed(self, cells: tuple[str, ...]) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+        """Per results file, each of ``cells`` (asv's ``name(param, ...)``) that it records as failed (result None):
+        its benchmark and params as stored."""
+        wanted, found = set(cells), {}
+        for path in self.paths():
+            results = Results.load(str(path))
+            for name in results.get_all_result_keys():
+                params = results.get_result_params(name)
+                combos = list(itertools.product(*params)) if params else []
+                values = results.get_result_value(name, params) if params else []
+                failed = [(name, c) for c, v in zip(combos, values) if v is None and _name(name, c) in wanted]
+                if failed:
+                    found[path.name] = failed
+        return found
+
     def restore(self, kept: Snapshot) -> list[str]:
-        """Store again the samples of every cell that had some in ``kept`` and has failed since (asv's result None);
-        asv's ``name(param, ...)`` of each, in its file's order."""
+        """Store again the samples of every cell that had some in ``kept`` and has failed since (asv's result None),
+        where the benchmark's code is the version that took them; asv's ``name(param, ...)`` of each."""
         restored = []
         for path in self.paths():
             if path.name not in kept:
@@ -68,6 +95,8 @@ class CommitResults:
             for name, cell in kept[path.name].items():
                 if name not in results.get_all_result_keys() or results.get_result_params(name) != cell.params:
                     continue
+                if results.benchmark_version.get(name) != cell.version:
+                    continue  # asv discarded the old samples itself: they timed other code
                 values = results.get_result_value(name, cell.params)
                 lost = {j for j, (value, old) in enumerate(zip(values, cell.samples)) if value is None and old}
                 if not lost:
@@ -81,12 +110,56 @@ class CommitResults:
                     stderr=results.stderr.get(name, ""),
                     profile=None,
                 )
-                benchmark = {"name": name, "version": results.benchmark_version[name], "params": cell.params}
-                duration = results.duration.get(name)
-                results.add_result(benchmark, result, duration=duration, record_samples=True, selected_idx=lost)
+                benchmark = {"name": name, "version": cell.version, "params": cell.params}
+                started = results.started_at.get(name)
+                results.add_result(
+                    benchmark,
+                    result,
+                    started_at=None
+                    if started is None
+                    else datetime.datetime.fromtimestamp(started / 1000, datetime.UTC),
+                    duration=results.duration.get(name),
+                    record_samples=True,
+                    selected_idx=lost,
+                )
                 combos = list(itertools.product(*cell.params))
-                restored += [f"{name}({', '.join(combos[j])})" for j in sorted(lost)]
+                restored += [_name(name, combos[j]) for j in sorted(lost)]
                 changed = True
             if changed:
                 results.save(str(self.directory.parent))
         return restored
+
+    @property
+    def lost_path(self) -> Path:
+        return self.directory / LOST_REPLICATES_FILE
+
+    def record_lost(self, failed: dict[str, list[tuple[str, tuple[str, ...]]]], replicate: int, of: int) -> None:
+        """Append that each ``failed`` cell (``failed``'s shape) lost replicate ``replicate`` of ``of``."""
+        lines = [
+            json.dumps({"file": file, "benchmark": name, "params": list(combo), "replicate": replicate, "of": of})
+            for file, cells in failed.items()
+            for name, combo in cells
+        ]
+        if lines:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with self.lost_path.open("a") as out:
+                out.write("".join(line + "\n" for line in lines))
+
+    def forget_lost(self, cells: tuple[str, ...]) -> None:
+        """Drop the records of ``cells`` in this commit's files: a first replicate discards their samples."""
+        if not self.lost_path.exists():
+            return
+        wanted, prefix = set(cells), f"{self.commit[:8]}-"
+        lines = self.lost_path.read_text().splitlines()
+        kept = [
+            line
+            for line in lines
+            if not (
+                (record := json.loads(line))["file"].startswith(prefix)
+                and _name(record["benchmark"], tuple(record["params"])) in wanted
+            )
+        ]
+        if len(kept) != len(lines):
+            partial = self.lost_path.with_suffix(".tmp")
+            partial.write_text("".join(line + "\n" for line in kept))
+            partial.replace(self.lost_path)  # atomic: a kill leaves the old records or the new ones

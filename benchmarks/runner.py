@@ -205,6 +205,22 @@ def remaining_seconds(measured: list[tuple[Chunk, float]], remaining: list[Chunk
     return total
 
 
+def _keep_samples(results: CommitResults, chunk: Chunk, kept: dict, status: int) -> list[str]:
+    """After ``chunk``'s asv run: a first replicate's cells forget the replicates an earlier run lost (it discarded
+    their samples); where a cell failed in a replicate, its earlier samples are stored again and the replicate it
+    lost recorded (``benchmarks.kept_samples``). The cells stored again, by asv's name."""
+    if chunk.replicate is None:
+        return []
+    if chunk.replicate == 1:
+        results.forget_lost(chunk.cells)
+    if not status:
+        return []
+    failed = results.failed(chunk.cells)
+    restored = results.restore(kept) if kept else []
+    results.record_lost(failed, chunk.replicate, chunk.replicates or chunk.replicate)
+    return restored
+
+
 def run_chunks(
     chunks: list[Chunk],
     asv_command: list[str],
@@ -219,7 +235,7 @@ def run_chunks(
     """Run ``asv_command -b <chunk>`` for each chunk not yet finished; the worst asv exit status (0, or 2 when a
     benchmark failed; a failed cell is a result like any other and its chunk counts as finished). Given the
     ``results`` the chunks are saved in, a cell that fails in a replicate keeps the samples the replicates before it
-    recorded (``benchmarks.kept_samples``)."""
+    recorded, and the replicate it lost is recorded (``benchmarks.kept_samples``)."""
     finished = ledger.finished() if resume else set()
     if not resume:
         ledger.clear()
@@ -246,7 +262,7 @@ def run_chunks(
                 print_line(f"asv exited with status {status} on {chunk.name}; see {log_path}")
                 return status
             worst = max(worst, status)
-            restored = results.restore(kept) if status and kept else []
+            restored = _keep_samples(results, chunk, kept, status) if results is not None else []
             finished.add(chunk.name)
             ledger.record(finished)
             done += len(chunk.cells)

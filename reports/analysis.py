@@ -108,6 +108,7 @@ class Replicates:
     samples: tuple[float, ...]
     run_variance: float = 0.0
     run_df: float = math.inf
+    lost: tuple[int, ...] = ()  # replicates the cell failed in: then its samples' positions do not name replicates
 
     @classmethod
     def of(cls, measured: pd.Series) -> Replicates | None:
@@ -116,12 +117,14 @@ class Replicates:
         if not isinstance(samples, list | tuple) or not samples:
             return None
         values = tuple(math.nan if v is None else float(v) for v in samples)  # screened by replicate_half_width
+        lost = measured.get("lost_replicates")
+        lost = tuple(lost) if isinstance(lost, list | tuple) else ()
         variance, df = measured.get("run_variance"), measured.get("run_df")
         if variance is None or pd.isna(variance) or variance <= 0:
-            return cls(values)
+            return cls(values, lost=lost)
         if df is None or pd.isna(df):
             return None  # a run level without its degrees of freedom: no interval that adds it can be trusted
-        return cls(values, float(variance), float(df))
+        return cls(values, float(variance), float(df), lost)
 
 
 EXACT_REPLICATES = Replicates(())  # the reference over itself
@@ -533,8 +536,8 @@ def _geometric_mean(values: list[float]) -> float:
 
 def replicate_half_width(own: pd.DataFrame) -> float | None:
     """The half-width on the logs of T's interval from the replicates, for one strategy's rows of ``relative_times``
-    over the configs it covers; None where their replicates do not line up (a row without them, or a count that
-    differs: a replicate that lost a cell), and T's interval falls back to the geometric mean of the per-config
+    over the configs it covers; None where their replicates do not line up (a row without them, a cell that lost a
+    replicate, or a count that differs), and T's interval falls back to the geometric mean of the per-config
     intervals' ends.
 
     Replicate :math:`r` scores the strategy :math:`T_r = \\frac{1}{C} \\sum_c (\\log x_{c,r} - \\log f_c)`, its ratio
@@ -548,6 +551,8 @@ def replicate_half_width(own: pd.DataFrame) -> float | None:
     measured = [r for r in own.replicates if r.samples]
     if not measured:
         return 0.0  # the reference itself: exactly its ratio on every config
+    if any(r.lost for r in measured):
+        return None
     k = len(measured[0].samples)
     if k < 2 or any(len(r.samples) != k or not all(math.isfinite(v) and v > 0 for v in r.samples) for r in measured):
         return None
@@ -625,7 +630,7 @@ def recommend(
     limit = rule.tolerance * ranking.memory_score[candidates].min() + allowance
     too_much = candidates & (ranking.memory_score > limit)
     ranking.loc[too_much, "eligible"] = False
-    ranking.loc[too_much, "why_not"] = f"M over {rule.tolerance:g}x the lowest"
+    ranking.loc[too_much, "why_not"] = f"M over {rule.tolerance:g}x the lowest plus {rule.slack // 1024} KiB a config"
     ranking = ranking.sort_values(["eligible", "time_score", "strategy"], ascending=[False, True, True])
     ranking = ranking.reset_index(drop=True)
     eligible = ranking[ranking.eligible]
@@ -782,15 +787,23 @@ regressions = steps  # the name it had
 
 
 def short_cells(run_table: pd.DataFrame, device: str | None = None) -> pd.DataFrame:
-    """The paired cells of one run measured in fewer processes than the most of any (on ``device`` only, if given):
-    a replicate failed there, and the cell kept the others' samples (``benchmarks.kept_samples``); its interval is
-    the wider for it, and the picks' per-replicate score falls back to the per-config ends. Their suite, metric,
-    strategy (NaN for the reference's floors), config, device and processes."""
-    paired = run_table[(run_table.status == "ok") & run_table.processes.notna()]
-    rows = paired[paired.processes < paired.processes.max()] if not paired.empty else paired
+    """The paired cells of one run that failed in some of its replicates and kept the others' samples
+    (``benchmarks.kept_samples``), on ``device`` only if given: their intervals are the wider for it, and the picks'
+    per-replicate score falls back to the per-config ends. Their suite, metric, strategy (NaN for the reference's
+    floors), config, device, processes and lost_replicates."""
+    lost = run_table.lost_replicates.map(lambda r: isinstance(r, list | tuple) and len(r) > 0).astype(bool)
+    rows = run_table[(run_table.status == "ok") & run_table.processes.notna() & lost]
     if device is not None:
         rows = rows[rows.device == device]
-    return rows[["suite", "metric", "strategy", "config", "device", "processes"]]
+    return rows[["suite", "metric", "strategy", "config", "device", "processes", "lost_replicates"]]
+
+
+def lost_text(row) -> str:
+    """How many processes a ``short_cells`` row kept and which replicates it lost: "6 of 7 processes (replicate 3
+    failed)"."""
+    lost = list(row.lost_replicates)
+    which = f"replicate{'s' if len(lost) > 1 else ''} {', '.join(map(str, lost))} failed"
+    return f"{int(row.processes)} of {int(row.processes) + len(lost)} processes ({which})"
 
 
 def cell_label(row) -> str:

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from asv.results import Results, iter_results
+from asv.results import Results, get_filename, iter_results
 
 from benchmarks.allocator import FRESH_PAGES, WARM
 from benchmarks.catalogue import CATALOGUE_FILE
+from benchmarks.kept_samples import LOST_REPLICATES_FILE
 from benchmarks.traffic import Sizes
 from reports.run_level import RunLevel, load_run_levels
 
@@ -67,6 +68,7 @@ COLUMNS = [
     "run_variance",
     "run_df",
     "samples",
+    "lost_replicates",
     "status",
     *MACHINE_FIELDS,
 ]
@@ -223,6 +225,23 @@ def environment_label(env_name: str, machine_params: dict, requirements: dict) -
     return "-".join(parts)
 
 
+LostKey = tuple[str, str, str, tuple[str, ...]]  # machine, results file, benchmark, params (unquoted)
+
+
+def load_lost_replicates(results_dir: str | Path) -> dict[LostKey, tuple[int, ...]]:
+    """The replicates each paired cell lost, recorded beside its machine's results (``benchmarks.kept_samples``):
+    its samples are those of the other replicates, so their positions do not name their replicates."""
+    found: dict[LostKey, tuple[int, ...]] = {}
+    for path in Path(results_dir).glob(f"*/{LOST_REPLICATES_FILE}"):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                params = tuple(_unquote(p) for p in record["params"])
+                key = (path.parent.name, record["file"], record["benchmark"], params)
+                found[key] = tuple(sorted({*found.get(key, ()), record["replicate"]}))
+    return found
+
+
 def load_results(
     results_dir: str | Path, run_levels: Mapping[tuple[str, str, str], RunLevel] | None = None
 ) -> pd.DataFrame:
@@ -234,9 +253,11 @@ def load_results(
     benchmarks = json.loads(benchmarks_file.read_text()) if benchmarks_file.exists() else {}
     if run_levels is None:
         run_levels = load_run_levels(results_dir)
+    lost = load_lost_replicates(results_dir)
     rows = []
     for result in iter_results(str(results_dir)):
         machine_params = result.params
+        file = Path(get_filename(machine_params.get("machine"), result.commit_hash, result.env_name)).name
         names = [name for name in result.get_all_result_keys() if len(name.split(".")) == 3 and name in benchmarks]
         requirements = getattr(result, "_requirements", None) or {}  # asv keeps the pinned packages privately
         for cell in unroll_result(result, names):
@@ -246,6 +267,7 @@ def load_results(
             stat = cell.stats or {}
             value, low, high = cell.value if cell.ok else None, stat.get("ci_99_a"), stat.get("ci_99_b")
             processes, df, added, added_df, samples = math.nan, math.nan, math.nan, math.nan, None
+            lost_replicates = lost.get((machine_params.get("machine"), file, cell.benchmark, cell.params), ())
             if info.get("unit") == "ratio" and cell.ok and cell.samples:
                 level = run_levels.get((machine_params.get("machine"), profile.lower(), suite))
                 value, low, high, df = ratio_interval(cell.samples, run_level=level)
@@ -277,6 +299,7 @@ def load_results(
                     "run_variance": added,
                     "run_df": added_df,
                     "samples": samples,
+                    "lost_replicates": lost_replicates,
                     "status": cell.status,
                     **{field: machine_params.get(field) for field in MACHINE_FIELDS},
                     "timing_regime": timing_regime(machine_params),

@@ -245,6 +245,7 @@ def _recommendation_html(
                 rule=rule.name,
                 verdict=verdict,
                 tolerance=f"{rule.tolerance:g}",
+                slack_kib=rule.slack // 1024,
                 per_config=rule.short_text(),
                 ties=analysis.TIE_TEXT,
                 candidates=ranking,
@@ -270,11 +271,10 @@ def _short_note(run_table: pd.DataFrame, device: str) -> str:
     short = analysis.short_cells(run_table, device)
     if short.empty:
         return ""
-    most = int(run_table.processes.max())
-    listed = "; ".join(f"{analysis.cell_label(r)} ({int(r.processes)})" for r in short.itertuples())
+    listed = "; ".join(f"{analysis.cell_label(r)}: {analysis.lost_text(r)}" for r in short.itertuples())
     return (
-        f"Measured in fewer processes than the run's {most}, so with a wider interval (a replicate failed there; "
-        f"the run's asv log says why): {listed}."
+        "Paired cells that failed in a replicate and kept the other replicates' processes, so with a wider "
+        f"interval (the run's asv log says why): {listed}."
     )
 
 

@@ -32,6 +32,7 @@ from reports.analysis import (
     fastest,
     fastest_against_bounds,
     floors_against_copy,
+    lost_text,
     other_regime_picks,
     recommend,
     regime_note,
@@ -284,10 +285,9 @@ def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, st
             print(f"  - {cell_label(r)}")
     short = short_cells(table)
     if not short.empty:
-        most = int(table.processes.max())
-        print(f"\nMeasured in fewer processes than the run's {most} (a replicate failed there; asv's log says why):")
+        print(f"\nPaired cells that failed in a replicate ({len(short)}; asv's log says why), the others' kept:")
         for r in short.itertuples():
-            print(f"  - {cell_label(r)}: {int(r.processes)}")
+            print(f"  - {cell_label(r)}: {lost_text(r)}")
 
 
 def _print_compact(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from asv.runner import BenchmarkResult
 
 from benchmarks.kept_samples import CommitResults
 from benchmarks.runner import Chunk, Ledger, run_chunks
+from reports.results import load_lost_replicates, load_results
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 NAME = "ratios.Quick.track_ratio_forward"
@@ -17,7 +19,7 @@ PARAMS = [["'gather'", "'cpp'"], ["'example'"], ["'cpu'"]]
 CELLS = tuple(f"{NAME}({strategy}, 'example', 'cpu')" for strategy in PARAMS[0])
 
 
-def _replicate(directory: Path, samples: list[float | None], append: bool) -> None:
+def _replicate(directory: Path, samples: list[float | None], append: bool, version: str = "v1") -> None:
     """One asv run's replicate as asv stores it: a sample per cell, None where the cell failed."""
     path = directory / "m" / f"{COMMIT[:8]}-existing-py_x.json"
     results = (
@@ -33,7 +35,7 @@ def _replicate(directory: Path, samples: list[float | None], append: bool) -> No
         stderr="",
         profile=None,
     )
-    benchmark = {"name": NAME, "version": "v1", "params": PARAMS}
+    benchmark = {"name": NAME, "version": version, "params": PARAMS}
     results.add_result(benchmark, result, record_samples=True, append_samples=append)
     path.parent.mkdir(parents=True, exist_ok=True)
     results.save(str(directory))
@@ -70,33 +72,48 @@ def test_a_cell_that_never_ran_or_was_skipped_is_not_given_samples(tmp_path):
     assert saved.snapshot({"ratios.Quick.track_ratio_forward_backward"}) == {}  # a benchmark with no results
 
 
+def test_samples_of_code_that_has_changed_since_are_not_stored_again(tmp_path):
+    saved = CommitResults(tmp_path / "m", COMMIT)
+    _replicate(tmp_path, [1.0, 2.0], append=False)
+    kept = saved.snapshot({NAME})
+    _replicate(tmp_path, [1.1, None], append=True, version="v2")  # asv itself drops samples of another version
+    assert saved.restore(kept) == [] and _stored(tmp_path)[1] == [[1.1], None]
+
+
 _FAILING_REPLICATE = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_kept_samples import _replicate
-_replicate(Path({directory!r}), [1.1, None], append=True)
+_replicate(Path({directory!r}), [1.1, None], append="--append-samples" in sys.argv)
 sys.exit(2)  # as asv exits when a benchmark failed
 """
 
 
-def test_the_runner_keeps_the_samples_of_a_cell_that_fails_in_an_appending_replicate(tmp_path):
-    _replicate(tmp_path, [1.0, 2.0], append=False)
-    fake_asv = [
-        sys.executable,
-        "-c",
-        _FAILING_REPLICATE.format(tests=str(Path(__file__).parent), directory=str(tmp_path)),
-    ]
+def test_the_runner_keeps_the_samples_of_a_cell_that_fails_and_records_the_replicate_it_lost(tmp_path):
+    root = tmp_path / "results"
+    _replicate(root, [1.0, 2.0], append=False)
+    (root / "m" / "machine.json").write_text(json.dumps({"machine": "m", "version": 1}))
+    script = _FAILING_REPLICATE.format(tests=str(Path(__file__).parent), directory=str(root))
+    fake_asv = [sys.executable, "-c", script]
     lines: list[str] = []
     ledger = Ledger(tmp_path / "progress", {"test": "kept"})
-    saved = CommitResults(tmp_path / "m", COMMIT)
+    saved = CommitResults(root / "m", COMMIT)
     first, second = (Chunk("", CELLS, replicate, 2) for replicate in (1, 2))
+    key = ("m", f"{COMMIT[:8]}-existing-py_x.json", NAME, ("cpp", "example", "cpu"))
 
     status = run_chunks([second], fake_asv, {}, tmp_path, tmp_path / "log", ledger, False, lines.append, saved)
-    assert status == 2 and _stored(tmp_path)[1] == [[1.0, 1.1], [2.0]]
+    assert status == 2 and _stored(root)[1] == [[1.0, 1.1], [2.0]]
     assert lines[-1] == f"  failed in ratios 2/2, kept with the samples of the replicates before it: {CELLS[1]}"
+    assert load_lost_replicates(root) == {key: (2,)}  # its one sample is replicate 1's, not 2's
 
-    lines.clear()  # the first replicate discards an earlier run's samples: nothing of them is kept
-    _replicate(tmp_path, [1.0, 2.0], append=False)
+    lines.clear()  # a first replicate discards an earlier run's samples, and what they lost
     status = run_chunks([first], fake_asv, {}, tmp_path, tmp_path / "log", ledger, False, lines.append, saved)
-    assert status == 2 and _stored(tmp_path)[1] == [[1.0, 1.1], None] and not lines[-1].startswith("  failed")
+    assert status == 2 and _stored(root)[1] == [[1.1], None] and not lines[-1].startswith("  failed")
+    assert load_lost_replicates(root) == {key: (1,)}
+    listed = {NAME: {"name": NAME, "param_names": ["strategy", "config", "device"], "params": PARAMS, "unit": "ratio"}}
+    (root / "benchmarks.json").write_text(json.dumps(listed))
+    table = load_results(root, run_levels={}).set_index("strategy")
+    assert table.loc["cpp", "lost_replicates"] == (1,) and table.loc["gather", "lost_replicates"] == ()
+    saved.forget_lost(CELLS)
+    assert load_lost_replicates(root) == {}

@@ -136,7 +136,7 @@ def test_the_memory_resolution_of_a_device_pick_counts_each_config_it_sums():
 def test_a_device_picks_memory_limit_allows_a_net_peaks_resolution_on_each_config_as_a_config_pick_does():
     """Within 1.2x of the lowest plus 128 KiB on every config is eligible on each config, so on the device too;
     M's allowance is 128 KiB on each config it sums, not 1.2x alone (which would put it out)."""
-    lowest, close, over = 2**20, int(1.2 * 2**20) + 100 * 1024, int(1.2 * 2**20) + NET_PEAK_RESOLUTION + 1
+    lowest, close, over = 2**20, math.ceil(1.2 * 2**20) + 100 * 1024, math.ceil(1.2 * 2**20) + NET_PEAK_RESOLUTION + 1
     rows = []
     for config in ("c", "d"):
         one = _cells(lean=(0.9, 0.85, 0.95, lowest), close=(0.5, 0.45, 0.55, close), over=(0.4, 0.35, 0.45, over))
@@ -146,7 +146,10 @@ def test_a_device_picks_memory_limit_allows_a_net_peaks_resolution_on_each_confi
     assert list(per_config.strategy) == ["close", "close"]  # over is out on each config, close is in
     ranking = analysis.recommend(cells, TRAINING).ranking.set_index("strategy")
     assert ranking.loc["close", "eligible"] and ranking.loc["close", "memory_score"] > 1.2
-    assert not ranking.loc["over", "eligible"] and ranking.loc["over", "why_not"] == "M over 1.2x the lowest"
+    assert (
+        not ranking.loc["over", "eligible"]
+        and ranking.loc["over", "why_not"] == "M over 1.2x the lowest plus 128 KiB a config"
+    )
     assert analysis.recommend(cells, TRAINING).strategy == "close"
 
 
@@ -245,6 +248,20 @@ def test_replicates_that_do_not_line_up_leave_the_interval_to_the_configs_ends()
         for end in ("low", "high")
     ]
     assert (row.time_low, row.time_high) == pytest.approx(ends)
+
+
+def test_cells_that_each_lost_another_replicate_do_not_line_up_though_their_counts_agree():
+    """Config c lost replicate 1 and d replicate 3 of 3: two samples each, which are not the same replicates."""
+    cells = _replicated({"c": {"s": [0.6, 0.55], "r": [0.5, 0.5]}, "d": {"s": [1.0, 0.8], "r": [1.0, 1.0]}})
+    times = analysis.relative_times(cells[cells.strategy == "s"], TRAINING.time_metric)
+    assert analysis.replicate_half_width(times) is not None  # as they stand, they would be paired by position
+    replicates = f"{TRAINING.time_metric}:x_native_replicates"
+    for index, lost in zip(cells.index[cells.strategy == "s"], ([1], [3])):
+        measured = pd.Series({"samples": list(cells.loc[index, replicates].samples), "lost_replicates": lost})
+        cells.at[index, replicates] = analysis.Replicates.of(measured)
+        assert cells.at[index, replicates].lost == tuple(lost)
+    times = analysis.relative_times(cells[cells.strategy == "s"], TRAINING.time_metric)
+    assert analysis.replicate_half_width(times) is None  # the per-config ends instead
 
 
 def test_a_leader_whose_configs_scatter_but_whose_replicates_agree_is_no_tie():

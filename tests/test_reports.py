@@ -606,9 +606,11 @@ def test_the_write_floors_the_reports_name_are_the_bounds_suites_benchmarks():
         assert callable(getattr(bounds.Quick, floor, None)), floor
 
 
-def test_a_paired_cell_measured_in_fewer_processes_is_named_in_the_summary_and_on_the_site(tmp_path, capsys):
+def test_a_paired_cell_that_lost_a_replicate_is_named_in_the_summary_and_on_the_site(tmp_path, capsys):
     from asv.results import Results
     from asv.runner import BenchmarkResult
+
+    from benchmarks.kept_samples import LOST_REPLICATES_FILE
 
     results = tmp_path / "results"
     shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("*.py"))
@@ -617,17 +619,22 @@ def test_a_paired_cell_measured_in_fewer_processes_is_named_in_the_summary_and_o
     listed[name] = {"name": name, "param_names": ["strategy", "config", "device"], "params": params, "unit": "ratio"}
     (results / "benchmarks.json").write_text(json.dumps(listed))
     stored = Results.load(str(results / CPU / "bbbbbbbb-fixture-env.json"))
-    samples = [[0.5, 0.6, 0.55], [2.0, 2.2]]  # tiling's third replicate failed and kept the other two
+    # as_strided: two processes, as a run of two replicates takes; tiling: two of three, its third replicate failed
+    samples = [[0.5, 0.6], [2.0, 2.2]]
     result = BenchmarkResult(result=[0.55, 2.1], samples=samples, number=[1, 1], errcode=0, stderr="", profile=None)
     stored.add_result({"name": name, "version": "v", "params": params}, result, record_samples=True)
     stored.save(str(results))
+    record = {"file": "bbbbbbbb-fixture-env.json", "benchmark": name, "params": ["'tiling'", *params[1], *params[2]]}
+    (results / CPU / LOST_REPLICATES_FILE).write_text(json.dumps({**record, "replicate": 3, "of": 3}) + "\n")
 
     print_summary(results, CPU, "quick", None)
     out = capsys.readouterr().out
-    assert "Measured in fewer processes than the run's 3 (a replicate failed there; asv's log says why):" in out
-    assert "  - ratios.track_ratio_forward tiling allcnnc-conv2 cpu: 2\n" in out and "as_strided allcnnc" not in out
+    assert "Paired cells that failed in a replicate (1; asv's log says why), the others' kept:" in out
+    line = "ratios.track_ratio_forward tiling allcnnc-conv2 cpu: 2 of 3 processes (replicate 3 failed)"
+    assert f"  - {line}\n" in out and "as_strided allcnnc" not in out  # fewer processes is not a failure
     assert "  - time_forward_backward tiling vol3d-conv cpu\n" in out  # the fixture's failed cell, listed as before
     build_site(results, tmp_path / "site")
     overview = html.unescape((tmp_path / "site" / "index.html").read_text())
-    assert "Measured in fewer processes than the run's 3, so with a wider interval (a replicate failed" in overview
-    assert "asv log says why): ratios.track_ratio_forward tiling allcnnc-conv2 cpu (2)." in overview
+    assert f"kept the other replicates' processes, so with a wider interval (the run's asv log says why): {line}." in (
+        overview
+    )

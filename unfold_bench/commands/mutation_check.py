@@ -371,8 +371,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "pick-ignores-the-memory-tolerance",
         "reports/analysis.py",
-        "(ranking.memory_score > rule.tolerance * ranking.memory_score[candidates].min())",
-        "(ranking.memory_score < 0)",
+        "too_much = candidates & (ranking.memory_score > limit)",
+        "too_much = candidates & (ranking.memory_score < 0)",
         ("tests/test_reports.py",),
         "a strategy whose memory is over the rule's tolerance is not picked",
         figure="the which-to-ship pick",
