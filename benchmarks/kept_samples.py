@@ -80,7 +80,7 @@ class CommitResults:
                 values = results.get_result_value(name, params) if params else []
                 failed = [(name, c) for c, v in zip(combos, values) if v is None and _name(name, c) in wanted]
                 if failed:
-                    found[path.name] = failed
+                    found.setdefault(path.name, []).extend(failed)
         return found
 
     def restore(self, kept: Snapshot) -> list[str]:
@@ -117,7 +117,7 @@ class CommitResults:
                     result,
                     started_at=None
                     if started is None
-                    else datetime.datetime.fromtimestamp(started / 1000, datetime.UTC),
+                    else datetime.datetime.fromtimestamp(started / 1000, datetime.timezone.utc),
                     duration=results.duration.get(name),
                     record_samples=True,
                     selected_idx=lost,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.catalogue import CATALOGUE_FILE
 from benchmarks.machine import HOST_VARIABLE
 from benchmarks.trees import ROOT
 from unfold_bench.commands import gpu_check
@@ -114,3 +115,5 @@ def test_asv_records_under_the_carried_commit_where_git_is_unavailable(carried, 
     shutil.copytree(machine, out / "results" / machine.name)
     assert gpu_check.main(["import", str(out), "--into", str(into)]) == 0
     assert (into / "results" / machine.name / result_file.name).read_text() == result_file.read_text()
+    catalogue = machine / CATALOGUE_FILE  # the reports' records of the registry come back with the results
+    assert (into / "results" / machine.name / CATALOGUE_FILE).read_text() == catalogue.read_text()

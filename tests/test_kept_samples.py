@@ -19,7 +19,9 @@ PARAMS = [["'gather'", "'cpp'"], ["'example'"], ["'cpu'"]]
 CELLS = tuple(f"{NAME}({strategy}, 'example', 'cpu')" for strategy in PARAMS[0])
 
 
-def _replicate(directory: Path, samples: list[float | None], append: bool, version: str = "v1") -> None:
+def _replicate(
+    directory: Path, samples: list[float | None], append: bool, version: str = "v1", name: str = NAME
+) -> None:
     """One asv run's replicate as asv stores it: a sample per cell, None where the cell failed."""
     path = directory / "m" / f"{COMMIT[:8]}-existing-py_x.json"
     results = (
@@ -35,7 +37,7 @@ def _replicate(directory: Path, samples: list[float | None], append: bool, versi
         stderr="",
         profile=None,
     )
-    benchmark = {"name": NAME, "version": version, "params": PARAMS}
+    benchmark = {"name": name, "version": version, "params": PARAMS}
     results.add_result(benchmark, result, record_samples=True, append_samples=append)
     path.parent.mkdir(parents=True, exist_ok=True)
     results.save(str(directory))
@@ -70,6 +72,19 @@ def test_a_cell_that_never_ran_or_was_skipped_is_not_given_samples(tmp_path):
     values, samples = _stored(tmp_path)
     assert values[0] is None and samples == [None, None]
     assert saved.snapshot({"ratios.Quick.track_ratio_forward_backward"}) == {}  # a benchmark with no results
+
+
+def test_every_benchmark_that_failed_in_a_replicate_is_found_and_stored_again(tmp_path):
+    saved, backward = CommitResults(tmp_path / "m", COMMIT), "ratios.Quick.track_ratio_forward_backward"
+    for name in (NAME, backward):
+        _replicate(tmp_path, [1.0, 2.0], append=False, name=name)
+    kept = saved.snapshot({NAME, backward})
+    for name in (NAME, backward):  # cpp times out in both of its benchmarks
+        _replicate(tmp_path, [1.1, None], append=True, name=name)
+    cells = (*CELLS, *(cell.replace(NAME, backward) for cell in CELLS))
+    failed = saved.failed(cells)
+    assert sorted(name for name, _ in failed[f"{COMMIT[:8]}-existing-py_x.json"]) == [NAME, backward]
+    assert sorted(saved.restore(kept)) == sorted([CELLS[1], CELLS[1].replace(NAME, backward)])
 
 
 def test_samples_of_code_that_has_changed_since_are_not_stored_again(tmp_path):

@@ -397,13 +397,14 @@ def _collect(out: Path) -> list[str]:
 
 
 def import_results(args: argparse.Namespace) -> int:
-    """Copy what a device call brought back into the tree: asv results and the capability matrix."""
+    """Copy what a device call brought back into the tree: asv results with the records kept beside them (the
+    catalogue, the run level, the replicates a cell lost: ``*.jsonl``) and the capability matrix."""
     source, into = Path(args.directory), Path(args.into)
     copied = []
     for machine_dir in sorted((source / "results").glob("*")) if (source / "results").is_dir() else []:
         target = into / "results" / machine_dir.name
         target.mkdir(parents=True, exist_ok=True)
-        for path in machine_dir.glob("*.json"):
+        for path in sorted([*machine_dir.glob("*.json"), *machine_dir.glob("*.jsonl")]):
             shutil.copy2(path, target / path.name)
             copied.append(str((target / path.name).relative_to(into)))
     for path in source.glob("*.json"):
