@@ -29,7 +29,7 @@ from benchmarks.allocator import FRESH_PAGES, WARM
 from benchmarks.catalogue import CATALOGUE_FILE
 from benchmarks.kept_samples import LOST_REPLICATES_FILE
 from benchmarks.traffic import Sizes
-from reports.run_level import RunLevel, load_run_levels
+from reports.run_level import RunLevel, load_run_levels, read_records
 
 MACHINE_FIELDS = (
     "python_version",
@@ -233,12 +233,10 @@ def load_lost_replicates(results_dir: str | Path) -> dict[LostKey, tuple[int, ..
     its samples are those of the other replicates, so their positions do not name their replicates."""
     found: dict[LostKey, tuple[int, ...]] = {}
     for path in Path(results_dir).glob(f"*/{LOST_REPLICATES_FILE}"):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                params = tuple(_unquote(p) for p in record["params"])
-                key = (path.parent.name, record["file"], record["benchmark"], params)
-                found[key] = tuple(sorted({*found.get(key, ()), record["replicate"]}))
+        for record in read_records(path):
+            params = tuple(_unquote(p) for p in record["params"])
+            key = (path.parent.name, record["file"], record["benchmark"], params)
+            found[key] = tuple(sorted({*found.get(key, ()), record["replicate"]}))
     return found
 
 
@@ -367,7 +365,7 @@ def load_catalogue(results_dir: str | Path) -> Catalogue:
     newest record of each strategy and config wins, and the torch checks come from the newest catalogue."""
     found = []
     for path in Path(results_dir).glob(f"*/{CATALOGUE_FILE}"):
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        records = read_records(path)
         date = next((r.get("date", "") for r in records if r.get("record") == "written"), "")
         found.append((date, path.parent.name, catalogue_from_records(records, path.parent.name)))
     strategies: dict[str, Mapping] = {}

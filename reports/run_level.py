@@ -102,7 +102,7 @@ def write_run_levels(
     in ``machine_dir`` beside the other sets' (a set recorded again replaces its own records); ``provenance``
     (command, runs, commit) goes into each record. The file's path."""
     path = Path(machine_dir) / RUN_LEVEL_FILE
-    kept = [r for r in _records(path) if (r.get("profile"), r.get("measured")) != (profile, measured)]
+    kept = [r for r in read_records(path) if (r.get("profile"), r.get("measured")) != (profile, measured)]
     written = time.strftime("%Y-%m-%d")
     new = [
         {"profile": profile, "suite": s, **asdict(v), "measured": measured, "date": written, **provenance}
@@ -115,7 +115,8 @@ def write_run_levels(
     return path
 
 
-def _records(path: Path) -> list[dict]:
+def read_records(path: Path) -> list[dict]:
+    """The JSON objects of a records file kept beside a machine's results (one per line; none if it is absent)."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
@@ -125,7 +126,7 @@ def load_run_levels(results_dir: str | Path, leave_out: str | None = None) -> Ru
     directory (asv's machine name)."""
     found: dict[tuple[str, str, str], list[RunLevel]] = {}
     for path in Path(results_dir).glob(f"*/{RUN_LEVEL_FILE}"):
-        for record in _records(path):
+        for record in read_records(path):
             if leave_out is not None and record.get("measured") == leave_out:
                 continue
             key = (path.parent.name, record["profile"], record["suite"])
