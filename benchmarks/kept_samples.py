@@ -39,8 +39,38 @@ class KeptCell:
 Snapshot = dict[str, dict[str, KeptCell]]  # results file name -> benchmark name -> its samples
 
 
-def _name(benchmark: str, combo: tuple[str, ...]) -> str:
+def stored_cell_name(benchmark: str, combo: tuple[str, ...]) -> str:
     return f"{benchmark}({', '.join(combo)})"  # asv's cell name: its params as stored, each a repr
+
+
+def store_cells(
+    results: Results, name: str, version: str, params: list, cells: dict[int, tuple[float | None, list | None, int]]
+) -> None:
+    """Set ``cells`` of benchmark ``name`` in ``results`` (each index of its params' product: a value, its samples and
+    asv's number) through asv's own API, which recomputes a value and its stats from the samples and stores a value
+    of None as a failure; its other cells stay as they are."""
+    size = len(list(itertools.product(*params)))
+
+    def column(k: int) -> list:
+        return [cells[j][k] if j in cells else None for j in range(size)]
+
+    result = BenchmarkResult(
+        result=column(0),
+        samples=column(1),
+        number=column(2),
+        errcode=0,
+        stderr=results.stderr.get(name, ""),
+        profile=None,
+    )
+    started = results.started_at.get(name)
+    results.add_result(
+        {"name": name, "version": version, "params": params},
+        result,
+        started_at=None if started is None else datetime.datetime.fromtimestamp(started / 1000, datetime.timezone.utc),
+        duration=results.duration.get(name),
+        record_samples=True,
+        selected_idx=set(cells),
+    )
 
 
 @dataclass(frozen=True)
@@ -78,7 +108,9 @@ class CommitResults:
                 params = results.get_result_params(name)
                 combos = list(itertools.product(*params)) if params else []
                 values = results.get_result_value(name, params) if params else []
-                failed = [(name, c) for c, v in zip(combos, values) if v is None and _name(name, c) in wanted]
+                failed = [
+                    (name, c) for c, v in zip(combos, values) if v is None and stored_cell_name(name, c) in wanted
+                ]
                 if failed:
                     found.setdefault(path.name, []).extend(failed)
         return found
@@ -102,28 +134,10 @@ class CommitResults:
                 if not lost:
                     continue
                 # the failed entries get their old samples back; asv recomputes their value and stats from them
-                result = BenchmarkResult(
-                    result=[min(old) if j in lost else None for j, old in enumerate(cell.samples)],
-                    samples=[old if j in lost else None for j, old in enumerate(cell.samples)],
-                    number=[number if j in lost else None for j, number in enumerate(cell.numbers)],
-                    errcode=0,
-                    stderr=results.stderr.get(name, ""),
-                    profile=None,
-                )
-                benchmark = {"name": name, "version": cell.version, "params": cell.params}
-                started = results.started_at.get(name)
-                results.add_result(
-                    benchmark,
-                    result,
-                    started_at=None
-                    if started is None
-                    else datetime.datetime.fromtimestamp(started / 1000, datetime.timezone.utc),
-                    duration=results.duration.get(name),
-                    record_samples=True,
-                    selected_idx=lost,
-                )
+                cells = {j: (min(cell.samples[j]), cell.samples[j], cell.numbers[j]) for j in lost}
+                store_cells(results, name, cell.version, cell.params, cells)
                 combos = list(itertools.product(*cell.params))
-                restored += [_name(name, combos[j]) for j in sorted(lost)]
+                restored += [stored_cell_name(name, combos[j]) for j in sorted(lost)]
                 changed = True
             if changed:
                 results.save(str(self.directory.parent))
@@ -145,8 +159,9 @@ class CommitResults:
             with self.lost_path.open("a") as out:
                 out.write("".join(line + "\n" for line in lines))
 
-    def forget_lost(self, cells: tuple[str, ...]) -> None:
-        """Drop the records of ``cells`` in this commit's files: a first replicate discards their samples."""
+    def forget_lost(self, cells: tuple[str, ...], replicate: int | None = None) -> None:
+        """Drop the records of ``cells`` in this commit's files (a first replicate discards their samples), or only
+        those of their losing ``replicate`` (a replicate taken back, ``benchmarks.checkpoint``)."""
         if not self.lost_path.exists():
             return
         wanted, prefix = set(cells), f"{self.commit[:8]}-"
@@ -156,7 +171,8 @@ class CommitResults:
             for line in lines
             if not (
                 (record := json.loads(line))["file"].startswith(prefix)
-                and _name(record["benchmark"], tuple(record["params"])) in wanted
+                and stored_cell_name(record["benchmark"], tuple(record["params"])) in wanted
+                and replicate in (None, record["replicate"])
             )
         ]
         if len(kept) != len(lines):

@@ -30,6 +30,7 @@ from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import SUITES, Profile
 
 if TYPE_CHECKING:  # the asv suites import this module: asv's results API only where a run is driven
+    from benchmarks.checkpoint import Checkpoint
     from benchmarks.kept_samples import CommitResults
 
 BENCHMARK_PREFIXES = ("time_", "track_", "peakmem_", "mem_")
@@ -221,6 +222,17 @@ def _keep_samples(results: CommitResults, chunk: Chunk, kept: dict, status: int)
     return restored
 
 
+def _take_back(checkpoint: Checkpoint, chunks: list[Chunk], finished: set[str]) -> str | None:
+    """Put back the cells of the replicate that ``checkpoint`` was taken before, if it is one of ``chunks`` and not
+    ``finished``: what a kill left of it. What was put back, to print; None where nothing was."""
+    name = checkpoint.replicate()
+    cut_off = next((c for c in chunks if c.name == name and c.name not in finished and c.replicate), None)
+    changed = checkpoint.put_back(cut_off.cells, cut_off.replicate) if cut_off else []
+    if not changed:
+        return None
+    return f"{name} was cut off after asv saved it: {len(changed)} of its cells put back as they were before it"
+
+
 def run_chunks(
     chunks: list[Chunk],
     asv_command: list[str],
@@ -235,10 +247,21 @@ def run_chunks(
     """Run ``asv_command -b <chunk>`` for each chunk not yet finished; the worst asv exit status (0, or 2 when a
     benchmark failed; a failed cell is a result like any other and its chunk counts as finished). Given the
     ``results`` the chunks are saved in, a cell that fails in a replicate keeps the samples the replicates before it
-    recorded, and the replicate it lost is recorded (``benchmarks.kept_samples``)."""
+    recorded, and the replicate it lost is recorded (``benchmarks.kept_samples``); an appending replicate that a kill
+    cut off after asv saved it is undone before it runs again (``benchmarks.checkpoint``)."""
+    checkpoint = None
+    if results is not None:
+        from benchmarks.checkpoint import Checkpoint
+
+        checkpoint = Checkpoint.beside(ledger.path, results)
     finished = ledger.finished() if resume else set()
     if not resume:
         ledger.clear()
+    if checkpoint is not None:
+        taken_back = _take_back(checkpoint, chunks, finished) if resume else None
+        if taken_back:
+            print_line(f"resume: {taken_back}")
+        checkpoint.discard()
     total = sum(len(c.cells) for c in chunks)
     skipped = sum(len(c.cells) for c in chunks if c.name in finished)
     if skipped:
@@ -255,16 +278,25 @@ def run_chunks(
             log.flush()
             selection = {SELECTION_VARIABLE: chunk.regex()}
             chunk_started = time.monotonic()
-            appends = results is not None and chunk.replicate is not None and chunk.replicate > 1
+            appends = checkpoint is not None and chunk.replicate is not None and chunk.replicate > 1
+            if appends:
+                checkpoint.take(chunk.name)
             kept = results.snapshot(chunk.benchmarks) if appends else {}
             status = run_guarded([*asv_command, *chunk.arguments()], {**env, **selection}, cwd, log)
-            if status not in (0, 2):  # asv itself failed: nothing of this chunk was saved
+            if status not in (0, 2):  # asv itself failed, or was killed: an appending replicate is taken back
                 print_line(f"asv exited with status {status} on {chunk.name}; see {log_path}")
+                if appends:
+                    taken_back = _take_back(checkpoint, [chunk], finished)
+                    if taken_back:
+                        print_line(taken_back)
+                    checkpoint.discard()
                 return status
             worst = max(worst, status)
             restored = _keep_samples(results, chunk, kept, status) if results is not None else []
             finished.add(chunk.name)
             ledger.record(finished)
+            if appends:
+                checkpoint.discard()
             done += len(chunk.cells)
             elapsed = time.monotonic() - start
             measured.append((chunk, time.monotonic() - chunk_started))

@@ -44,7 +44,7 @@ def _replicate(
 
 
 def _stored(directory: Path) -> tuple[list, list]:
-    results = Results.load(str(next((directory / "m").glob("*.json"))))
+    results = Results.load(str(directory / "m" / f"{COMMIT[:8]}-existing-py_x.json"))
     return results.get_result_value(NAME, PARAMS), results.get_result_samples(NAME, PARAMS)
 
 
