@@ -3,9 +3,9 @@
 Each replicate of the paired ratios after the first appends one process's sample to each of its cells
 (``benchmarks.runner``); the run records it finished only after asv saved it and the runner kept the samples of the
 cells that failed in it (``benchmarks.kept_samples``). A kill in between would have a resume append it twice, and a
-cell that failed in it lose its earlier samples. So the runner copies the commit's results files before such a
+cell that failed in it lose its earlier samples. So the runner copies the run's results file before such a
 replicate, and where it was cut off puts back its own cells, and drops its records of lost replicates, as they were
-then: what other runs saved in the same files since stays as it is.
+then: what other runs saved in the same file since stays as it is.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _load(path: Path) -> Results | None:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """The commit's results files as they were before one appending replicate, kept in ``directory``."""
+    """The run's results files as they were before one appending replicate, kept in ``directory``."""
 
     directory: Path
     results: CommitResults

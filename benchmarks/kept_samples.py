@@ -16,9 +16,12 @@ from __future__ import annotations
 import datetime
 import itertools
 import json
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from asv.environment import get_env_name
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
@@ -75,13 +78,21 @@ def store_cells(
 
 @dataclass(frozen=True)
 class CommitResults:
-    """The results files of one commit on one machine (one per environment), into which asv merges every chunk."""
+    """The results files of one commit on one machine, into which asv merges every chunk: the file of one asv
+    environment, or of every environment where none is named."""
 
     directory: Path  # <results_dir>/<machine>
     commit: str
+    environment: str = ""  # asv's name of the environment the run measures in (the results file's suffix)
+
+    @classmethod
+    def of_this_interpreter(cls, directory: Path, commit: str) -> CommitResults:
+        """The file that ``asv run --python=same`` from this interpreter saves in: asv names that environment
+        after the interpreter's path (``asv.environment.ExistingEnvironment``)."""
+        return cls(directory, commit, get_env_name("existing", os.path.abspath(sys.executable), {}, {}))
 
     def paths(self) -> list[Path]:
-        return sorted(self.directory.glob(f"{self.commit[:8]}-*.json"))
+        return sorted(self.directory.glob(f"{self.commit[:8]}-{self.environment or '*'}.json"))
 
     def snapshot(self, benchmarks: set[str]) -> Snapshot:
         """The samples that ``benchmarks`` (asv's names, without params) have recorded so far."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -132,3 +133,13 @@ def test_the_runner_keeps_the_samples_of_a_cell_that_fails_and_records_the_repli
     assert table.loc["cpp", "lost_replicates"] == (1,) and table.loc["gather", "lost_replicates"] == ()
     saved.forget_lost(CELLS)
     assert load_lost_replicates(root) == {}
+
+
+def test_a_run_named_by_its_environment_reads_only_its_own_results_file(tmp_path):
+    _replicate(tmp_path, [None, 2.0], append=False)
+    ours = tmp_path / "m" / f"{COMMIT[:8]}-existing-py_x.json"
+    shutil.copy2(ours, ours.with_name(f"{COMMIT[:8]}-existing-py_y.json"))  # another environment: gather failed
+    _replicate(tmp_path, [1.0, 2.0], append=False)
+    every_environment = CommitResults(tmp_path / "m", COMMIT)
+    assert list(every_environment.failed(CELLS)) == [f"{COMMIT[:8]}-existing-py_y.json"]
+    assert CommitResults(tmp_path / "m", COMMIT, "existing-py_x").failed(CELLS) == {}

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 from asv.benchmarks import Benchmarks
 
+from benchmarks.kept_samples import CommitResults
 from benchmarks.process_guard import kill_session, session_members, stat_fields
 from benchmarks.profiles import FULL, QUICK
 from benchmarks.runner import (
@@ -27,7 +28,7 @@ from benchmarks.runner import (
     scratch_config,
     suite_cells,
 )
-from benchmarks.trees import ROOT
+from benchmarks.trees import ROOT, git
 from benchmarks.unfold import selects_a_compiling_cell
 from reports.results import load_results
 
@@ -201,5 +202,7 @@ def test_a_killed_run_keeps_finished_configs_leaves_no_process_and_resumes(tmp_p
     finished = len(kept)
     assert f"resume: {finished} of 2 cells already measured" in output
     assert _measured_configs(tmp_path) == {"example", "allcnnc-conv2"}
+    ours = CommitResults.of_this_interpreter(tmp_path / "results" / "test-kill", git("rev-parse", "HEAD"))
+    assert len(ours.paths()) == 1  # the file whose replicates the runner keeps is the one asv saved in
     assert [p.name.split("-quick-")[0] for p in (tmp_path / "summaries").iterdir()] == ["test-kill"]
     assert session_members(resumed.pid) == []

@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         ledger = Ledger(ROOT / ".asv" / "progress", key)
         command = [*asv, "--python=same", "--set-commit-hash", commit]
-        saved = CommitResults(results_dir / info["machine"], commit)
+        saved = CommitResults.of_this_interpreter(results_dir / info["machine"], commit)  # not another's file
         status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume, results=saved)
     print(f"benchmarks finished in {(time.monotonic() - start) / 60:.1f} min, asv exit status {status}")
 
