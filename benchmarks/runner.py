@@ -4,9 +4,10 @@ asv writes a results file only when its run ends, so a run killed at minute 35 w
 run is therefore split into chunks, one per config (every suite's cells of that config), each its own
 ``asv run`` with ``--set-commit-hash``: asv merges each chunk's cells into the same results file. A kill
 loses only the chunk in flight; ``resume`` skips the chunks that a run of the same commit, environment,
-profile, machine (so regime) and selection already finished, recorded in a ledger beside asv's
-environments (``.asv/progress``). Each asv run is guarded (``benchmarks.process_guard``): no process of it
-outlives the run. asv's own output goes to a log file; the terminal gets one line per chunk.
+profile, machine (so regime), selection, results directory and plan (the cells of each chunk) already finished,
+recorded in a ledger beside asv's environments (``.asv/progress``). Each asv run is guarded
+(``benchmarks.process_guard``): no process of it outlives the run. asv's own output goes to a log file; the
+terminal gets one line per chunk.
 
 The cells are the asv suites' own parameter grids (``SUITES`` x profile class x benchmark method x params),
 selected by the same regular expression asv applies to ``name(param, ...)``.
@@ -21,7 +22,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,6 +134,13 @@ def plan(
         count = profile.ratio_processes if ratio_processes is None else ratio_processes
         chunks += [Chunk("", paired, replicate, count) for replicate in range(1, count + 1)]
     return chunks
+
+
+def plan_digest(chunks: Sequence[Chunk]) -> str:
+    """A digest of ``chunks``' names and cells, for a ledger's key: a resume skips only the chunks of the same plan,
+    so one whose cells changed since (another strategy registered, a config added) starts afresh."""
+    plan_text = json.dumps([[chunk.name, list(chunk.cells)] for chunk in chunks])
+    return hashlib.sha256(plan_text.encode()).hexdigest()[:16]
 
 
 class Ledger:

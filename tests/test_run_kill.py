@@ -3,6 +3,7 @@ keeps, that ``--resume`` finishes the rest, and that nothing of a killed run sta
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -24,6 +25,7 @@ from benchmarks.runner import (
     PAIRED_SUITE,
     Chunk,
     plan,
+    plan_digest,
     remaining_seconds,
     scratch_config,
     suite_cells,
@@ -57,6 +59,13 @@ def test_a_device_left_out_of_the_plan_has_no_cell_in_any_chunk_and_the_others_k
     assert planned == [name for name in everything if "'cuda'" not in name]  # the same cells, in the same order
     assert [c.name for c in on_cpu] == [c.name for c in plan(QUICK)]  # a resumed run's ledger names the same chunks
     assert plan(QUICK, "'cuda'", devices=["cpu"]) == []  # bench then says which devices this machine lacks
+
+
+def test_a_resume_skips_only_the_chunks_of_the_same_plan():
+    one, other = plan(QUICK, "'onehot'"), plan(QUICK, "'onehot'|'gather'")
+    assert [c.name for c in one] == [c.name for c in other]  # the same chunks by name, with other cells
+    assert plan_digest(one) == plan_digest(plan(QUICK, "'onehot'"))
+    assert plan_digest(one) != plan_digest(other)  # a strategy registered since: the ledger's key differs
 
 
 def _reference_ratio(name: str, params: dict) -> bool:
@@ -195,6 +204,9 @@ def test_a_killed_run_keeps_finished_configs_leaves_no_process_and_resumes(tmp_p
     assert _processes_with(marker) == [], _described(_processes_with(marker))
     kept = _measured_configs(tmp_path)
     assert kept == {"example"}  # the config in flight was killed with its asv run, not left to finish
+    ledgers = [json.loads(path.read_text()) for path in (ROOT / ".asv" / "progress").glob("*.json")]
+    recorded = [ledger["finished"] for ledger in ledgers if ledger.get("results") == str(tmp_path / "results")]
+    assert recorded == [["example"]]  # keyed by its results directory: a run into results/ keeps a ledger of its own
 
     resumed = _bench(tmp_path, marker.split("=")[1], "--resume")
     output, _ = resumed.communicate(timeout=300)

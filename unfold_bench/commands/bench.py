@@ -29,7 +29,7 @@ from benchmarks.kept_samples import CommitResults
 from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
-from benchmarks.runner import Ledger, plan, run_chunks
+from benchmarks.runner import Ledger, plan, plan_digest, run_chunks
 from benchmarks.trees import ROOT, git
 from benchmarks.vocabulary import DEVICES
 from impls.cpu_isa import isa_environment
@@ -127,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "profile": profile.name,
             "bench": args.bench,
             "ratio_processes": str(args.ratio_processes or profile.ratio_processes),
+            "results": str(results_dir),  # two runs of one commit into two results directories keep two ledgers
+            "plan": plan_digest(chunks),
         }
         ledger = Ledger(ROOT / ".asv" / "progress", key)
         command = [*asv, "--python=same", "--set-commit-hash", commit]
