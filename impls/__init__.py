@@ -5,6 +5,9 @@ Every strategy is called as ``unfold(input, kernel_size, dilation=1, padding=0, 
 """
 
 from impls.geometry import SPATIAL_DIMS, SUPPORTED_DTYPES, Geometry, parse
+from impls.strategy import Strategy  # bound before the registry loads the plugins, which may import it from here
+
+# isort: split
 from impls.registry import (
     PLUGIN_PROBLEMS,
     STRATEGIES,
@@ -13,7 +16,6 @@ from impls.registry import (
     get_strategy,
     strategy_names,
 )
-from impls.strategy import Strategy
 
 __all__ = [
     "PLUGIN_PROBLEMS",

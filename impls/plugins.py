@@ -136,7 +136,13 @@ def set_aside(problems: dict[str, str], name: str, why: str) -> None:
 
 
 def _why(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+    why = f"{type(error).__name__}: {error}"
+    if isinstance(error, ImportError) and "partially initialized module 'impls'" in str(error):
+        why += (
+            " (the registry loads the plugins while impls is imported: import Strategy, Geometry or parse from impls "
+            "at the top of a plugin, and the registry's own names, such as get_strategy, inside a function)"
+        )
+    return why
 
 
 def load(value: str | None = None) -> tuple[dict[str, Strategy], dict[str, str]]:

@@ -153,6 +153,17 @@ def test_the_registry_of_every_process_takes_the_named_strategies_and_refuses_a_
 
 
 @pytest.mark.slow
+def test_a_declared_strategy_may_import_strategy_from_impls_at_its_top(tmp_path):
+    """The registry loads the plugins while ``impls`` is being imported: ``Strategy`` is bound by then."""
+    found = _registry_in_a_process({VARIABLE: "outside_declared:declared", "PYTHONPATH": str(OUTSIDE)})
+    assert found["problems"] == {} and found["strategies"]["outside_declared"] == "outside_declared (module)"
+    module = tmp_path / "outside_early.py"
+    module.write_text("from impls import get_strategy\n\nearly = get_strategy\n")
+    early = _registry_in_a_process({VARIABLE: "outside_early:early", "PYTHONPATH": str(tmp_path)})
+    assert "inside a function" in early["problems"]["early"]  # the registry's own names: says where to import them
+
+
+@pytest.mark.slow
 def test_an_installed_packages_entry_point_is_found_with_its_package_and_version(tmp_path):
     """An installed distribution, as pip leaves it on the path: a ``.dist-info`` with its entry points."""
     site = tmp_path / "site"

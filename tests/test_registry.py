@@ -26,8 +26,8 @@ def test_the_issue_subjects_are_registered():
     assert {"native", "onehot", "as_strided", "tiling"} <= set(STRATEGIES)
 
 
-@pytest.mark.parametrize("name", list(TESTED_STRATEGIES))
-def test_each_strategy_module_exposes_its_registry_entry_as_unfold(name):
+@pytest.mark.parametrize("name", [name for name, s in TESTED_STRATEGIES.items() if s.origin is None])
+def test_each_strategy_module_exposes_its_registry_entry_as_unfold(name):  # impls' own: a plugin lives elsewhere
     module = importlib.import_module(f"impls.{name}")
     assert module.unfold is TESTED_STRATEGIES[name]
 
