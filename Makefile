@@ -17,6 +17,7 @@ REGIME ?=
 BENCH ?=
 export BENCH
 PROFILE_FLAG = $(if $(PROFILE),--profile $(PROFILE))
+$(foreach flag,RESUME THP,$(if $(filter-out 0 1,$($(flag))),$(error $(flag)=$($(flag)): must be 1, 0 or empty)))
 BENCH_FLAGS = $(PROFILE_FLAG) $(if $(REGIME),--regime $(REGIME)) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench "$$BENCH") \
 	$(if $(filter 1,$(RESUME)),--resume) $(if $(RATIO_PROCESSES),--ratio-processes $(RATIO_PROCESSES))
 
@@ -99,9 +100,11 @@ browser:  ## install Debian's chromium and chromedriver for the site's browser t
 
 # The asv suite on this machine in the current environment, one asv run per config, then a summary, the
 # capability matrix (reports/capabilities/), then the website (reports/site/index.html); exits with bench's status
-# (2: a benchmark failed or a plugin could not be loaded), else 1 where a capability fails undeclared.
+# (2: a benchmark failed or a plugin could not be loaded; 64: bench ran nothing, a usage error, and then nothing else
+# runs), else 1 where a capability fails undeclared.
 bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME, RATIO_PROCESSES), the capability matrix, the site
-	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS); status=$$?; $(PY) -m unfold_bench.cli capabilities || [ $$status -ne 0 ] || status=1; \
+	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS); status=$$?; [ $$status -ne 64 ] || exit 64; \
+		$(PY) -m unfold_bench.cli capabilities || [ $$status -ne 0 ] || status=1; \
 		$(PY) -m unfold_bench.cli report; exit $$status
 
 # CI regression gate: both revisions' calls alternated inside each of several processes (docs/regression-gate.md); exit 1

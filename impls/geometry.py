@@ -84,6 +84,8 @@ class Geometry:
             raise ValueError(
                 f"input must be 3-d, 4-d or 5-d (N, C, *spatial), got a {len(shape)}-d tensor of shape {shape}"
             )
+        if any(s < 0 for s in shape):
+            raise ValueError(f"input shape {shape} has a negative dim")
         if shape[1] == 0:  # as F.unfold: "possibly 0 batch size and other non-zero dimensions"
             raise ValueError(f"input has an empty channel dim, shape {shape}; it must be >= 1")
         if any(s == 0 for s in shape[2:]):

@@ -28,6 +28,10 @@ MIB = 2**20
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--dtype", "int8"], "--dtype 'int8'"),
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--device", "tpu"], "--device: invalid choice: 'tpu'"),
         (["--input-shape", "2,3,x,8", "--kernel-size", "3"], "'2,3,x,8'"),
+        (
+            ["--input-shape=-8,3,32,32", "--kernel-size", "3"],
+            "--input-shape -8,3,32,32: input shape (-8, 3, 32, 32) has a negative",
+        ),
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--needs", "telepathy"], "telepathy: unknown"),
         (["--input-shape", "2,3,8,8"], "--kernel-size"),
     ],

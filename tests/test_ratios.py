@@ -25,6 +25,7 @@ from reports import analysis
 from reports.results import load_results, process_interval, summed_error
 from reports.run_level import RunLevel, write_run_levels
 from tests.test_harness import AT_TEST_SIZE
+from unfold_bench.commands.bench import NOTHING_RUN
 
 TRAINING = analysis.RULES[0]
 
@@ -64,7 +65,26 @@ def test_bench_refuses_a_ratio_process_count_below_one_before_any_work():
         capture_output=True,
         text=True,
     )
-    assert ran.returncode == 2 and "--ratio-processes: 0 processes: at least one is needed" in ran.stderr
+    assert ran.returncode == NOTHING_RUN and "--ratio-processes: 0 processes: at least one is needed" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["--bench", "("], "'(' is not a regular expression"),
+        (["--bench", "zzz"], "no quick-profile cell matches"),
+        (["--commits", "no-such-rev..HEAD"], "--commits 'no-such-rev..HEAD': "),
+        (["--commits", "HEAD~1..HEAD", "--resume"], "--resume cannot go with --commits"),
+    ],
+)
+def test_bench_refuses_a_selection_of_no_cell_before_any_work(arguments, named):
+    ran = subprocess.run(
+        [sys.executable, "-m", "unfold_bench.cli", "bench", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == NOTHING_RUN and named in ran.stderr  # make bench stops there (the Makefile's recipe)
 
 
 def _row(config: str, name: str, ratio: float, low: float, high: float, peak: float, **extra) -> dict:

@@ -638,3 +638,14 @@ def test_a_paired_cell_that_lost_a_replicate_is_named_in_the_summary_and_on_the_
     assert f"kept the other replicates' processes, so with a wider interval (the run's asv log says why): {line}." in (
         overview
     )
+
+
+def test_report_refuses_a_results_folder_without_results_before_touching_the_site(tmp_path, capsys):
+    from unfold_bench.cli import main
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("the published site")
+    missing = tmp_path / "typo"
+    assert main(["report", "--results", str(missing), "--out", str(tmp_path / "site"), "--no-asv-publish"]) == 2
+    assert f"--results {missing}: no asv results there" in capsys.readouterr().err
+    assert (tmp_path / "site" / "index.html").read_text() == "the published site"

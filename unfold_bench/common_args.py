@@ -9,6 +9,7 @@ passes), ``--machine`` and ``--commit`` (what a result is recorded under), ``--c
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
@@ -51,8 +52,19 @@ def add_device(
     parser.add_argument("--device", choices=devices, default=devices[0], help=f"{why} (default {devices[0]})")
 
 
+def cell_regex(text: str) -> str:
+    """argparse type of ``--bench``: a regular expression, refused before any work where it does not compile."""
+    try:
+        re.compile(text)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {error}") from None
+    return text
+
+
 def add_bench(parser: argparse.ArgumentParser, default: str = "", help: str = BENCH_HELP) -> None:
-    parser.add_argument("--bench", default=default, help=help + (f" (default {default!r})" if default else ""))
+    parser.add_argument(
+        "--bench", type=cell_regex, default=default, help=help + (f" (default {default!r})" if default else "")
+    )
 
 
 GATE_MODES = ("paired", "asv")  # the gate's: both revisions interleaved in each process, or asv's own runs

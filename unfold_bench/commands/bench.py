@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -34,6 +35,10 @@ from benchmarks.trees import ROOT, git
 from benchmarks.vocabulary import DEVICES
 from impls.cpu_isa import isa_environment
 from unfold_bench.common_args import add_bench, add_commit, add_config, add_machine, add_profile, add_regime
+
+# What bench exits with when it ran nothing (a usage error, a selection of no cell): sysexits' EX_USAGE, so that
+# make bench stops there instead of checking capabilities and rebuilding the site (2 is a failed cell)
+NOTHING_RUN = 64
 
 
 def _at_least_one(text: str) -> int:
@@ -69,7 +74,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--summaries", default=str(ROOT / "reports" / "summaries"), help="where the run's text summary is written"
     )
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as refused:  # argparse's usage errors exit 2, which also means a failed cell
+        raise SystemExit(NOTHING_RUN if refused.code == 2 else refused.code) from None
+    if args.commits:
+        given = [o for o, v in (("--resume", args.resume), ("--ratio-processes", args.ratio_processes)) if v]
+        given += ["--commit"] if args.commit else []
+        if given:
+            print(f"unfold-bench bench: {', '.join(given)} cannot go with --commits {args.commits!r}", file=sys.stderr)
+            return NOTHING_RUN
+        try:
+            git("rev-list", "--max-count=1", args.commits)
+        except subprocess.CalledProcessError as error:
+            print(f"unfold-bench bench: --commits {args.commits!r}: {error.stderr.strip()}", file=sys.stderr)
+            return NOTHING_RUN
 
     if args.thp:
         os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess
@@ -87,13 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if chunks == []:
         missing = "; ".join(f"{device}: {why}" for device, why in lacking.items())
         why = f" on this machine ({missing})" if lacking and plan(profile, args.bench, args.ratio_processes) else ""
-        print(f"no {profile.name}-profile cell matches --bench {args.bench!r}{why}")
-        return 2
+        print(f"no {profile.name}-profile cell matches --bench {args.bench!r}{why}", file=sys.stderr)
+        return NOTHING_RUN
     # asked before this run writes its own records (machine.json, catalogue.jsonl) beside the committed results
     uncommitted = not args.commits and args.commit is None and git("status", "--porcelain", "--untracked-files=no")
     info = register_machine(args.machine, regime.name, env)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = ROOT / ".asv" / "logs" / f"bench-{info['machine']}-{profile.name}-{stamp}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no .asv yet
     print(f"machine {info['machine']}: {info['device_names']}; torch {info['torch_version']}")
     from impls import PLUGIN_PROBLEMS, STRATEGIES
     from impls.plugins import describe, set_aside_count

@@ -29,6 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_config(parser)
     parser.add_argument("--no-asv-publish", action="store_true", help="skip asv's own site")
     args = parser.parse_args(argv)
+    if not any(Path(args.results).glob("*/machine.json")):  # before the site it would replace is touched
+        parser.error(f"--results {args.results}: no asv results there (no <machine>/machine.json)")
 
     from asv.config import Config
 
