@@ -39,6 +39,15 @@ from reports.units import METRICS, RATIO_METRICS, SECONDS
 RUN_KEYS = ["machine", "env", "profile", "commit"]
 REFERENCE_STRATEGY = PAIRED_REFERENCE  # the strategy every "x native" is over
 STEP_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
+MIN_TIME_SERIES = 3  # the fewest commits a time without an interval across processes needs for a step (``steps``)
+# A strategy's own calls one after another (asv's samples, over native's) and its paired ratio time one call after
+# different work. Where the first is slower than the second by more than this factor beyond both intervals (more
+# than a quotient of medians moves between runs, docs/stability-quick.txt), its time depends on what ran before it.
+CONTEXT_FACTOR = 2.0
+CONTEXT_TEXT = (
+    f"its own calls one after another over {CONTEXT_FACTOR:g}x slower than its paired ratio to native says, beyond "
+    "both intervals"
+)
 
 
 def regime_label(run_table: pd.DataFrame) -> str:
@@ -143,14 +152,19 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     ratio to native times native's paired ratio to the floor, with the product's interval
     (``m:x_bound_low``/``m:x_bound_high``, ``m:x_fill_low``/``m:x_fill_high``); on a config native cannot run,
     they are the strategy's own paired ratios to the floors (``benchmarks.direct_floors``); otherwise ``m:x_bound``
-    is the quotient of the two medians.
+    is the quotient of the two medians. ``m:own_loop`` is always that quotient (each side's own calls one after
+    another), and ``m:context_dependent`` says where it exceeds the paired ratio by more than ``CONTEXT_FACTOR``
+    beyond both intervals (the low end of the strategy's asv interval over the high end of native's, against the
+    paired ratio's high end): such a strategy's time depends on what ran before it.
     """
     rows = run_table[run_table.device == device]
     bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
     cells = rows[rows.suite == "unfold"]
     if cells.empty:
         return pd.DataFrame(columns=["config", "strategy"])
-    natives = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])["value"]
+    native_rows = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])
+    natives = native_rows["value"]
+    native_highs = native_rows["high"] if "high" in native_rows else pd.Series(dtype=float)
     paired = rows[(rows.suite == PAIRED_SUITE) & (rows.status == "ok")].set_index(["config", "strategy", "metric"])
     floors = rows[(rows.suite == FLOORS_SUITE) & (rows.status == "ok")].set_index(["config", "metric"])
     direct = rows[(rows.suite == DIRECT_FLOORS_SUITE) & (rows.status == "ok")]
@@ -176,6 +190,8 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:low"] = entry.low if ok and "low" in entry else math.nan  # asv's 99% interval
             line[f"{metric}:high"] = entry.high if ok and "high" in entry else math.nan
             line[f"{metric}:x_native"] = _ratio(value, natives.get((config, metric)))
+            line[f"{metric}:own_loop"] = line[f"{metric}:x_native"]  # stays the quotient of the medians
+            line[f"{metric}:context_dependent"] = False
             line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = math.nan
             line[f"{metric}:x_native_paired"] = False
             key = (config, strategy, figure.paired)
@@ -185,6 +201,8 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
                 line[f"{metric}:x_native_low"], line[f"{metric}:x_native_high"] = measured.low, measured.high
                 line[f"{metric}:x_native_paired"] = True
                 line[f"{metric}:x_native_replicates"] = Replicates.of(measured)
+                own_low = _ratio(line[f"{metric}:low"], native_highs.get((config, metric)))
+                line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * measured.high)
             elif ok and figure.paired is not None and strategy == REFERENCE_STRATEGY and paired.size:
                 line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = 1.0  # itself, exactly
                 line[f"{metric}:x_native_paired"] = True
@@ -324,6 +342,34 @@ def _ratio(value: float, reference: float | None) -> float:
     return value / reference
 
 
+def context_dependent(cells: pd.DataFrame, metric: str) -> dict[str, str]:
+    """The strategies whose ``metric`` depends on what ran before it on some config (``cell_table``'s
+    ``m:context_dependent``), each with why: the configs and its two figures there."""
+    column = f"{metric}:context_dependent"
+    if column not in cells:
+        return {}
+    flagged = cells[cells[column].fillna(False).astype(bool)]
+    found = {}
+    for strategy, rows in flagged.groupby("strategy", sort=False):
+        figures = ", ".join(
+            f"{row.config} {row[f'{metric}:own_loop']:.2f}x native against {row[f'{metric}:x_native']:.2f}x paired"
+            for _, row in rows.iterrows()
+        )
+        found[strategy] = (
+            f"its own calls one after another are over {CONTEXT_FACTOR:g}x slower than its paired ratio says, beyond "
+            f"both intervals ({figures}): its time depends on what runs before it"
+        )
+    return found
+
+
+def own_loop_note(row: pd.Series | Mapping, metric: str, sep: str = "; ") -> str:
+    """What a ratio to native adds where the cell's time depends on what ran before it (``context_dependent``): its
+    own calls one after another over native's, marked; else nothing."""
+    if not row.get(f"{metric}:context_dependent", False):
+        return ""
+    return f"{sep}own calls {row[f'{metric}:own_loop']:.2f}x (depends on what runs before it)"
+
+
 def winners(cells: pd.DataFrame) -> pd.DataFrame:
     """The best ``ok`` figure per config and metric: columns config, metric, strategy, value. A time's best is
     ``fastest``'s, ranked by the paired ratios, and every strategy statistically tied with it gets a row too; a net
@@ -373,13 +419,15 @@ class Rule:
         time, memory = self._labels()
         return (
             f"the fastest {time} among the strategies whose {memory} is {self._within()} on that config (only "
-            "cells that ran and passed the correctness gate count)"
+            "cells that ran and passed the correctness gate count, and not one whose time there depends on what ran "
+            f"before it: {CONTEXT_TEXT})"
         )
 
     def per_device_text(self) -> str:
         time, memory = self._labels()
         return (
-            f"a strategy with a failed cell in either figure is out; every other one is scored over the configs "
+            f"a strategy with a failed cell in either figure is out, and so is one whose time depends on what ran "
+            f"before it on a config ({CONTEXT_TEXT}); every other one is scored over the configs "
             f"it supports: T, the geometric mean of its {time} divided by the config's fastest, and M, its "
             f"{memory} summed over those configs divided by the sum of each config's lowest (a sum, so that a "
             f"config whose lowest is zero (a view, in results up to commit f26b0bd) still counts, and the largest "
@@ -402,6 +450,7 @@ RULES = (
 def _eligible(rows: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str]) -> pd.DataFrame:
     ok = rows[(rows[f"{rule.time_metric}:status"] == "ok") & (rows[f"{rule.memory_metric}:status"] == "ok")]
     ok = ok[~ok.strategy.isin(list(set_aside))]
+    ok = ok[~ok.strategy.isin(list(context_dependent(ok, rule.time_metric)))]  # on this config
     if ok.empty:
         return ok
     return ok[ok[rule.memory_metric] <= rule.memory_limit(ok[rule.memory_metric].min())]
@@ -570,6 +619,28 @@ def replicate_half_width(own: pd.DataFrame) -> float | None:
     return summed_error(terms)[0]
 
 
+def _against_shippable(rows: pd.DataFrame, shippable: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """A set-aside strategy's ``rows`` over the shippable fastest of each config (``relative``, ``low``, ``high``),
+    by the yardstick ``relative_times`` ranks that config by: the paired ratios to native, or to ``copy_`` where
+    native cannot run, with the interval of its own, where it and every shippable row of the config have one; else
+    by the medians, without an interval."""
+    out = []
+    for _, row in rows.iterrows():
+        rivals = shippable[shippable.config == row.config]
+        found = {"relative": row[metric] / rivals[metric].astype(float).min(), "low": math.nan, "high": math.nan}
+        for yardstick in ("x_native", "x_bound"):
+            paired = f"{metric}:{yardstick}_paired"
+            if paired in rivals and row.get(paired, False) and rivals[paired].fillna(False).astype(bool).all():
+                fastest = rivals[f"{metric}:{yardstick}"].astype(float).min()
+                found = {end: row[f"{metric}:{yardstick}{suffix}"] / fastest for end, suffix in RATIO_ENDS}
+                break
+        out.append(found)
+    return pd.DataFrame(out, columns=["relative", "low", "high"])
+
+
+RATIO_ENDS = (("relative", ""), ("low", "_low"), ("high", "_high"))  # a ratio's columns and its interval's
+
+
 def recommend(
     cells: pd.DataFrame,
     rule: Rule,
@@ -577,11 +648,13 @@ def recommend(
     complexity: Mapping[str, int] = MappingProxyType({}),
 ) -> Recommendation:
     """The per-device recommendation under ``rule`` (see ``Rule.per_device_text``); ``set_aside`` strategies
-    (name -> why) are scored and listed but never recommended. T's interval comes from the replicates
+    (name -> why), and those whose time depends on what ran before it on a config (``context_dependent``), are
+    scored and listed but never recommended. T's interval comes from the replicates
     (``replicate_half_width``), or else is the geometric mean of the per-config intervals' ends
     (``relative_times``); strategies tied with the fastest T are broken as ``TIE_TEXT`` says,
     with ``complexity`` (strategy -> machinery count) the second key; M counts as the least within the net peaks'
     resolution (``Rule.slack``) on each config the strategy covers, in the tie-break and in the memory limit."""
+    set_aside = {**context_dependent(cells, rule.time_metric), **set_aside}  # a default must not hang on context
     columns = ["strategy", "time_score", "time_low", "time_high", "memory_score", "eligible", "why_not", "configs"]
     columns.append("not_covered")
     all_configs = list(dict.fromkeys(cells.config))
@@ -608,9 +681,7 @@ def recommend(
         if strategy in set(shippable.strategy):
             own = relative.loc[ran.index]
         else:  # a set-aside strategy is scored against the shippable fastest of each config
-            fastest = shippable.groupby("config")[rule.time_metric].min()
-            own = pd.DataFrame({"relative": [t / fastest[c] for t, c in zip(ran[rule.time_metric], ran.config)]})
-            own = own.assign(low=math.nan, high=math.nan)
+            own = _against_shippable(ran, shippable, rule.time_metric)
         floor = lowest[ran.config].sum()
         memory = ran[rule.memory_metric].sum() / floor if floor > 0 else 1.0
         resolution[strategy] = rule.slack * len(ran) / floor if floor > 0 else 0.0
@@ -758,17 +829,26 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
     (``before``), the first at the worse level (``after``), and the two levels. Failed and skipped points
     are left out of the series (they are not measurements). A change of the machine's allocator variant
     (e.g. glibc's mmap threshold pinned or dynamic) starts a new series: it moves time and memory without a
-    code change, so a step across it is not a step of the code.
+    code change, so a step across it is not a step of the code. What the noise could explain is not a step: a paired
+    ratio's step needs the ``before`` and ``after`` intervals across processes apart, and a time, whose noise is
+    between processes that its one run does not show, needs a series of at least ``MIN_TIME_SERIES`` points, from
+    which asv's detection estimates it.
     """
     keys = ["machine", "env", "profile", "allocator", "device", "config", "strategy", "metric"]
     out = []
     for key, rows in history[history.status == "ok"].groupby(keys, sort=True, dropna=False):
         rows = rows.sort_values("order")
-        if len(rows) < 2:
+        metric = dict(zip(keys, key))["metric"]
+        paired = metric in RATIO_METRICS  # its low and high: the interval across processes (a time's: asv's)
+        with_intervals = paired and {"low", "high"} <= set(rows) and rows[["low", "high"]].notna().all(axis=None)
+        timed = metric in METRICS and METRICS[metric].unit is SECONDS
+        if len(rows) < (MIN_TIME_SERIES if timed and not with_intervals else 2):
             continue
         values = rows.value.astype(float).tolist()
         _, _, found = detect_regressions(detect_steps(values), threshold=threshold)
         for before, after, value_before, value_after in found or []:
+            if with_intervals and rows.low.iloc[after] <= rows.high.iloc[before]:
+                continue  # the two commits' intervals overlap
             out.append(
                 {
                     **dict(zip(keys, key)),

@@ -139,6 +139,17 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
     return ("★ " if best else "") + " · ".join(parts), "num best" if best else "num"
 
 
+def _pick_figure(cells: pd.DataFrame, config: str, strategy: str | None, metric: str) -> str:
+    """A per-config pick's time: its median with the interquartile range and its paired ratio to native with the
+    interval, as its cell in the table shows them ("-" without a pick)."""
+    rows = cells[(cells.config == config) & (cells.strategy == strategy)]
+    if strategy is None or rows.empty:
+        return "-"
+    row = rows.iloc[0]
+    spread = format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), SECONDS.recorded)
+    return f"{spread} · {_x_native_text(row, metric)}"
+
+
 def _x_bound_text(row: pd.Series | dict, metric: str, bound: str) -> str:
     """The figure over its bound: a forward's chained through native's paired ratios, with its interval; a time's
     quotient of medians from different processes, marked so; a net peak over the analytic minimum."""
@@ -159,7 +170,7 @@ def _x_native_text(row: pd.Series | dict, metric: str) -> str:
     if not row.get(f"{metric}:x_native_paired", False):
         return f"{format_ratio(ratio)} native (medians)"
     low, high = row.get(f"{metric}:x_native_low", math.nan), row.get(f"{metric}:x_native_high", math.nan)
-    return format_ratio_interval(ratio, low, high, suffix="x native")
+    return format_ratio_interval(ratio, low, high, suffix="x native") + analysis.own_loop_note(row, metric)
 
 
 def _cell_table_html(cells: pd.DataFrame) -> str:
@@ -232,7 +243,7 @@ def _recommendation_html(
             [
                 (p.config, ""),
                 (p.strategy or "none qualifies", "" if p.strategy else "skipped"),
-                (time.format(p.time, digits=3), "num"),
+                (_pick_figure(cells, p.config, p.strategy, rule.time_metric), "num"),
                 (f"tie: {', '.join(p.tied)}" if p.tied else "-", ""),
                 (", ".join(p.eligible) or "-", ""),
             ]
@@ -302,7 +313,8 @@ def overview_page(
             "samples, one call each with only a setup between), as a loop of <code>torch.utils.benchmark</code> times "
             "them, so a runtime over native's can read lower than x native where a call costs more after other work "
             "than after itself (<code>unfold-bench context</code> measures both orders, and a call after an idle "
-            "pause); "
+            "pause). Where it reads higher, by more than {factor:g}x beyond both intervals (<i>own calls</i>), the "
+            "strategy's time depends on what runs before it, and no pick takes it there; "
             "<b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
             "system allows), paired inside processes too, its interval widened by how far such ratios move between "
             "runs where <code>unfold-bench stability</code> measured that on the machine; <b>x min</b> with the "
@@ -315,7 +327,7 @@ def overview_page(
             "missing bar is a skipped or failed cell, or a bound of zero (in results up to commit f26b0bd, a 1x1 "
             "stride-1 unfold's minimum was 0: as_strided returned a view of the input), so there is no ratio; the "
             "table says which."
-        )
+        ).format(factor=analysis.CONTEXT_FACTOR)
     )
     rule_item = Markup("<li><b>{}</b>: on each config, {}; for the device, {}.</li>")
     rules = Markup("").join(
@@ -385,9 +397,11 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             "interquartile range. Steps are found with <b>asv's own step detection</b> "
             "(<code>asv.step_detect.detect_steps</code> and <code>detect_regressions</code>, the method behind "
             "asv's regressions page) with its default threshold of {}: a step up "
-            "that the series' noise does not explain. Failed and skipped points are gaps, not zeros. (Whether a "
+            "that the series' noise does not explain. A paired ratio's step also needs the two commits' intervals "
+            "apart, and a time's a series of at least {} commits (its noise is between processes, which one run's "
+            "interquartile range does not show). Failed and skipped points are gaps, not zeros. (Whether a "
             "change is a regression is the CI gate's verdict, on its own measurements.)"
-        ).format(f"{analysis.STEP_THRESHOLD:.0%}")
+        ).format(f"{analysis.STEP_THRESHOLD:.0%}", analysis.MIN_TIME_SERIES)
     )
     page.heading("Steps found by asv's step detection")
     if flagged.empty:

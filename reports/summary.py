@@ -34,6 +34,7 @@ from reports.analysis import (
     floors_against_copy,
     lost_text,
     other_regime_picks,
+    own_loop_note,
     recommend,
     regime_note,
     short_cells,
@@ -67,7 +68,7 @@ def _x_native(cell: dict | pd.Series, metric: str) -> str:
     if ratio == "-" or not cell.get(f"{metric}:x_native_paired", False):
         return ratio if ratio == "-" else f"{ratio}*"
     low, high = cell.get(f"{metric}:x_native_low"), cell.get(f"{metric}:x_native_high")
-    return format_ratio_interval(cell[f"{metric}:x_native"], low, high, suffix="")
+    return format_ratio_interval(cell[f"{metric}:x_native"], low, high, suffix="") + own_loop_note(cell, metric)
 
 
 def _x_bound(cell: dict | pd.Series, metric: str) -> str:

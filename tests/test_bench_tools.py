@@ -22,10 +22,19 @@ from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DEVICES, DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from impls import STRATEGIES
-from reports.analysis import RULES, cell_table, fastest_against_bounds, recommend, relative_times, winners
+from reports.analysis import (
+    RULES,
+    cell_table,
+    fastest_against_bounds,
+    recommend,
+    recommend_per_config,
+    relative_times,
+    winners,
+)
 from reports.figures import bound_ratio_bars, strategy_colors
 from reports.results import chained_ratio, process_interval
-from reports.summary import compact_table, physics_problems, summary_tables
+from reports.site import _x_native_text
+from reports.summary import _x_native, compact_table, physics_problems, summary_tables
 from reports.units import MIB, format_ratio_interval
 from tests.helpers import RUN_REGRESS_MAIN
 
@@ -328,6 +337,42 @@ def test_the_picks_score_comes_with_the_geometric_mean_of_its_paired_intervals_e
     assert (pick.strategy, pick.tied) == ("steady", ("close", "steady"))
     assert (pick.score, pick.low, pick.high) == pytest.approx((1.0, 0.18 / 0.2, 0.22 / 0.2))
     assert format_ratio_interval(pick.score, pick.low, pick.high) == "1.00x [0.90, 1.10]"
+
+
+def test_a_strategy_whose_own_calls_run_far_slower_than_its_paired_ratio_says_is_marked_and_never_picked():
+    """As huge-page advice on the full profile: paired with native a strategy takes 0.15x its time, its own calls
+    one after another (asv's samples) 2.5x. Its time depends on what ran before it: the cell says so and neither
+    pick takes it. One whose own calls read higher by less than ``CONTEXT_FACTOR`` beyond both intervals is kept."""
+
+    def timed(value: float, strategy: str) -> dict:
+        return {**_row("unfold", "time_forward", value, strategy), "low": 0.95 * value, "high": 1.05 * value}
+
+    def paired(value: float, low: float, high: float, strategy: str) -> dict:
+        return {**_row("ratios", "track_ratio_forward", value, strategy), "low": low, "high": high, "df": 3}
+
+    rows = [
+        timed(0.040, "native"),
+        timed(0.100, "advised"),  # its own calls: 2.5x native's
+        timed(0.008, "steady"),
+        timed(0.020, "slower_alone"),  # 0.5x native's alone against 0.3x paired: within the factor
+        paired(0.15, 0.14, 0.16, "advised"),
+        paired(0.20, 0.18, 0.22, "steady"),
+        paired(0.30, 0.27, 0.33, "slower_alone"),
+        *(_row("unfold", "track_net_peak_forward", 1.0e6, s) for s in ("native", "advised", "steady", "slower_alone")),
+    ]
+    cells = cell_table(pd.DataFrame(rows), "cpu")
+    flagged = cells.set_index("strategy")["time_forward:context_dependent"]
+    assert flagged.to_dict() == {"native": False, "advised": True, "steady": False, "slower_alone": False}
+    pick = recommend(cells, RULES[1])
+    assert pick.strategy == "steady"  # advised is the fastest paired, and out
+    advised_score = pick.ranking.set_index("strategy").loc["advised"]
+    assert advised_score[["time_score", "time_low", "time_high"]].tolist() == pytest.approx([0.75, 0.7, 0.8])
+    why = advised_score.why_not  # scored by its paired ratio over the shippable fastest's, with its interval
+    assert "c 2.50x native against 0.15x paired" in why and "depends on what runs before it" in why
+    assert recommend_per_config(cells, RULES[1]).iloc[0].strategy == "steady"
+    advised = cells.set_index("strategy").loc["advised"]
+    assert _x_native_text(advised, "time_forward").endswith("; own calls 2.50x (depends on what runs before it)")
+    assert _x_native(advised, "time_forward").endswith("; own calls 2.50x (depends on what runs before it)")
 
 
 def test_the_bars_over_the_bounds_show_each_paired_ratios_interval():

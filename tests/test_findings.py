@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import html.parser
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -106,10 +107,40 @@ def test_onehot_faster_on_all_but_one_config_with_higher_peaks_holds():
     found = findings(tidy(cells, {}), CATALOGUE)
     finding = _one(found, SOURCES, FORWARD_CLAIM, machine="hand")
     assert finding.verdict == "holds: onehot is faster on 2 of 3 configs, its net peak higher on 3 of 3"
-    assert list(finding.evidence["onehot faster"]) == [True, True, False]
-    assert finding.evidence["onehot / native"].tolist() == pytest.approx([0.2, 0.4, 1.8])
+    assert list(finding.evidence["onehot faster"]) == ["yes", "yes", "no"]  # no paired ratios: the medians
+    assert finding.evidence["onehot / native"].tolist() == ["0.2 (medians)", "0.4 (medians)", "1.8 (medians)"]
     assert finding.run["machine"] == "hand" and finding.run["commit"] == "e" * 40 and finding.run["device"] == "cpu"
     assert "commit eeeeeeee, full profile, timed: warm" in finding.source
+
+
+def test_onehot_is_judged_faster_by_its_paired_ratio_and_a_tie_is_not_faster():
+    """The medians say faster on every config; paired inside each process, onehot is faster on one, tied on one
+    (an interval holding 1) and slower on the third: the claim does not hold."""
+    cells = {}
+    for config in "abc":
+        cells[(config, "native")] = (5.0, 5.0, 10.0, 20.0)
+        cells[(config, "onehot")] = (4.0, 4.0, 20.0, 40.0)
+    table = tidy(cells, {})
+    paired = [("a", 0.8, 0.7, 0.9), ("b", 0.95, 0.85, 1.05), ("c", 1.2, 1.1, 1.3)]
+    rows = [
+        {
+            **_row(c, "track_ratio_forward", ratio, "ratios", "onehot", machine="hand", profile="full"),
+            "low": lo,
+            "high": hi,
+        }
+        for c, ratio, lo, hi in paired
+    ]
+    table = pd.concat([table, pd.DataFrame(rows, columns=COLUMNS)], ignore_index=True)
+    finding = _one(findings(table, CATALOGUE), SOURCES, FORWARD_CLAIM, machine="hand")
+    assert finding.verdict == (
+        "does not hold: onehot is faster on 1 of 3 configs (a statistical tie on 1), its net peak higher on 3 of 3"
+    )
+    assert list(finding.evidence["onehot faster"]) == ["yes", "tie", "no"]
+    assert finding.evidence["onehot / native"].tolist() == [
+        "0.80x [0.70, 0.90]",
+        "0.95x [0.85, 1.05]",
+        "1.20x [1.10, 1.30]",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -455,3 +486,18 @@ def test_html_and_text_carry_every_verdict_and_source(fixture_findings):
 def test_no_verdict_is_left_unjudged(fixture_findings):
     kinds = {"holds", "does not hold", "met", "partly met", "missed", "not measured"}
     assert {f.outcome for f in fixture_findings} <= kinds
+
+
+def test_a_backward_the_two_medians_do_not_separate_is_not_published_as_a_negative_time():
+    from reports.findings.targets import _backward_ms
+
+    by_cell = pd.DataFrame(
+        {
+            "config": ["c", "c"],
+            "strategy": ["a", "b"],
+            "time_forward": [0.010, 0.020],
+            "time_forward_backward": [0.016, 0.015],
+        }
+    ).set_index(["config", "strategy"])
+    assert _backward_ms(by_cell, "c", "a") == pytest.approx(6.0)
+    assert math.isnan(_backward_ms(by_cell, "c", "b"))  # 15 - 20 ms: noise between processes, not a time

@@ -275,6 +275,18 @@ def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
     assert analysis.steps(changed).empty  # two series of three, each flat
 
 
+def test_a_step_the_noise_could_explain_is_not_a_step():
+    two = pd.DataFrame({**ONE_SERIES, "allocator": "a", "order": range(2), "commit": list("yz"), "value": [1.0, 2.0]})
+    assert len(analysis.steps(two)) == 1  # a net peak: what a run measures is the figure
+    assert analysis.steps(two.assign(metric="time_forward")).empty  # a time from two runs: no noise estimate
+    three = pd.DataFrame({**ONE_SERIES, "allocator": "a", "order": range(3), "commit": list("xyz")})
+    three = three.assign(metric="time_forward", value=[1.0, 1.0, 2.0])
+    assert len(analysis.steps(three)) == 1
+    paired = two.assign(metric="track_ratio_forward", low=[0.9, 1.8], high=[1.1, 2.2])
+    assert len(analysis.steps(paired)) == 1  # intervals apart
+    assert analysis.steps(paired.assign(low=[0.5, 1.0], high=[1.5, 3.0])).empty  # they overlap
+
+
 def test_a_step_up_from_zero_is_a_step_with_an_infinite_ratio():
     # a view (0 bytes) turning into a copy is the step most worth catching
     values = [0, 0, 0, 100.0, 100]

@@ -16,7 +16,9 @@ INTRO = Markup(
     "profile (and, for the claims about <code>Tensor.unfold</code> and <code>F.unfold</code>, from what the bench "
     "recorded by running torch): no number here is written by hand, so none can be contradicted by the next run. "
     "Each says which run it comes from: machine, commit, profile, timing regime and device. <b>Fastest</b> means "
-    "the lowest median among the strategies that return a new tensor (those that reuse their output buffer, "
+    "the least paired ratio to native, measured inside each process (to <code>copy_</code> where native cannot "
+    "run; in a run without paired ratios, the lowest median), among the strategies that return a new tensor "
+    "(those that reuse their output buffer, "
     "{set_aside}, are shown separately where a target allows them). A target missed says by how much; a claim or "
     "target whose figures a run lacks is <b>not measured</b>, with the reason."
 )

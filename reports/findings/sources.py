@@ -11,7 +11,7 @@ from benchmarks.allocator import NET_PEAK_RESOLUTION
 from reports.analysis import REFERENCE_STRATEGY
 from reports.findings.verdicts import ONEHOT, PASS_METRICS, SOURCES, Finding, Run, not_measured
 from reports.results import Catalogue
-from reports.units import BYTES, SECONDS
+from reports.units import BYTES, SECONDS, format_ratio_interval
 
 
 def tensor_unfold_findings(catalogue: Catalogue) -> list[Finding]:
@@ -98,13 +98,17 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
         if onehot[f"{time_metric}:status"] != "ok" or native[f"{time_metric}:status"] != "ok":
             continue
         peaks_ok = onehot[f"{peak_metric}:status"] == "ok" and native[f"{peak_metric}:status"] == "ok"
+        paired = bool(onehot.get(f"{time_metric}:x_native_paired", False))
+        ratio = onehot[f"{time_metric}:x_native"] if paired else onehot[time_metric] / native[time_metric]
+        low, high = (onehot[f"{time_metric}:x_native_{end}"] for end in ("low", "high")) if paired else (ratio, ratio)
         lines.append(
             {
                 "config": config,
                 "onehot ms": SECONDS.scaled(onehot[time_metric]),
                 "native ms": SECONDS.scaled(native[time_metric]),
-                "onehot / native": onehot[time_metric] / native[time_metric],
-                "onehot faster": bool(onehot[time_metric] < native[time_metric]),
+                "onehot / native": format_ratio_interval(ratio, low, high) if paired else f"{ratio:.3g} (medians)",
+                # paired: faster where the whole interval is below 1, a tie where it holds 1
+                "onehot faster": "yes" if high < 1 else "no" if low > 1 else "tie",
                 "onehot net peak MiB": BYTES.scaled(onehot[peak_metric]) if peaks_ok else math.nan,
                 "native net peak MiB": BYTES.scaled(native[peak_metric]) if peaks_ok else math.nan,
                 # higher: by more than the resolution of a net peak
@@ -116,16 +120,20 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
     if not lines:
         return None
     evidence = pd.DataFrame(lines)
-    n, faster = len(evidence), int(evidence["onehot faster"].sum())
+    n, faster = len(evidence), int((evidence["onehot faster"] == "yes").sum())
+    tied = int((evidence["onehot faster"] == "tie").sum())
     compared = evidence["onehot peak higher"].dropna()
     higher = int(compared.astype(bool).sum())
     holds = n - faster == 1 and len(compared) > 0 and higher == len(compared)
     verdict = (
-        f"{'holds' if holds else 'does not hold'}: onehot is faster on {faster} of {n} configs, its net peak "
-        f"higher on {higher} of {len(compared)}"
+        f"{'holds' if holds else 'does not hold'}: onehot is faster on {faster} of {n} configs"
+        + (f" (a statistical tie on {tied})" if tied else "")
+        + f", its net peak higher on {higher} of {len(compared)}"
     )
     note = (
-        "Faster: a lower median time in the same run. Higher peak: more than "
+        "Faster: its paired ratio to native (measured inside each process, with its 95% interval across the "
+        "processes) below 1 with its whole interval; a tie where the interval holds 1; in a run without paired "
+        "ratios, a lower median (medians). Higher peak: more than "
         f"{NET_PEAK_RESOLUTION // 1024} KiB above (the resolution of a net peak)."
     )
     return Finding(SOURCES, claim, verdict, evidence, run.source, note, run.run)

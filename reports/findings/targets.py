@@ -143,8 +143,9 @@ WHY_COPY = (
     "returns a new tensor does not, the fresh output costs the difference, not the kernel."
 )
 WHY_NATIVE = (
-    "'backward ms' (forward-backward minus forward of the same strategy) against native's shows which pass "
-    "falls short: the backward sums, for every input entry, the up to K output entries of the windows that read it."
+    "'backward ms' (forward-backward minus forward of the same strategy, two medians from different processes, "
+    "so '-' where their noise leaves no positive difference) against native's shows which pass falls short: the "
+    "backward sums, for every input entry, the up to K output entries of the windows that read it."
 )
 WHY_HALF = (
     "the work per element (index arithmetic, masks, a conversion to float for the backward's sums) is the same "
@@ -314,8 +315,10 @@ def _x_copy_of(cells: pd.DataFrame, config: str, metric: str, strategy: str | No
 
 
 def _backward_ms(by_cell: pd.DataFrame, config: str, strategy: str | None) -> float:
-    """Forward-backward minus forward of one strategy on one config, in ms (NaN where either is missing)."""
+    """Forward-backward minus forward of one strategy on one config, in ms: NaN where either is missing, or where
+    the difference is not positive (two medians from different processes, whose noise can exceed a backward)."""
     if strategy is None or (config, strategy) not in by_cell.index:
         return math.nan
     cell = by_cell.loc[(config, strategy)]
-    return SECONDS.scaled(cell["time_forward_backward"] - cell["time_forward"])
+    difference = cell["time_forward_backward"] - cell["time_forward"]
+    return SECONDS.scaled(difference) if difference > 0 else math.nan
