@@ -9,6 +9,7 @@ passes), ``--machine`` and ``--commit`` (what a result is recorded under), ``--c
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -58,6 +59,25 @@ def cell_regex(text: str) -> str:
         re.compile(text)
     except re.error as error:
         raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {error}") from None
+    return text
+
+
+def output_file(text: str) -> str:
+    """argparse type of a file a command writes when its work is done: refused before the work where it names a
+    folder or cannot be written (the work would be lost at the end); a folder of it that does not exist yet is made
+    now, where the nearest one that does can be written."""
+    path = Path(text).absolute()
+    existing = next(folder for folder in path.parents if folder.exists())
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} is not a folder")
+    if not os.access(existing, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: its folder cannot be made ({error.strerror})") from None
     return text
 
 

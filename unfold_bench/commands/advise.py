@@ -18,6 +18,8 @@ import json
 import sys
 import time
 
+from unfold_bench.common_args import output_file
+
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
@@ -94,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(default {BUDGET:g})",
     )
     add_regime(parser, default="both", also=("both",))
-    parser.add_argument("--json", help="write the report as JSON here")
-    parser.add_argument("--html", help="write a self-contained page here")
+    parser.add_argument("--json", type=output_file, help="write the report as JSON here")
+    parser.add_argument("--html", type=output_file, help="write a self-contained page here")
     args = parser.parse_args(argv)
     if (args.model is None) == (args.kernel_size is None):
         parser.error("give either --kernel-size (one geometry) or --model (its layers), not both or neither")

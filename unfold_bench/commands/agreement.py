@@ -44,7 +44,7 @@ from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
 from reports.results import process_interval
 from reports.units import format_ratio_interval
-from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells, print_report
+from unfold_bench.common_args import add_cells, add_profile, add_regime, output_file, parse_cells, print_report
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
 WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN) and 1 + WITHIN
@@ -58,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_profile(parser)
     add_regime(parser)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of both timers (default 5)")
-    parser.add_argument("--out", help="also write the table to this file (e.g. docs/agreement-warm.txt)")
+    parser.add_argument(
+        "--out", type=output_file, help="also write the table to this file (e.g. docs/agreement-warm.txt)"
+    )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
     if args.rounds < 1:

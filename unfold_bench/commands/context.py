@@ -28,7 +28,7 @@ from benchmarks.children import run_json_child
 from benchmarks.runner import PAIRED_REFERENCE
 from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
-from unfold_bench.common_args import add_cells, add_profile, add_regime, parse_cells, print_report
+from unfold_bench.common_args import add_cells, add_profile, add_regime, output_file, parse_cells, print_report
 
 WIDTH = 133  # the table's width, which the prose above it wraps to
 # B's times: loop, alternating, paused, blocks
@@ -92,7 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=positive, default=3, help="fresh processes (default 3)")
     parser.add_argument("--placements", type=positive, default=2, help="input placements per process (default 2)")
     parser.add_argument("--calls", type=positive, default=30, help="timed calls per side, order, placement (30)")
-    parser.add_argument("--out", help="also write the table to this file (e.g. docs/call-context.txt)")
+    parser.add_argument(
+        "--out", type=output_file, help="also write the table to this file (e.g. docs/call-context.txt)"
+    )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
     cells = [cell for cell in parse_cells(args.cells, args.profile) if cell[0] != PAIRED_REFERENCE]

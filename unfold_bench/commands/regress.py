@@ -52,7 +52,7 @@ from reports.compare import (
     smallest_p,
 )
 from reports.gate_report import format_paired, format_paired_resolution, format_resolution, format_table
-from unfold_bench.common_args import add_bench, add_machine, add_mode, add_profile, add_regime
+from unfold_bench.common_args import add_bench, add_machine, add_mode, add_profile, add_regime, output_file
 
 WORK = ROOT / ".asv" / "regress"
 
@@ -342,9 +342,9 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     add_machine(parser)
     parser.add_argument(
         "--verdict-file",
-        default=str(WORK / "verdict.json"),
-        help="where the verdict and every cell are written as JSON (%(default)s); under GitHub Actions the job "
-        "summary gets the table and each flagged cell an ::error annotation",
+        type=output_file,  # checked where given; the default's folder is made when the gate starts
+        help=f"where the verdict and every cell are written as JSON ({WORK / 'verdict.json'}); under GitHub "
+        "Actions the job summary gets the table and each flagged cell an ::error annotation",
     )
     parser.add_argument("--all-rows", action="store_true", help="print unchanged cells too")
     parser.add_argument(
@@ -467,7 +467,8 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         "resolution_line": power,
         "identical": identical,
     }
-    publish(verdict_record(table, status, verdict, base, head, extra), Path(args.verdict_file))
+    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
+    publish(verdict_record(table, status, verdict, base, head, extra), verdict_file)
     return status
 
 

@@ -51,7 +51,7 @@ from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quan
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, RunLevels, estimate, load_run_levels, write_run_levels
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_profile
+from unfold_bench.common_args import add_bench, add_profile, output_file
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 SELECTION_FILE = "bench"  # beside a kept run's results: the --bench selection it was measured with
@@ -347,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_profile(parser)
     add_bench(parser)
     parser.add_argument("--keep", type=Path, default=ROOT / ".asv" / "stability", help="where the runs' results go")
-    parser.add_argument("--out", type=Path, help="also write the report to this file")
+    parser.add_argument("--out", type=output_file, help="also write the report to this file")
     parser.add_argument("--from-runs", action="store_true", help="report the runs already in --keep, measure nothing")
     parser.add_argument(
         "--target",
@@ -366,6 +366,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--runs {args.runs}: a spread needs at least 2 runs")
     if args.target <= 1:
         parser.error(f"--target {args.target}: a max/min target must exceed 1")
+    if not args.from_runs:  # before the runs kept in --keep are replaced
+        from benchmarks.profiles import get_profile
+        from benchmarks.runner import plan
+
+        if not plan(get_profile(args.profile), args.bench):
+            parser.error(f"--bench {args.bench!r}: no {args.profile}-profile cell matches")
     directories = [args.keep / f"{args.profile}-run-{i}" for i in range(args.runs)]
     seconds = []
     for index, directory in enumerate(directories, 1):
@@ -406,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text += "\n" + "\n".join(forecast(process_variances(tables), pooled, args.runs, args.target)) + "\n"
     print(text)
     if args.out:
-        args.out.write_text(text)
+        Path(args.out).write_text(text)
     return 0
 
 

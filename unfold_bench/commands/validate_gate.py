@@ -39,7 +39,7 @@ from benchmarks.trees import clone as make_clone_of
 from benchmarks.vocabulary import timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_mode
+from unfold_bench.common_args import add_bench, add_mode, output_file
 
 SLOWDOWN = 0.10
 SLOWER = f"""
@@ -244,7 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"both in impls/STRATEGY.py, so the gate measures it and those importing it (default: {EVERY.describe()})",
     )
     parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
-    parser.add_argument("--out", help="also write what it prints to this file (e.g. docs/gate-validation.txt)")
+    parser.add_argument(
+        "--out", type=output_file, help="also write what it prints to this file (e.g. docs/gate-validation.txt)"
+    )
     parser.add_argument(
         "--rejudge",
         type=Path,
@@ -257,6 +259,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--measured-margin", type=float, default=margin, help="with --rejudge: the margin they ran with (the gate's)"
     )
     args = parser.parse_args(argv)
+    for name in ("aa", "injected"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name} {getattr(args, name)}: a number of runs, at least 0")
+    if not args.rejudge and args.aa + args.injected == 0:
+        parser.error("--aa 0 --injected 0: nothing to run")
+    if not args.rejudge and (args.margin != margin or args.measured_margin != margin):
+        parser.error("--margin and --measured-margin judge saved tables again: give --rejudge DIR")
     injection = EVERY if args.strategy is None else one_strategy(args.strategy)
     if args.rejudge:
         empty = [w for w in args.rejudge if not any(w.glob("*.csv"))]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import print_report
+from unfold_bench.common_args import output_file, print_report
 
 if TYPE_CHECKING:
     from reports.compare import Thresholds
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-seconds", type=float, default=0.4, help="seconds per round at most (%(default)g)")
     parser.add_argument("--target", type=float, default=defaults.target, help="gate resolution (%(default)g)")
     add_regime(parser, default=None)
-    parser.add_argument("--out", help="also write the report to this file")
-    parser.add_argument("--json", help="write every round's block log-ratios to this file")
+    parser.add_argument("--out", type=output_file, help="also write the report to this file")
+    parser.add_argument("--json", type=output_file, help="write every round's block log-ratios to this file")
     parser.add_argument("--from-json", help="report the rounds saved by an earlier --json instead of measuring")
     sizing = parser.add_argument_group(
         "sizing the gate from its own A/A runs (benchmarks/gate_design.py), instead of measuring"
@@ -92,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         return _size_gate(parser, args, defaults, "unfold-bench variance " + shlex.join(arguments))
     if args.record or args.machine:
         parser.error("--record and --machine size the gate from its runs: give --from-gate-runs DIR")
+    if args.target <= 1:
+        parser.error(f"--target {args.target}: a resolution is a slowdown factor above 1")
+    if args.from_json and not Path(args.from_json).is_file():
+        parser.error(f"--from-json {args.from_json}: no such file")
+    if args.against != "self":
+        from impls import STRATEGIES
+
+        if args.against not in STRATEGIES:
+            parser.error(f"--against {args.against!r}: 'self' or a strategy ({', '.join(STRATEGIES)})")
     for name in ("runs", "processes", "rounds", "blocks"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")

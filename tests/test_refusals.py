@@ -1,0 +1,34 @@
+"""Bad input to a command is refused before any work, naming the option and its value (the house rule)."""
+
+from __future__ import annotations
+
+import pytest
+
+from unfold_bench.cli import main
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["stability", "--bench", "zzz"], "--bench 'zzz': no quick-profile cell matches"),
+        (["validate-gate", "--aa", "-1"], "--aa -1: a number of runs"),
+        (["validate-gate", "--aa", "0", "--injected", "0"], "nothing to run"),
+        (["validate-gate", "--margin", "0.1"], "give --rejudge DIR"),
+        (["variance", "--against", "nosuch"], "--against 'nosuch'"),
+        (["variance", "--target", "0.5"], "--target 0.5"),
+        (["variance", "--from-json", "/no/such/rounds.jsonl"], "--from-json /no/such/rounds.jsonl: no such file"),
+        (["agreement", "--out", "/proc/no-such/table.txt"], "--out: '/proc/no-such/table.txt': its folder cannot"),
+        (["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--json", "/etc/hostname/x"], "not a folder"),
+        (["regress", "HEAD", "--verdict-file", "/proc/no-such/v.json"], "--verdict-file: '/proc/no-such/v.json'"),
+    ],
+)
+def test_a_command_refuses_bad_input_naming_it_before_any_work(arguments, named, capsys):
+    assert main(arguments) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_an_output_files_missing_folder_is_made_before_the_work(tmp_path):
+    from unfold_bench.common_args import output_file
+
+    wanted = tmp_path / "gate" / "verdict.json"  # as the regression workflow names it
+    assert output_file(str(wanted)) == str(wanted) and wanted.parent.is_dir() and not wanted.exists()
