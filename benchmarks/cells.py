@@ -285,6 +285,16 @@ def _source_files(module_name: str) -> list[str]:
     return [path]
 
 
+def cached_verdict(cell: Cell, cache: str | Path | None = None) -> Verdict | None:
+    """``cell``'s verdict kept by ``gate`` in ``cache`` (default: ``$UNFOLD_BENCH_GATE_CACHE``) for the same code and
+    cell, or None (none kept, or no cache)."""
+    cache = cache or os.environ.get(GATE_CACHE_VARIABLE)
+    if not cache or cell.skip_reason() is not None:
+        return None
+    path = _verdict_file(cell, Path(cache))
+    return pickle.loads(path.read_bytes()) if path.exists() else None
+
+
 def gate(
     cells: list[Cell], progress: Callable[[str], None] | None = None, cache: str | Path | None = None
 ) -> dict[CellKey, Verdict]:

@@ -232,6 +232,7 @@ def print_summary(
     skip_reason: Callable[[str, str, str], str | None] | None = None,
     full_dir: str | Path | None = None,
     selection: str = "",
+    failure_reason: Callable[[str, str, str, str], str | None] | None = None,
 ) -> None:
     """Print the summary of ``machine``'s ``profile`` results at ``commit`` (None: its latest commit).
 
@@ -239,7 +240,8 @@ def print_summary(
     environment, ``make bench-commits`` asv's per-commit virtualenvs: their figures are not mixed): one line
     per config, the recommendations, what was skipped or failed and the physics checks. The full tables (every
     cell's figures and ratios) go to a file in ``full_dir`` when it is given, else to the terminal too.
-    ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a").
+    ``skip_reason(strategy, config, device)`` explains skipped cells (asv's results only record "n/a"), and
+    ``failure_reason(strategy, config, device, metric)`` failed ones where it knows why (asv records "failed").
     ``selection``: the ``--bench`` regex of a run that timed a selection, whose picks are not made (they would
     compare only what it timed; the site takes them from the newest complete run).
     """
@@ -257,11 +259,11 @@ def print_summary(
         full = io.StringIO()
         with contextlib.redirect_stdout(full):
             print(f"Full summary: {heading}\nTiming regime: {regime.label}: {regime.description}")
-            _print_run(rows, skip_reason, catalogue)
+            _print_run(rows, skip_reason, catalogue, failure_reason)
         if full_dir is None:
             print(full.getvalue())
             continue
-        _print_compact(rows, every_run, skip_reason, catalogue, selection)
+        _print_compact(rows, every_run, skip_reason, catalogue, selection, failure_reason)
         path = Path(full_dir) / f"{machine}-{profile}-{commit[:8]}-{env}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(full.getvalue())
@@ -269,7 +271,11 @@ def print_summary(
     print(f"Results: {Path(results_dir).resolve()}/{machine}/ (asv's JSON); the site: make report")
 
 
-def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None) -> None:
+def _skipped_and_failed(
+    table: pd.DataFrame,
+    skip_reason: Callable[[str, str, str], str | None] | None,
+    failure_reason: Callable[[str, str, str, str], str | None] | None = None,
+) -> None:
     skipped = skipped_cells(table)
     if not skipped.empty:
         reasons = Counter(
@@ -283,7 +289,8 @@ def _skipped_and_failed(table: pd.DataFrame, skip_reason: Callable[[str, str, st
     if not failed.empty:
         print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's log says why):")
         for r in failed.itertuples():
-            print(f"  - {cell_label(r)}")
+            why = failure_reason(r.strategy, r.config, r.device, r.metric) if failure_reason else None
+            print(f"  - {cell_label(r)}" + (f": {why}" if why else ""))
     short = short_cells(table)
     if not short.empty:
         print(f"\nPaired cells that failed in a replicate ({len(short)}; asv's log says why), the others' kept:")
@@ -297,6 +304,7 @@ def _print_compact(
     skip_reason: Callable[[str, str, str], str | None] | None,
     catalogue: Catalogue,
     selection: str = "",
+    failure_reason: Callable[[str, str, str, str], str | None] | None = None,
 ) -> None:
     run = table.iloc[0][RUN_KEYS].to_dict()
     aside, simplicity = set_aside(catalogue.strategies), complexity(catalogue.strategies)
@@ -328,7 +336,7 @@ def _print_compact(
                 print(f"  A statistical tie between {', '.join(advice.tied)}; the tie-break picks: {TIE_TEXT}.")
             others = other_regime_picks(every_run, run, device, rule, aside, simplicity)
             print(f"  {regime_note(run['machine'], advice.strategy, others, run['commit'])}")
-    _skipped_and_failed(table, skip_reason)
+    _skipped_and_failed(table, skip_reason, failure_reason)
     problems = physics_problems(table)
     print("Physics checks: " + ("all figures respect the measured bounds." if not problems else ""))
     for problem in problems:
@@ -336,7 +344,10 @@ def _print_compact(
 
 
 def _print_run(
-    table: pd.DataFrame, skip_reason: Callable[[str, str, str], str | None] | None, catalogue: Catalogue
+    table: pd.DataFrame,
+    skip_reason: Callable[[str, str, str], str | None] | None,
+    catalogue: Catalogue,
+    failure_reason: Callable[[str, str, str, str], str | None] | None = None,
 ) -> None:
     aside = set_aside(catalogue.strategies)
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 500):
@@ -344,7 +355,7 @@ def _print_run(
             print(f"\n[{device}]")
             print(summary.to_string(index=False))
     print("\n" + LEGEND)
-    _skipped_and_failed(table, skip_reason)
+    _skipped_and_failed(table, skip_reason, failure_reason)
     for device in table[table.suite == "unfold"].device.unique():
         best = fastest_against_bounds(cell_table(table, device), aside)
         if best.empty:

@@ -127,6 +127,18 @@ def test_a_wrong_plugin_fails_its_cells_with_the_reason_and_the_others_stand(out
     assert verdicts[("native", config.name, "cpu")].problem(backward=True) is None
 
 
+def test_the_summary_reads_why_a_cell_failed_from_the_verdict_the_gate_kept(outside_path, tmp_path):
+    from benchmarks.cells import cached_verdict
+
+    found, _ = load("outside_bad:wrong_values")
+    cell = Cell(found["wrong_values"], next(c for c in QUICK.configs() if c.name == "example"), "cpu")
+    assert cached_verdict(cell, tmp_path) is None  # nothing kept yet
+    verdicts = gate([cell], cache=tmp_path)
+    kept = cached_verdict(cell, tmp_path)
+    assert kept is not None and kept.problem(backward=False) == verdicts[cell.key].problem(backward=False)
+    assert "wrong" in kept.problem(backward=False)
+
+
 def _registry_in_a_process(env: dict) -> dict:
     """What the registry holds in a fresh process started with ``env`` (as asv's and the gate's children are)."""
     code = (

@@ -548,6 +548,15 @@ def test_skipped_cells_are_one_list_for_the_site_and_the_summary(table, capsys):
     assert "Skipped cells (asv: n/a): 7" in capsys.readouterr().out
 
 
+def test_a_failed_cell_says_why_where_the_bench_knows(capsys):
+    def why(strategy: str, config: str, device: str, metric: str) -> str | None:
+        return f"wrong output of {strategy} in {metric}" if (strategy, config) == ("tiling", "vol3d-conv") else None
+
+    print_summary(FIXTURE, CPU, "quick", None, failure_reason=why)
+    out = capsys.readouterr().out
+    assert "vol3d-conv" in out and ": wrong output of tiling in time_forward_backward" in out
+
+
 def test_one_vocabulary_writes_every_value_with_its_unit():
     assert units.format_value(0.0123, "seconds") == "12.3 ms" and units.format_value(3 * units.MIB, "bytes") == "3 MiB"
     assert units.format_value(1000, "instructions") == "1,000 instr"  # counts: whole numbers

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
-from benchmarks.cells import GATE_CACHE_VARIABLE, Cell, device_unavailable
+from benchmarks.cells import GATE_CACHE_VARIABLE, Cell, cached_verdict, device_unavailable
 from benchmarks.kept_samples import CommitResults
 from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
@@ -164,7 +164,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyError:  # a strategy or config that this checkout no longer has
             return None
 
-    print_summary(results_dir, info["machine"], profile.name, commit, skip_reason, Path(args.summaries), args.bench)
+    def failure_reason(strategy: str, config: str, device: str, metric: str) -> str | None:
+        """Why the correctness gate failed the cell, where it kept its verdict (an error or a timeout: asv's log)."""
+        try:
+            verdict = cached_verdict(Cell.from_names(strategy, config, device, profile), env[GATE_CACHE_VARIABLE])
+        except KeyError:
+            return None
+        return None if verdict is None else verdict.problem(backward="backward" in metric)
+
+    summaries = Path(args.summaries)
+    print_summary(
+        results_dir, info["machine"], profile.name, commit, skip_reason, summaries, args.bench, failure_reason
+    )
     if PLUGIN_PROBLEMS:  # a plugin that could not be loaded counts as a failed cell: the others' results stand
         print(set_aside_count(PLUGIN_PROBLEMS))
         status = max(status, 2)
