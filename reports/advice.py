@@ -117,7 +117,7 @@ def advice(
                 {
                     "regime": regime,
                     "rule": rule.name,
-                    "text": rule.per_config_text(),
+                    "text": rule.per_config_text(own_calls_timed=False),
                     "model_pick": pick,
                     "model_ranking": ranking.to_dict("records"),
                     "layer_picks": {p.config: p.strategy for p in per_layer.itertuples()},

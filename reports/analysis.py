@@ -41,12 +41,13 @@ REFERENCE_STRATEGY = PAIRED_REFERENCE  # the strategy every "x native" is over
 STEP_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% are not reported
 MIN_TIME_SERIES = 3  # the fewest commits a time without an interval across processes needs for a step (``steps``)
 # A strategy's own calls one after another (asv's samples, over native's) and its paired ratio time one call after
-# different work. Where the first is slower than the second by more than this factor beyond both intervals (more
-# than a quotient of medians moves between runs, docs/stability-quick.txt), its time depends on what ran before it.
+# different work. Where the first is slower than the second by more than this factor, beyond both spreads, its time
+# depends on what ran before it: a margin above the 90th percentile of how far a quotient of medians moved between
+# runs of one commit (docs/stability-quick.txt), since the two figures come from different processes.
 CONTEXT_FACTOR = 2.0
 CONTEXT_TEXT = (
     f"its own calls one after another over {CONTEXT_FACTOR:g}x slower than its paired ratio to native says, beyond "
-    "both intervals"
+    "both spreads, in either timed pass"
 )
 
 
@@ -154,8 +155,9 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     they are the strategy's own paired ratios to the floors (``benchmarks.direct_floors``); otherwise ``m:x_bound``
     is the quotient of the two medians. ``m:own_loop`` is always that quotient (each side's own calls one after
     another), and ``m:context_dependent`` says where it exceeds the paired ratio by more than ``CONTEXT_FACTOR``
-    beyond both intervals (the low end of the strategy's asv interval over the high end of native's, against the
-    paired ratio's high end): such a strategy's time depends on what ran before it.
+    beyond both spreads (the strategy's lower quartile over native's upper one, against the paired interval's high
+    end; quartiles, since such a cell's samples are often two-humped, where asv's interval of the median falls
+    apart): such a strategy's time depends on what ran before it.
     """
     rows = run_table[run_table.device == device]
     bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
@@ -164,7 +166,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
         return pd.DataFrame(columns=["config", "strategy"])
     native_rows = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])
     natives = native_rows["value"]
-    native_highs = native_rows["high"] if "high" in native_rows else pd.Series(dtype=float)
+    native_q75 = native_rows["q_75"] if "q_75" in native_rows else pd.Series(dtype=float)
     paired = rows[(rows.suite == PAIRED_SUITE) & (rows.status == "ok")].set_index(["config", "strategy", "metric"])
     floors = rows[(rows.suite == FLOORS_SUITE) & (rows.status == "ok")].set_index(["config", "metric"])
     direct = rows[(rows.suite == DIRECT_FLOORS_SUITE) & (rows.status == "ok")]
@@ -201,7 +203,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
                 line[f"{metric}:x_native_low"], line[f"{metric}:x_native_high"] = measured.low, measured.high
                 line[f"{metric}:x_native_paired"] = True
                 line[f"{metric}:x_native_replicates"] = Replicates.of(measured)
-                own_low = _ratio(line[f"{metric}:low"], native_highs.get((config, metric)))
+                own_low = _ratio(line[f"{metric}:q_25"], native_q75.get((config, metric)))
                 line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * measured.high)
             elif ok and figure.paired is not None and strategy == REFERENCE_STRATEGY and paired.size:
                 line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = 1.0  # itself, exactly
@@ -267,7 +269,8 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
     """Per config and time metric of ``cell_table``: the fastest ``ok`` strategy (``fastest``: ranked by the paired
     ratios, with the strategies ``tied`` with it), its time over the ``copy_`` roofline with that ratio's interval,
     and its net peak over the analytic minimum (how close the suite's best comes to the hardware). ``set_aside``
-    strategies (name -> why) are never the fastest, as in ``recommend``."""
+    strategies (name -> why), and one whose time there depends on what ran before it, are never the fastest, as in
+    ``recommend_per_config``."""
     columns = ["config", "metric", "strategy", "tied", "time", "x_copy", "x_copy_low", "x_copy_high", "peak"]
     columns.append("peak_x_minimum")
     if cells.empty:
@@ -275,7 +278,7 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
     out = []
     for config, rows in cells.groupby("config", sort=False):
         for time_metric, memory_metric in ROOFLINE_PAIRS.items():
-            ok = rows[(rows[f"{time_metric}:status"] == "ok") & ~rows.strategy.isin(list(set_aside))]
+            ok = rows[(rows[f"{time_metric}:status"] == "ok") & ~not_ranked(rows, set_aside)]
             if ok.empty:
                 continue
             best, tied = fastest(ok, time_metric)
@@ -342,38 +345,48 @@ def _ratio(value: float, reference: float | None) -> float:
     return value / reference
 
 
-def context_dependent(cells: pd.DataFrame, metric: str) -> dict[str, str]:
-    """The strategies whose ``metric`` depends on what ran before it on some config (``cell_table``'s
-    ``m:context_dependent``), each with why: the configs and its two figures there."""
-    column = f"{metric}:context_dependent"
-    if column not in cells:
-        return {}
-    flagged = cells[cells[column].fillna(False).astype(bool)]
-    found = {}
-    for strategy, rows in flagged.groupby("strategy", sort=False):
-        figures = ", ".join(
-            f"{row.config} {row[f'{metric}:own_loop']:.2f}x native against {row[f'{metric}:x_native']:.2f}x paired"
-            for _, row in rows.iterrows()
-        )
-        found[strategy] = (
-            f"its own calls one after another are over {CONTEXT_FACTOR:g}x slower than its paired ratio says, beyond "
-            f"both intervals ({figures}): its time depends on what runs before it"
-        )
-    return found
+def _flagged(row: pd.Series | Mapping, metric: str) -> bool:
+    flag = row.get(f"{metric}:context_dependent", False)
+    return bool(pd.notna(flag) and flag)
+
+
+def context_dependent(cells: pd.DataFrame) -> dict[str, str]:
+    """The strategies whose time depends on what ran before it on some config, in either timed pass (``cell_table``'s
+    ``m:context_dependent``: a forward-backward holds the forward), each with why: the configs and its figures."""
+    found: dict[str, list[str]] = {}
+    for _, row in cells.iterrows():
+        for metric, figure in METRICS.items():
+            if figure.unit is SECONDS and _flagged(row, metric):
+                found.setdefault(row.strategy, []).append(
+                    f"{row.config} {figure.label}: {row[f'{metric}:own_loop']:.2f}x native against "
+                    f"{row[f'{metric}:x_native']:.2f}x paired"
+                )
+    return {
+        strategy: f"its own calls one after another are over {CONTEXT_FACTOR:g}x slower than its paired ratio says, "
+        f"beyond both spreads ({'; '.join(figures)}): its time depends on what runs before it"
+        for strategy, figures in found.items()
+    }
+
+
+def not_ranked(rows: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType({})) -> pd.Series:
+    """Which of one config's ``rows`` no ranking takes: the ``set_aside`` strategies, and those whose time on that
+    config depends on what ran before it (``context_dependent``)."""
+    return rows.strategy.isin([*set_aside, *context_dependent(rows)])
 
 
 def own_loop_note(row: pd.Series | Mapping, metric: str, sep: str = "; ") -> str:
     """What a ratio to native adds where the cell's time depends on what ran before it (``context_dependent``): its
     own calls one after another over native's, marked; else nothing."""
-    if not row.get(f"{metric}:context_dependent", False):
+    if not _flagged(row, metric):
         return ""
     return f"{sep}own calls {row[f'{metric}:own_loop']:.2f}x (depends on what runs before it)"
 
 
 def winners(cells: pd.DataFrame) -> pd.DataFrame:
     """The best ``ok`` figure per config and metric: columns config, metric, strategy, value. A time's best is
-    ``fastest``'s, ranked by the paired ratios, and every strategy statistically tied with it gets a row too; a net
-    peak's is the lowest, and every strategy equal to it gets a row."""
+    ``fastest``'s, ranked by the paired ratios among those whose time there does not depend on what ran before it,
+    and every strategy statistically tied with it gets a row too; a net peak's is the lowest, and every strategy
+    equal to it gets a row."""
     out = []
     for config, rows in cells.groupby("config", sort=False):
         for metric in METRICS:
@@ -381,6 +394,9 @@ def winners(cells: pd.DataFrame) -> pd.DataFrame:
             if ok.empty:
                 continue
             if METRICS[metric].unit is SECONDS:
+                ok = ok[~not_ranked(ok)]
+                if ok.empty:
+                    continue
                 leader, tied = fastest(ok, metric)
                 best = ok[ok.strategy.isin([leader.strategy, *tied])]
             else:
@@ -415,12 +431,14 @@ class Rule:
         time, memory = self._labels()
         return f"fastest {time} among strategies whose {memory} is {self._within()}"
 
-    def per_config_text(self) -> str:
+    def per_config_text(self, own_calls_timed: bool = True) -> str:
+        """The per-config rule in words; ``own_calls_timed`` False where only paired times exist (``advise``), so
+        that a time's dependence on what ran before it cannot be seen."""
         time, memory = self._labels()
+        context = f", and not one whose time there depends on what ran before it: {CONTEXT_TEXT}"
         return (
             f"the fastest {time} among the strategies whose {memory} is {self._within()} on that config (only "
-            "cells that ran and passed the correctness gate count, and not one whose time there depends on what ran "
-            f"before it: {CONTEXT_TEXT})"
+            f"cells that ran and passed the correctness gate count{context if own_calls_timed else ''})"
         )
 
     def per_device_text(self) -> str:
@@ -449,8 +467,7 @@ RULES = (
 
 def _eligible(rows: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str]) -> pd.DataFrame:
     ok = rows[(rows[f"{rule.time_metric}:status"] == "ok") & (rows[f"{rule.memory_metric}:status"] == "ok")]
-    ok = ok[~ok.strategy.isin(list(set_aside))]
-    ok = ok[~ok.strategy.isin(list(context_dependent(ok, rule.time_metric)))]  # on this config
+    ok = ok[~not_ranked(ok, set_aside)]  # on this config
     if ok.empty:
         return ok
     return ok[ok[rule.memory_metric] <= rule.memory_limit(ok[rule.memory_metric].min())]
@@ -654,7 +671,7 @@ def recommend(
     (``relative_times``); strategies tied with the fastest T are broken as ``TIE_TEXT`` says,
     with ``complexity`` (strategy -> machinery count) the second key; M counts as the least within the net peaks'
     resolution (``Rule.slack``) on each config the strategy covers, in the tie-break and in the memory limit."""
-    set_aside = {**context_dependent(cells, rule.time_metric), **set_aside}  # a default must not hang on context
+    set_aside = {**context_dependent(cells), **set_aside}  # a default must not hang on what runs around it
     columns = ["strategy", "time_score", "time_low", "time_high", "memory_score", "eligible", "why_not", "configs"]
     columns.append("not_covered")
     all_configs = list(dict.fromkeys(cells.config))

@@ -147,6 +147,8 @@ def _pick_figure(cells: pd.DataFrame, config: str, strategy: str | None, metric:
         return "-"
     row = rows.iloc[0]
     spread = format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), SECONDS.recorded)
+    if pd.isna(row.get(f"{metric}:x_native", math.nan)):  # a config native cannot run: ranked by x copy_
+        return f"{spread} · {_x_bound_text(row, metric, METRICS[metric].bound_info.short)}"
     return f"{spread} · {_x_native_text(row, metric)}"
 
 
@@ -313,7 +315,7 @@ def overview_page(
             "samples, one call each with only a setup between), as a loop of <code>torch.utils.benchmark</code> times "
             "them, so a runtime over native's can read lower than x native where a call costs more after other work "
             "than after itself (<code>unfold-bench context</code> measures both orders, and a call after an idle "
-            "pause). Where it reads higher, by more than {factor:g}x beyond both intervals (<i>own calls</i>), the "
+            "pause). Where it reads higher, by more than {factor:g}x beyond both spreads (<i>own calls</i>), the "
             "strategy's time depends on what runs before it, and no pick takes it there; "
             "<b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
             "system allows), paired inside processes too, its interval widened by how far such ratios move between "

@@ -29,10 +29,12 @@ from reports.analysis import (
     TIE_TEXT,
     cell_label,
     cell_table,
+    context_dependent,
     fastest,
     fastest_against_bounds,
     floors_against_copy,
     lost_text,
+    not_ranked,
     other_regime_picks,
     own_loop_note,
     recommend,
@@ -190,10 +192,10 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
 
 def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str]) -> str:
     ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
-    ok = ok[~ok.strategy.isin(list(aside))]
+    unit = METRICS[metric].unit
+    ok = ok[~(not_ranked(ok, aside) if unit is SECONDS else ok.strategy.isin(list(aside)))]
     if ok.empty:
         return "-"
-    unit = METRICS[metric].unit
     if unit is not SECONDS:
         best = ok.loc[ok[metric].idxmin()]
         return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_x_bound(best, metric)})"
@@ -208,7 +210,8 @@ def compact_table(table: pd.DataFrame, device: str, aside: Mapping[str, str]) ->
     """One line per config of one run on ``device``: the fastest forward (its ratio to copy_), the fastest
     forward-backward (its ratio to native, or to copy_ where native does not run) and the lowest forward-backward
     net peak (its ratio to the analytic minimum), among the strategies that can be shipped (``aside`` left out:
-    ``reports.set_aside``). The fastest is ranked by the paired ratios (``analysis.fastest``) and shown by its
+    ``reports.set_aside``; for a time, nor one whose time there depends on what ran before it,
+    ``analysis.not_ranked``). The fastest is ranked by the paired ratios (``analysis.fastest``) and shown by its
     ratio with its interval (its time, with its spread, is in the full table), and the strategies statistically
     tied with it are named."""
     cells = cell_table(table, device)
@@ -313,7 +316,9 @@ def _print_compact(
         if cells.empty:
             continue
         units = f"{SECONDS.shown}, {BYTES.shown}"
-        print(f"\n[{device}] per config ({units}; not counted: {', '.join(aside)}, which reuse their output)")
+        context = context_dependent(cells)
+        after = f"; nor {', '.join(context)}, whose time depends on what runs before it" if context else ""
+        print(f"\n[{device}] per config ({units}; not counted: {', '.join(aside)}, which reuse their output{after})")
         print(compact_table(table, device, aside).to_string(index=False))
         if selection:
             timed = sorted(set(cells.strategy))

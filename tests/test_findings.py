@@ -501,3 +501,10 @@ def test_a_backward_the_two_medians_do_not_separate_is_not_published_as_a_negati
     ).set_index(["config", "strategy"])
     assert _backward_ms(by_cell, "c", "a") == pytest.approx(6.0)
     assert math.isnan(_backward_ms(by_cell, "c", "b"))  # 15 - 20 ms: noise between processes, not a time
+
+
+def test_a_paired_ratio_without_an_interval_is_judged_by_itself_not_called_a_tie():
+    from reports.findings.sources import _faster
+
+    assert (_faster(0.8, math.nan, math.nan), _faster(1.2, math.nan, math.nan)) == ("yes", "no")  # one process
+    assert (_faster(0.8, 0.7, 0.9), _faster(0.95, 0.85, 1.05), _faster(1.2, 1.1, 1.3)) == ("yes", "tie", "no")

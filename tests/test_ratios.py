@@ -75,6 +75,7 @@ def test_bench_refuses_a_ratio_process_count_below_one_before_any_work():
         (["--bench", "zzz"], "no quick-profile cell matches"),
         (["--commits", "no-such-rev..HEAD"], "--commits 'no-such-rev..HEAD': "),
         (["--commits", "HEAD~1..HEAD", "--resume"], "--resume cannot go with --commits"),
+        (["--commits", "HEAD..HEAD"], "--commits 'HEAD..HEAD': it selects no commit"),
     ],
 )
 def test_bench_refuses_a_selection_of_no_cell_before_any_work(arguments, named):

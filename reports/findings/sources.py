@@ -88,6 +88,14 @@ def onehot_findings(runs: list[Run]) -> list[Finding]:
     return out
 
 
+def _faster(ratio: float, low: float, high: float) -> str:
+    """ "yes" where a ratio to native is below 1 with its whole interval, "no" above, "tie" where it holds 1; a ratio
+    without an interval (one process) against 1 itself."""
+    if math.isnan(low) or math.isnan(high):
+        low = high = ratio
+    return "yes" if high < 1 else "no" if low > 1 else "tie"
+
+
 def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) -> Finding | None:
     cells = run.cells.set_index(["config", "strategy"])
     lines = []
@@ -108,7 +116,7 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
                 "native ms": SECONDS.scaled(native[time_metric]),
                 "onehot / native": format_ratio_interval(ratio, low, high) if paired else f"{ratio:.3g} (medians)",
                 # paired: faster where the whole interval is below 1, a tie where it holds 1
-                "onehot faster": "yes" if high < 1 else "no" if low > 1 else "tie",
+                "onehot faster": _faster(ratio, low, high),
                 "onehot net peak MiB": BYTES.scaled(onehot[peak_metric]) if peaks_ok else math.nan,
                 "native net peak MiB": BYTES.scaled(native[peak_metric]) if peaks_ok else math.nan,
                 # higher: by more than the resolution of a net peak

@@ -39,6 +39,7 @@ from unfold_bench.common_args import add_bench, add_commit, add_config, add_mach
 # What bench exits with when it ran nothing (a usage error, a selection of no cell): sysexits' EX_USAGE, so that
 # make bench stops there instead of checking capabilities and rebuilding the site (2 is a failed cell)
 NOTHING_RUN = 64
+ASV_SELECTORS = ("NEW", "ALL", "EXISTING")  # what asv run takes besides a git range (and HASHFILE:<file>)
 
 
 def _at_least_one(text: str) -> int:
@@ -84,11 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if given:
             print(f"unfold-bench bench: {', '.join(given)} cannot go with --commits {args.commits!r}", file=sys.stderr)
             return NOTHING_RUN
-        try:
-            git("rev-list", "--max-count=1", args.commits)
-        except subprocess.CalledProcessError as error:
-            print(f"unfold-bench bench: --commits {args.commits!r}: {error.stderr.strip()}", file=sys.stderr)
-            return NOTHING_RUN
+        if args.commits not in ASV_SELECTORS and not args.commits.startswith("HASHFILE:"):  # else asv's own
+            try:
+                found = git("rev-list", "--max-count=1", args.commits)
+            except subprocess.CalledProcessError as error:
+                found, why = "", error.stderr.strip()
+            else:
+                why = "it selects no commit"
+            if not found:
+                print(f"unfold-bench bench: --commits {args.commits!r}: {why}", file=sys.stderr)
+                return NOTHING_RUN
 
     if args.thp:
         os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess
