@@ -20,6 +20,8 @@ from unfold_bench.cli import main
         (["agreement", "--out", "/proc/no-such/table.txt"], "--out: '/proc/no-such/table.txt': its folder cannot"),
         (["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--json", "/etc/hostname/x"], "not a folder"),
         (["regress", "HEAD", "--verdict-file", "/proc/no-such/v.json"], "--verdict-file: '/proc/no-such/v.json'"),
+        (["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--budget", "nan"], "--budget nan"),
+        (["commits"], "unknown command 'commits'"),
     ],
 )
 def test_a_command_refuses_bad_input_naming_it_before_any_work(arguments, named, capsys):

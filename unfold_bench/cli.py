@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                 return done.code or 0
             print(done.code, file=sys.stderr)
             return 1
+    if argv and argv[0] not in ("-h", "--help"):
+        print(f"unfold-bench: error: unknown command {argv[0]!r}", file=sys.stderr)
     print(_usage(), file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
     return 0 if argv and argv[0] in ("-h", "--help") else 2
 

@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.model is None) == (args.kernel_size is None):
         parser.error("give either --kernel-size (one geometry) or --model (its layers), not both or neither")
-    if args.budget <= 0:
-        parser.error(f"--budget {args.budget}: must be above 0 seconds")
+    if not args.budget > 0 or args.budget == float("inf"):  # nan fails both comparisons
+        parser.error(f"--budget {args.budget}: must be a finite number of seconds above 0")
     try:
         check_device(args.device)
         if args.model:
