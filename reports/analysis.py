@@ -481,6 +481,16 @@ TIE_TEXT = (
 )
 
 
+def paired_yardstick(rows: pd.DataFrame, metric: str) -> str | None:
+    """The paired ratio one config's ``rows`` are ranked by: to the reference (``x_native``) where every row has one,
+    else to ``copy_`` (``x_bound``, where the reference does not run) where every row has that; None otherwise."""
+    for yardstick in ("x_native", "x_bound"):
+        column = f"{metric}:{yardstick}_paired"
+        if column in rows and rows[column].fillna(False).astype(bool).all():
+            return yardstick
+    return None
+
+
 def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per row of one config's ``rows`` (``ok`` in ``metric``): its time over the fastest row's (``relative``) with
     an interval (``low``, ``high``). Where every row has a paired ratio to the reference (``m:x_native_paired``)
@@ -491,22 +501,21 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     no such bound, and a geometric mean of the ends cannot take it). With the paired ratios, each row's
     ``replicates`` (``Replicates``, or None) and the log of the fastest row's ratio (``log_fastest``), from which
     ``recommend`` works out the per-replicate score."""
-    for yardstick in ("x_native", "x_bound"):
-        paired_column = f"{metric}:{yardstick}_paired"
-        if paired_column in rows and rows[paired_column].fillna(False).astype(bool).all():
-            ratio = rows[f"{metric}:{yardstick}"].astype(float)
-            fastest = ratio.min()
-            replicates = rows.get(f"{metric}:{yardstick}_replicates", pd.Series(None, index=rows.index))
-            return pd.DataFrame(
-                {
-                    "relative": ratio / fastest,
-                    "low": rows[f"{metric}:{yardstick}_low"].astype(float) / fastest,
-                    "high": rows[f"{metric}:{yardstick}_high"].astype(float) / fastest,
-                    "replicates": replicates.astype(object).where(replicates.notna(), None),
-                    "log_fastest": math.log(fastest) if fastest > 0 else math.nan,
-                },
-                index=rows.index,
-            )
+    yardstick = paired_yardstick(rows, metric)
+    if yardstick is not None:
+        ratio = rows[f"{metric}:{yardstick}"].astype(float)
+        fastest = ratio.min()
+        replicates = rows.get(f"{metric}:{yardstick}_replicates", pd.Series(None, index=rows.index))
+        return pd.DataFrame(
+            {
+                "relative": ratio / fastest,
+                "low": rows[f"{metric}:{yardstick}_low"].astype(float) / fastest,
+                "high": rows[f"{metric}:{yardstick}_high"].astype(float) / fastest,
+                "replicates": replicates.astype(object).where(replicates.notna(), None),
+                "log_fastest": math.log(fastest) if fastest > 0 else math.nan,
+            },
+            index=rows.index,
+        )
     time = rows[metric].astype(float)
     ends = [rows[f"{metric}:{end}"].astype(float) if f"{metric}:{end}" in rows else math.nan for end in ("low", "high")]
     if isinstance(ends[0], pd.Series):
@@ -642,16 +651,15 @@ def _against_shippable(rows: pd.DataFrame, shippable: pd.DataFrame, metric: str)
     native cannot run, with the interval of its own, where it and every shippable row of the config have one; else
     by the medians, without an interval."""
     out = []
-    for _, row in rows.iterrows():
+    for index, row in rows.iterrows():
         rivals = shippable[shippable.config == row.config]
-        found = {"relative": row[metric] / rivals[metric].astype(float).min(), "low": math.nan, "high": math.nan}
-        for yardstick in ("x_native", "x_bound"):
-            paired = f"{metric}:{yardstick}_paired"
-            if paired in rivals and row.get(paired, False) and rivals[paired].fillna(False).astype(bool).all():
-                fastest = rivals[f"{metric}:{yardstick}"].astype(float).min()
-                found = {end: row[f"{metric}:{yardstick}{suffix}"] / fastest for end, suffix in RATIO_ENDS}
-                break
-        out.append(found)
+        yardstick = paired_yardstick(pd.concat([rivals, rows.loc[[index]]]), metric)
+        if yardstick is None:
+            relative = row[metric] / rivals[metric].astype(float).min()
+            out.append({"relative": relative, "low": math.nan, "high": math.nan})
+            continue
+        fastest = rivals[f"{metric}:{yardstick}"].astype(float).min()
+        out.append({end: row[f"{metric}:{yardstick}{suffix}"] / fastest for end, suffix in RATIO_ENDS})
     return pd.DataFrame(out, columns=["relative", "low", "high"])
 
 
