@@ -3,9 +3,9 @@
 Pure pandas, no plotting, so the tests can check every claim the site makes: the runs and the newest complete one
 per machine and profile (a run of a selection never decides the picks), each run's cell table with its ratios to
 ``native`` and to the bounds, the winners and the recommendation by the stated ``Rule`` (a time ranked by the
-paired ratios, with those tied with it; skipped and failed cells never win), the Pareto front, the floors, asv's
-own step detection across commits (the site calls what it finds steps; a "regression" is only ever the CI gate's
-verdict, ``reports.compare``), and the skipped cells. Names, units and bounds come from ``reports.units``.
+paired ratios, with those tied with it; skipped and failed cells never win), the Pareto front beyond the noise, the
+floors, asv's own step detection across commits (the site calls what it finds steps; a "regression" is only ever the
+CI gate's verdict, ``reports.compare``), and the skipped cells. Names, units and bounds come from ``reports.units``.
 """
 
 from __future__ import annotations
@@ -825,15 +825,42 @@ def regime_note(machine: str, pick: str | None, other_picks: list[tuple[str, str
     return note
 
 
-def pareto_front(points: pd.DataFrame, x: str, y: str) -> pd.Series:
-    """Whether each row is on the Pareto front of (``x``, ``y``), lower being better in both (NaN: never)."""
-    valid = points[x].notna() & points[y].notna()
-    on_front = pd.Series(False, index=points.index)
-    for index, row in points[valid].iterrows():
-        others = points[valid].drop(index)
-        dominated = (others[x] <= row[x]) & (others[y] <= row[y]) & ((others[x] < row[x]) | (others[y] < row[y]))
-        on_front[index] = not dominated.any()
-    return on_front
+def tradeoff(rows: pd.DataFrame, time_metric: str, memory_metric: str) -> pd.DataFrame:
+    """One config's ``rows`` (``cell_table``) as points of time against memory, with the Pareto front.
+
+    Per row with both figures: its time over the config's fastest with an interval (``relative``, ``low``, ``high``:
+    ``relative_times``, so from the paired ratios where the run has them, not from medians of different processes),
+    its ``memory``, and whether it is ``on_front``: no other row dominates it. One row dominates another when it is
+    no slower and holds no more memory, and better in one of the two: faster beyond the noise (its interval wholly
+    below the other's; without intervals, a lower figure) or less memory by more than a net peak's resolution
+    (``NET_PEAK_RESOLUTION``). Rows statistically tied in time and within that resolution in memory are both on the
+    front, as neither is better. A strategy whose time on the config depends on what ran before it
+    (``context_dependent``) is shown but neither on the front nor dominating: its paired ratio is not its time.
+    """
+    valid = rows[rows[time_metric].notna() & rows[memory_metric].notna()]
+    columns = ["strategy", "relative", "low", "high", "memory", "on_front"]
+    if valid.empty:
+        return pd.DataFrame(columns=columns)
+    points = relative_times(valid, time_metric)[["relative", "low", "high"]]
+    points.insert(0, "strategy", valid.strategy)
+    points["memory"] = valid[memory_metric].astype(float)
+
+    def faster(a: pd.Series, b: pd.Series) -> bool:
+        if pd.isna(a.high) or pd.isna(b.low):
+            return bool(a.relative < b.relative)
+        return bool(a.high < b.low)
+
+    def dominates(a: pd.Series, b: pd.Series) -> bool:
+        no_more_memory = a.memory <= b.memory + NET_PEAK_RESOLUTION
+        less_memory = a.memory < b.memory - NET_PEAK_RESOLUTION
+        return not faster(b, a) and no_more_memory and (faster(a, b) or less_memory)
+
+    ranked = points[~points.strategy.isin(context_dependent(valid))]
+    points["on_front"] = [
+        i in ranked.index and not any(dominates(other, point) for j, other in ranked.iterrows() if j != i)
+        for i, point in points.iterrows()
+    ]
+    return points
 
 
 def series(table: pd.DataFrame) -> pd.DataFrame:

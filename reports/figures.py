@@ -13,7 +13,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.units import METRICS, SHOWN_METRICS, format_number, format_ratio_interval
+from reports.analysis import own_loop_note
+from reports.units import METRICS, SHOWN_METRICS, format_number, format_ratio_interval, format_spread
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
@@ -206,45 +207,55 @@ def tradeoff_scatter(
     time_metric: str,
     memory_metric: str,
     colors: dict[str, str],
-    on_front: dict[str, pd.Series],
+    points: dict[str, pd.DataFrame],
     title: str,
 ) -> go.Figure:
-    """Time vs net peak memory, one point per strategy; the Pareto front (no strategy is better in both) is
-    joined by a line and its points are ringed. A dropdown picks the config."""
-    t_label, t_unit, t_scale = _shown(time_metric)
+    """Time against net peak memory, one point per strategy: the time over the config's fastest with its interval
+    as the error bar (``points``: ``analysis.tradeoff`` per config, from the paired ratios where the run has them),
+    the memory as measured. The Pareto front (no strategy better in both beyond the noise) is joined by a line and
+    its points are ringed; hover adds the median time and its interquartile range. A dropdown picks the config."""
+    t_label = SHOWN_METRICS[time_metric].label
     m_label, m_unit, m_scale = _shown(memory_metric)
-    configs = list(dict.fromkeys(cells.config))
+    configs = [config for config in dict.fromkeys(cells.config) if not points[config].empty]
     figure = go.Figure()
     owners = []
     for config in configs:
-        rows = cells[cells.config == config]
-        front = on_front[config].loc[rows.index]
-        for row in rows.itertuples():
-            x, y = getattr(row, time_metric), getattr(row, memory_metric)
-            if math.isnan(x) or math.isnan(y):
-                continue
+        config_points = points[config]
+        for index, point in config_points.iterrows():
+            row = cells.loc[index]
+            front = bool(point.on_front)
+            median = format_spread(
+                row[time_metric], row.get(f"{time_metric}:q_25"), row.get(f"{time_metric}:q_75"), "seconds"
+            )
             figure.add_scatter(
-                x=[x * t_scale],
-                y=[y * m_scale],
+                x=[point.relative],
+                y=[point.memory * m_scale],
+                error_x=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[max(point.high - point.relative, 0)] if not pd.isna(point.high) else [0],
+                    arrayminus=[max(point.relative - point.low, 0)] if not pd.isna(point.low) else [0],
+                ),
                 mode="markers+text",
-                text=[row.strategy],
+                text=[point.strategy],
                 textposition="top center",
-                name=row.strategy,
-                legendgroup=row.strategy,
+                name=point.strategy,
+                legendgroup=point.strategy,
                 visible=config == configs[0],
-                marker=dict(
-                    size=13, color=colors[row.strategy], line=dict(width=3 if front[row.Index] else 0, color="black")
-                ),
-                hovertemplate=(
-                    f"<b>{row.strategy}</b><br>{t_label}: %{{x:.4g}} {t_unit}<br>{m_label}: %{{y:.4g}} {m_unit}"
-                    f"<br>{'on' if front[row.Index] else 'not on'} the Pareto front<extra>{config}</extra>"
-                ),
+                marker=dict(size=13, color=colors[point.strategy], line=dict(width=3 if front else 0, color="black")),
+                hovertext=[
+                    f"<b>{point.strategy}</b> on {config}<br>{t_label}: "
+                    f"{format_ratio_interval(point.relative, point.low, point.high)} the fastest; median {median}"
+                    f"{own_loop_note(row, time_metric)}<br>{m_label}: {_number(point.memory * m_scale, m_unit)}"
+                    f"<br>{'on' if front else 'not on'} the Pareto front"
+                ],
+                hoverinfo="text",
             )
             owners.append(config)
-        points = rows[front].sort_values(time_metric)
+        front_points = config_points[config_points.on_front].sort_values("relative")
         figure.add_scatter(
-            x=points[time_metric] * t_scale,
-            y=points[memory_metric] * m_scale,
+            x=front_points.relative,
+            y=front_points.memory * m_scale,
             mode="lines",
             name="Pareto front",
             line=dict(color="black", dash="dash"),
@@ -256,7 +267,8 @@ def tradeoff_scatter(
     figure.update_layout(
         **LAYOUT,
         title=title,
-        xaxis_title=f"{t_label} ({t_unit})",
+        xaxis_title=f"{t_label} / the config's fastest (x)",
+        xaxis_type="log",
         yaxis_title=f"{m_label} ({m_unit})",
         legend_title_text="strategy",
         updatemenus=_dropdown(configs, visibility),
@@ -265,43 +277,63 @@ def tradeoff_scatter(
 
 
 def strategy_history(history: pd.DataFrame, title: str) -> go.Figure:
-    """One strategy across commits: one line per config of each figure as a multiple of its value at the
-    first commit where it has one (so configs of any size share an axis); a dropdown picks the metric. Hover
-    gives the absolute value. A first value of zero (a view allocates nothing) has no multiple: not drawn."""
-    metrics = [m for m in METRICS if m in set(history.metric)]
+    """One strategy across commits, one line per config; a dropdown picks the metric. Its paired ratios to native
+    (first, where the runs measured them) are drawn as they are, with their 95% interval across processes; each
+    time or memory as a multiple of its value at the first commit where it has one (so configs of any size share an
+    axis), with its interquartile range on that scale. Hover gives the absolute value and its spread. A first value
+    of zero (a view allocates nothing) has no multiple: not drawn."""
+    metrics = [m for m in SHOWN_METRICS if m in set(history.metric)]
     commits = history.drop_duplicates("order").sort_values("order")
     figure = go.Figure()
     owners = []
     for k, metric in enumerate(metrics):
         _, unit, scale = _shown(metric)
+        paired = metric not in METRICS
+        spread = ("low", "high", "95% interval") if paired else ("q_25", "q_75", "IQR")
         for i, (config, line) in enumerate(history[history.metric == metric].groupby("config", sort=False)):
             line = line.sort_values("order")
-            value = line.value.where(line.status == "ok").astype(float)
+            ok = line.status == "ok"
+            value = line.value.where(ok).astype(float)
+            ends = [line[end].where(ok).astype(float) if end in line else value * math.nan for end in spread[:2]]
             first = value.dropna().iloc[0] if value.notna().any() else math.nan
-            relative = value / first if first and not pd.isna(first) else value * math.nan
+            divisor = 1.0 if paired else first if first and not pd.isna(first) else math.nan
             figure.add_scatter(
                 x=line.order,
-                y=relative,
+                y=value / divisor,
                 mode="lines+markers",
                 name=config,
                 legendgroup=config,
                 line_color=COLORS[i % len(COLORS)],
                 visible=k == 0,
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=((ends[1] - value) / divisor).clip(lower=0).fillna(0),
+                    arrayminus=((value - ends[0]) / divisor).clip(lower=0).fillna(0),
+                ),
                 hovertext=[
                     f"{config} {commit[:8]}: {_number(v * scale, unit) or status}"
-                    for commit, v, status in zip(line.commit, value, line.status)
+                    + (
+                        f" ({spread[2]} {_number(lo * scale)} to {_number(hi * scale, unit)})"
+                        if not pd.isna(lo)
+                        else ""
+                    )
+                    for commit, v, status, lo, hi in zip(line.commit, value, line.status, *ends)
                 ],
                 hoverinfo="text",
             )
             owners.append(metric)
     visibility = [[owner == metric for owner in owners] for metric in metrics]
-    titles = [f"{METRICS[m].label} / its first value (x)" for m in metrics]
+    titles = [
+        f"{SHOWN_METRICS[m].label} (x)" if m not in METRICS else f"{METRICS[m].label} / its first value (x)"
+        for m in metrics
+    ]
     figure.update_layout(
         **LAYOUT,
         title=title,
         xaxis=_commit_axis(commits),
         yaxis_title=titles[0] if titles else "",
         legend_title_text="config",
-        updatemenus=_dropdown([METRICS[m].label for m in metrics], visibility, titles),
+        updatemenus=_dropdown([SHOWN_METRICS[m].label for m in metrics], visibility, titles),
     )
     return figure

@@ -449,9 +449,13 @@ def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     page = Page("tradeoff.html")
     page.paragraph(
         Markup(
-            "Runtime against net peak memory at each machine's newest commit. The <b>Pareto front</b> (dashed, "
-            "ringed points) holds the strategies that no other strategy beats in both; choosing off the front "
-            "costs time or memory for nothing. Pick the config from the menu."
+            "Runtime against net peak memory at each machine's newest commit. The time is each strategy's over the "
+            "config's fastest, ranked as the picks rank it (by the paired ratios, with their 95% interval across "
+            "processes as the error bar; hover gives the median time and its interquartile range). The <b>Pareto "
+            "front</b> (dashed, ringed points) holds the strategies that no other strategy beats in both beyond the "
+            "noise: faster with the intervals apart, or less memory by more than a net peak's resolution. Choosing "
+            "off the front costs time or memory for nothing. A strategy whose time depends on what ran before it is "
+            "shown but never on the front. Pick the config from the menu."
         )
     )
     for run in analysis.latest_runs(table).to_dict("records"):
@@ -463,12 +467,12 @@ def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             page.heading(_run_title(run, device))
             for which in reversed(PASSES):  # training first
                 time_metric, memory_metric = timed_metric(which), tracked_peak_metric(which)
-                fronts = {
-                    config: analysis.pareto_front(rows, time_metric, memory_metric)
+                points = {
+                    config: analysis.tradeoff(rows, time_metric, memory_metric)
                     for config, rows in cells.groupby("config", sort=False)
                 }
                 title = f"{pass_label(which)}: time vs memory, {_run_title(run, device)}"
-                page.figure(figures.tradeoff_scatter(cells, time_metric, memory_metric, colors, fronts, title))
+                page.figure(figures.tradeoff_scatter(cells, time_metric, memory_metric, colors, points, title))
     return page
 
 
@@ -523,8 +527,11 @@ def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Pag
     page.paragraph(
         Markup(
             "Each strategy from the registry (<code>impls/</code>, and strategies from other packages: "
-            "<code>docs/your-own-unfold.md</code>) and its figures across commits; what "
-            'each can do is in the <a href="index.html#capabilities">capability matrix</a>.'
+            "<code>docs/your-own-unfold.md</code>) and its figures across commits: first its paired ratios to "
+            "native with their 95% interval across processes (a step there is a change of the code), then each time "
+            "and memory as a multiple of its first value with its interquartile range (medians of different "
+            "processes: they move with the machine too). What each can do is in the "
+            '<a href="index.html#capabilities">capability matrix</a>.'
         )
     )
     page.paragraph(Markup(" · ").join(Markup('<a href="#{0}">{0}</a>').format(n) for n in names))

@@ -233,9 +233,32 @@ def test_set_aside_is_the_registrys_output_reusing_strategies_as_the_bench_recor
     assert set(set_aside(load_catalogue(FIXTURE).strategies)) == set(aside)  # the fixture's catalogue is current
 
 
-def test_pareto_front():
-    points = pd.DataFrame({"t": [1.0, 2.0, 3.0, 2.5, math.nan], "m": [3.0, 2.0, 1.0, 2.5, 0.5]})
-    assert analysis.pareto_front(points, "t", "m").tolist() == [True, True, True, False, False]
+def test_the_pareto_front_is_drawn_beyond_the_noise():
+    from benchmarks.allocator import NET_PEAK_RESOLUTION
+
+    mib, t, m = 2**20, "time_forward", "track_net_peak_forward"
+    rows = pd.DataFrame(
+        [
+            ("a", 1.0, 0.9, 1.1, 3 * mib, False),
+            ("b", 2.0, 1.9, 2.1, 2 * mib, False),
+            ("c", 3.0, 2.9, 3.1, 1 * mib, False),
+            ("slower_and_bigger", 2.5, 2.4, 2.6, 2.5 * mib, False),  # b beats it in both
+            ("failed", math.nan, math.nan, math.nan, 0.5 * mib, False),
+            ("tied_same_memory", 1.05, 0.95, 1.15, 3 * mib + NET_PEAK_RESOLUTION // 2, False),  # a does not beat it
+            ("tied_more_memory", 1.08, 1.0, 1.2, 4 * mib, False),  # a ties its time with less memory
+            ("context", 0.5, 0.45, 0.55, 0.1 * mib, True),  # would beat all, but its time depends on what ran before
+        ],
+        columns=["strategy", t, f"{t}:low", f"{t}:high", m, f"{t}:context_dependent"],
+    ).assign(**{f"{t}:own_loop": 3.0, f"{t}:x_native": 0.5, "config": "c"})
+    points = analysis.tradeoff(rows, t, m)
+    assert "failed" not in set(points.strategy)
+    on_front = set(points[points.on_front].strategy)
+    assert on_front == {"a", "b", "c", "tied_same_memory"}
+    first = points.set_index("strategy").loc["a"]
+    assert (first.relative, first.low, first.high) == pytest.approx((2.0, 1.8, 2.2))  # over the fastest's 0.5
+    without_intervals = rows.drop(columns=[f"{t}:low", f"{t}:high"])
+    on_front = analysis.tradeoff(without_intervals, t, m).pipe(lambda p: set(p[p.on_front].strategy))
+    assert on_front == {"a", "b", "c"}  # without intervals, a lower figure is faster
 
 
 def test_steps_are_found_by_asvs_step_detection_and_only_there(table):
@@ -338,6 +361,12 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
     bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 0 MiB" in t]
     assert bars and all("0.00x the bound" in t and "native has no figure here" in t for t in bars)
     assert not [t for t in texts if "net peak" in t and "IQR" in t]  # memory has no spread: none is shown
+    time, memory = "time_forward", "track_net_peak_forward"
+    points = {config: analysis.tradeoff(rows, time, memory) for config, rows in cells.groupby("config")}
+    tradeoff = figures.tradeoff_scatter(cells, time, memory, colors, points, "t")
+    texts = [text for trace in tradeoff.data for text in (trace.hovertext or [])]
+    assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
+    assert all("the fastest; median" in t and "(IQR" in t and "Pareto front" in t for t in texts)
 
 
 def test_summary_prints_each_environment_of_a_commit_apart(tmp_path, capsys):
