@@ -80,6 +80,11 @@ class Layer:
     names: tuple[str, ...] = ()
 
 
+def _option_text(value: int | tuple) -> str:
+    """An int or a tuple of ints as its command-line option is written (``3``, ``2,3,8,8``)."""
+    return ",".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
+
+
 def layer_config(
     input_shape: tuple[int, ...],
     kernel_size: int | tuple[int, ...],
@@ -97,7 +102,10 @@ def layer_config(
     try:
         config.geometry  # noqa: B018 (validates)
     except (TypeError, ValueError) as error:
-        raise AdviceError(f"--input-shape {','.join(map(str, input_shape))}: {error}") from None
+        given = {"input-shape": input_shape, "kernel-size": kernel_size, "stride": stride, "padding": padding}
+        given["dilation"] = dilation
+        layer = " ".join(f"--{option} {_option_text(value)}" for option, value in given.items())
+        raise AdviceError(f"the layer {layer}: {error}") from None
     return config
 
 

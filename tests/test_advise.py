@@ -30,9 +30,11 @@ MIB = 2**20
         (["--input-shape", "2,3,x,8", "--kernel-size", "3"], "'2,3,x,8'"),
         (
             ["--input-shape=-8,3,32,32", "--kernel-size", "3"],
-            "--input-shape -8,3,32,32: input shape (-8, 3, 32, 32) has a negative",
+            "--input-shape -8,3,32,32 --kernel-size 3 --stride 1 --padding 0 --dilation 1: input shape (-8, 3, 32, 32) "
+            "has a negative",
         ),
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--needs", "telepathy"], "telepathy: unknown"),
+        (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--stride", "0"], "--dilation 1: stride=0 must be"),
         (["--input-shape", "2,3,8,8"], "--kernel-size"),
     ],
 )

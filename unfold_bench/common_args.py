@@ -100,16 +100,41 @@ def add_mode(parser: argparse.ArgumentParser) -> None:
     )
 
 
+MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # one folder of results/, as asv names it
+COMMIT_HASH = re.compile(r"[0-9a-fA-F]{7,40}")
+
+
+def machine_name(text: str) -> str:
+    """argparse type of ``--machine``: a name that is one folder of ``results/`` (letters, digits, ``._+-``), refused
+    before any work where it is not (``../x`` would write outside the results)."""
+    if not MACHINE_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a machine name: letters, digits and . _ + - only, starting with a letter or digit"
+        )
+    return text
+
+
+def commit_hash(text: str) -> str:
+    """argparse type of ``--commit``: a commit hash (7 to 40 hexadecimal digits), as a result is recorded under;
+    a branch name or a typo is refused before any work rather than written into the results."""
+    if not COMMIT_HASH.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a commit hash (7 to 40 hexadecimal digits)")
+    return text
+
+
 def add_machine(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--machine",
+        type=machine_name,
         help="machine name to record (default: derived from host, CPU, GPU and set-up, as make bench names it)",
     )
 
 
 def add_commit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--commit", help="the commit to record under (default: git's HEAD; for a tree without .git, as on a GPU loan)"
+        "--commit",
+        type=commit_hash,
+        help="the commit hash to record under (default: git's HEAD; for a tree without .git, as on a GPU loan)",
     )
 
 
