@@ -32,7 +32,15 @@ from reports.findings import findings, render_html
 from reports.results import Catalogue, load_capabilities, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
 from reports.templates import macro, render
-from reports.units import METRICS, SECONDS, SHOWN_METRICS, format_ratio, format_ratio_interval, format_spread
+from reports.units import (
+    MACHINE_MEMORY,
+    METRICS,
+    SECONDS,
+    SHOWN_METRICS,
+    format_ratio,
+    format_ratio_interval,
+    format_spread,
+)
 
 PAGES = {
     "index.html": "Which to ship",
@@ -566,6 +574,14 @@ def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Pag
     return page
 
 
+def machine_memory(ram: object) -> str:
+    """A machine's memory as its file records it: a count of KiB (asv's own) in GiB, anything else as written."""
+    text = str(ram or "").strip()
+    if text.isdigit():
+        return MACHINE_MEMORY.format(float(text), 3)
+    return text or "-"
+
+
 def machines_page(table: pd.DataFrame) -> Page:
     page = Page("machines.html")
     page.paragraph(
@@ -586,7 +602,7 @@ def machines_page(table: pd.DataFrame) -> Page:
                 (machine, ""),
                 (str(latest.device_names or "-"), ""),
                 (str(latest.num_cpu or "-"), "num"),
-                (str(latest.ram or "-"), ""),
+                (machine_memory(latest.ram), "num"),
                 (str(latest.torch_version or "-"), ""),
                 (str(latest.torch_threads or "-"), "num"),
                 (analysis.regime_label(group), ""),

@@ -48,6 +48,7 @@ BYTES = Unit("bytes", "MiB", 1 / MIB)
 INSTRUCTIONS = Unit("instructions", "instr", 1.0, whole=True)
 RATIO = Unit("ratio", "x", 1.0)  # a paired ratio (benchmarks.ratios): a strategy's time over the reference's
 UNITS = {unit.recorded: unit for unit in (SECONDS, BYTES, INSTRUCTIONS, RATIO)}
+MACHINE_MEMORY = Unit("KiB", "GiB", 1 / 2**20)  # asv's machine file records the RAM in KiB
 
 
 def format_number(value: float, digits: int = 4) -> str:

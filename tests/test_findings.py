@@ -176,8 +176,8 @@ def test_a_forward_at_0_9x_copy_misses_the_roofline_target_by_0_1x():
     assert forward.verdict == "met on 0 of 1"
     line = forward.evidence.iloc[0]
     assert line["fastest"] == "native" and line["x copy_"] == pytest.approx(0.9)
-    assert line["verdict"] == "missed by 0.10x"
-    assert "allcnnc-conv1 (missed by 0.10x)" in forward.note
+    assert line["verdict"] == "missed: 0.90x against at most 0.80x"
+    assert "allcnnc-conv1 (missed: 0.90x against at most 0.80x)" in forward.note
     backward = _one(found, ROOFLINE, "The fastest forward-backward")
     assert backward.verdict == "met on 1 of 1" and backward.evidence.iloc[0]["x copy_"] == pytest.approx(1.5)
     peak = _one(found, ROOFLINE, "The fastest strategy's net peak")
@@ -207,8 +207,8 @@ def test_a_roofline_verdict_whose_paired_interval_spans_the_target_is_within_the
     assert forward.evidence["fastest"].tolist() == ["native"] * 3
     assert forward.evidence["x copy_ interval"].tolist() == ["[0.70, 0.85]", "[1.10, 1.30]", "[0.65, 0.75]"]
     noise = "within the noise: 0.75x [0.70, 0.85] spans 0.80x"
-    assert forward.evidence["verdict"].tolist() == [noise, "missed by 0.40x", "met"]
-    assert "Missed on allcnnc-conv2 (missed by 0.40x)." in forward.note
+    assert forward.evidence["verdict"].tolist() == [noise, "missed: 1.20x against at most 0.80x", "met"]
+    assert "Missed on allcnnc-conv2 (missed: 1.20x against at most 0.80x)." in forward.note
     assert "Within the noise on allcnnc-conv1 (0.75x [0.70, 0.85] spans 0.80x)." in forward.note
 
 
@@ -238,7 +238,7 @@ def test_the_new_tensor_targets_judge_the_copy_target_again_with_output_reuse_al
         "The fastest forward that returns a new tensor takes at most 1.3x",
     )
     line = copy.evidence.iloc[0]
-    assert (line["fastest"], line["verdict"]) == ("cpp", "missed by 1.70x")
+    assert (line["fastest"], line["verdict"]) == ("cpp", "missed: 3.00x against at most 1.30x")
     assert line["fastest (reuse allowed)"] == "cpp_reuse" and line["x copy_ (reuse allowed)"] == pytest.approx(1.1)
     assert line["verdict (reuse allowed)"] == "met"
     assert copy.verdict == "met on 0 of 1" and "With output reuse allowed: met on 1 of 1." in copy.note
@@ -267,7 +267,7 @@ def test_a_strategy_that_advises_huge_pages_is_judged_against_the_floor_of_its_o
     if huge_page_floor_measured:  # cpp_huge_pages advises its results: 6 / 4 ms; gather does not: 6 / 10 ms
         assert lines.loc["allcnnc-conv2", "its floor"] == "huge-page"
         assert lines.loc["allcnnc-conv2", "x its floor"] == pytest.approx(1.5)
-        assert lines.loc["allcnnc-conv2", "verdict"] == "missed by 0.35x"
+        assert lines.loc["allcnnc-conv2", "verdict"] == "missed: 1.50x against at most 1.15x"
         assert lines.loc["allcnnc-conv2", "huge-page floor ms"] == pytest.approx(4.0)
     else:  # a run before the bound existed (and before the advice): the fresh-output floor, 6 / 10 ms
         assert lines.loc["allcnnc-conv2", "its floor"] == "fresh-output"
@@ -298,7 +298,7 @@ def test_the_new_tensor_targets_worked_by_hand():
     fresh = _one(found, NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.15x")
     assert fresh.evidence["x its floor"].tolist() == pytest.approx([1.2, 1.0])  # 12 / 10 and 10 / 10
     assert fresh.evidence["its floor"].tolist() == ["fresh-output", "fresh-output"]  # gather advises no huge pages
-    assert fresh.evidence["verdict"].tolist() == ["missed by 0.05x", "met"]
+    assert fresh.evidence["verdict"].tolist() == ["missed: 1.20x against at most 1.15x", "met"]
     assert fresh.verdict == "met on 1 of 2" and "fresh pages" in fresh.source
     # why: conv1 reads 3 x 32 x 32 input elements for 27 x 32 x 32 output ones (stride 1, 'same' padding): 1/9
     assert fresh.evidence["input / output"].tolist() == pytest.approx([1 / 9, 1 / 9])
@@ -331,7 +331,7 @@ def test_the_new_tensor_targets_worked_by_hand():
     assert lines["x its own on allcnnc-conv4"][("conv4-bfloat16", "forward")] == pytest.approx(0.8)
     assert lines["x its own on allcnnc-conv4"][("conv4-bfloat16", "forward-backward")] == pytest.approx(1.3)
     assert lines["verdict"][("conv4-bfloat16", "forward")] == "met"
-    assert lines["verdict"][("conv4-bfloat16", "forward-backward")] == "missed by 0.10x"
+    assert lines["verdict"][("conv4-bfloat16", "forward-backward")] == "missed: 1.30x against at most 1.20x"
     assert half.verdict == "met on 1 of 2" and "Not measured on conv4-float16 forward" in half.note
 
 
@@ -409,13 +409,17 @@ def test_fixture_roofline_targets_worked_by_hand(fixture_findings):
     # copy_ 1 ms x32); its net peaks 52 and 170 MiB against the minima 48 and 96 MiB (all x32 in full)
     run = {"machine": "fixture-cpu", "profile": "full", "device": "cpu"}
     forward = _one(fixture_findings, ROOFLINE, "The fastest forward takes", **run)
-    assert forward.verdict == "met on 0 of 1" and forward.evidence.verdict.tolist() == ["missed by 1.20x"]
+    assert forward.verdict == "met on 0 of 1"
+    assert forward.evidence.verdict.tolist() == ["missed: 2.00x against at most 0.80x"]
     assert forward.evidence["fastest"].tolist() == ["as_strided"]
     backward = _one(fixture_findings, ROOFLINE, "The fastest forward-backward", **run)
-    assert backward.evidence.verdict.tolist() == ["missed by 4.40x"]
+    assert backward.evidence.verdict.tolist() == ["missed: 6.00x against at most 1.60x"]
     peak = _one(fixture_findings, ROOFLINE, "The fastest strategy's net peak", **run)
     assert peak.evidence["x minimum"].tolist() == pytest.approx([52 / 48, 170 / 96])
-    assert peak.evidence.verdict.tolist() == ["missed by 0.03x", "missed by 0.72x"]
+    assert peak.evidence.verdict.tolist() == [
+        "missed: 1.08x against at most 1.05x",
+        "missed: 1.77x against at most 1.05x",
+    ]
     assert forward.run["commit"] == "b" * 40 and "fixture-cpu, commit bbbbbbbb, full profile" in forward.source
     # only fixture-cpu has a full run
     assert {f.run.get("machine") for f in fixture_findings if f.topic == ROOFLINE} == {"fixture-cpu"}
@@ -428,9 +432,9 @@ def test_fixture_new_tensor_targets_worked_by_hand(fixture_findings):
     )
     assert fresh.verdict == "met on 1 of 1"  # as_strided's 2 ms against the fresh-output floor's 2 ms
     copy = _one(fixture_findings, NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.3x", **run)
-    assert copy.evidence.verdict.tolist() == ["missed by 0.70x"]
+    assert copy.evidence.verdict.tolist() == ["missed: 2.00x against at most 1.30x"]
     native = _one(fixture_findings, NEW_TENSOR, "The fastest forward-backward", **run)
-    assert native.evidence.verdict.tolist() == ["missed by 0.10x"]  # 6 / 10 ms
+    assert native.evidence.verdict.tolist() == ["missed: 0.60x against at most 0.50x"]  # 6 / 10 ms
     peak = _one(fixture_findings, NEW_TENSOR, "The fastest strategy that returns a new tensor has", **run)
     assert peak.evidence["above minimum MiB"].tolist() == pytest.approx([4 * 32, 74 * 32])
     assert peak.verdict == "met on 0 of 2"
@@ -478,8 +482,9 @@ def test_html_and_text_carry_every_verdict_and_source(fixture_findings):
         assert escape(finding.verdict) in page and finding.verdict in text
         assert escape(finding.source) in page and finding.source in text
     assert f"<h2>{escape(ROOFLINE)}</h2>" in page
-    assert "missed by 1.20x" in page  # the evidence tables are on the page
-    assert "allcnnc-conv2 (missed by 1.20x)" in text  # where a target is missed is said without the tables
+    assert "missed: 2.00x against at most 0.80x" in page  # the evidence tables are on the page
+    # where a target is missed is said without the tables
+    assert "allcnnc-conv2 (missed: 2.00x against at most 0.80x)" in text
     assert "x copy_ (reuse allowed)" not in text and "x copy_ (reuse allowed)" in format_text(fixture_findings, True)
 
 

@@ -369,6 +369,13 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
     assert all("the fastest; median" in t and "(IQR" in t and "Pareto front" in t for t in texts)
 
 
+def test_a_machines_memory_is_shown_with_its_unit():
+    from reports.site import machine_memory
+
+    assert machine_memory("25165824") == "24 GiB"  # asv records KiB
+    assert machine_memory("24 GiB") == "24 GiB" and machine_memory(None) == machine_memory("") == "-"
+
+
 def test_summary_prints_each_environment_of_a_commit_apart(tmp_path, capsys):
     results = tmp_path / "results"
     shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("*.py"))

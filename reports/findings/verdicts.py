@@ -120,16 +120,21 @@ def judged(
     unit: Callable[[float], str] = format_ratio,
     interval: tuple[float, float] | None = None,
 ) -> str:
-    """The verdict on a figure that must be at most ``limit``: met, missed by how much, or not measured. With the
-    figure's ``interval`` (both ends known), met only when all of it is within the limit, missed only when all of it
-    is beyond, and otherwise ``UNDECIDED``, saying the interval."""
+    """The verdict on a figure that must be at most ``limit``: met, missed (a ratio: the figure against the limit, as a
+    ratio misses by a factor; else by how much), or not measured. With the figure's ``interval`` (both ends known),
+    met only when all of it is within the limit, missed only when all of it is beyond, and otherwise ``UNDECIDED``,
+    saying the interval."""
     if value is None or pd.isna(value):
         return "not measured"
     if interval is not None and not any(pd.isna(end) for end in interval):
         low, high = interval
         if low <= limit * (1 + 1e-9) < high:
             return f"{UNDECIDED}: {format_ratio_interval(value, low, high)} spans {unit(limit)}"
-    return "met" if value <= limit * (1 + 1e-9) else f"missed by {unit(value - limit)}"  # 1e-9: float round-off
+    if value <= limit * (1 + 1e-9):  # 1e-9: float round-off
+        return "met"
+    if unit is format_ratio:  # a ratio misses by a factor, not by a difference of ratios
+        return f"missed: {unit(value)} against at most {unit(limit)}"
+    return f"missed by {unit(value - limit)}"
 
 
 def interval_text(interval: tuple[float, float] | None) -> str:
