@@ -262,6 +262,15 @@ def test_rehearsal_the_fan_in_merges_two_machines_folders_into_one_site(tmp_path
     assert all(machine in page for machine in machines)
 
 
+def test_make_refuses_a_bench_flag_it_cannot_read_and_leaves_other_targets_alone():
+    def dry_run(*arguments: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "-n", *arguments], cwd=ROOT, capture_output=True, text=True)
+
+    refused = dry_run("bench", "RESUME=yes")
+    assert refused.returncode != 0 and "RESUME=yes: must be 1, 0 or empty" in refused.stderr
+    assert dry_run("test", "THP=always").returncode == 0  # another tool's THP in the environment
+
+
 def test_make_says_which_status_the_gate_gave_before_its_own_2():
     """GNU make reports every failing recipe as its own status 2; the gate's 1 or 2 is printed and kept in the
     verdict file, which the workflow exits with (``regress.yml``)."""
