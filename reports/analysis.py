@@ -491,7 +491,7 @@ def paired_yardstick(rows: pd.DataFrame, metric: str) -> str | None:
     return None
 
 
-def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+def relative_times(rows: pd.DataFrame, metric: str, among: pd.Series | None = None) -> pd.DataFrame:
     """Per row of one config's ``rows`` (``ok`` in ``metric``): its time over the fastest row's (``relative``) with
     an interval (``low``, ``high``). Where every row has a paired ratio to the reference (``m:x_native_paired``)
     these come from the paired ratios and their intervals across processes; where the reference does not run and
@@ -500,11 +500,14 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     a lower end at or below zero, which asv's normal approximation gives a few wide samples, NaN too: a time has
     no such bound, and a geometric mean of the ends cannot take it). With the paired ratios, each row's
     ``replicates`` (``Replicates``, or None) and the log of the fastest row's ratio (``log_fastest``), from which
-    ``recommend`` works out the per-replicate score."""
-    yardstick = paired_yardstick(rows, metric)
+    ``recommend`` works out the per-replicate score. ``among`` (a mask of ``rows``; default all): the rows whose
+    ratios choose the yardstick and whose fastest every row is over, so that rows no ranking takes are placed on the
+    ranked rows' scale (NaN where such a row lacks that yardstick's ratio)."""
+    basis = rows if among is None else rows[among]
+    yardstick = paired_yardstick(basis, metric)
     if yardstick is not None:
         ratio = rows[f"{metric}:{yardstick}"].astype(float)
-        fastest = ratio.min()
+        fastest = ratio[basis.index].min()
         replicates = rows.get(f"{metric}:{yardstick}_replicates", pd.Series(None, index=rows.index))
         return pd.DataFrame(
             {
@@ -520,7 +523,7 @@ def relative_times(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
     ends = [rows[f"{metric}:{end}"].astype(float) if f"{metric}:{end}" in rows else math.nan for end in ("low", "high")]
     if isinstance(ends[0], pd.Series):
         ends[0] = ends[0].where(ends[0] > 0)
-    fastest = time.min()
+    fastest = time[basis.index].min()
     return pd.DataFrame(
         {"relative": time / fastest, "low": ends[0] / fastest, "high": ends[1] / fastest, "replicates": None},
         index=rows.index,
@@ -825,42 +828,50 @@ def regime_note(machine: str, pick: str | None, other_picks: list[tuple[str, str
     return note
 
 
-def tradeoff(rows: pd.DataFrame, time_metric: str, memory_metric: str) -> pd.DataFrame:
+def tradeoff(
+    rows: pd.DataFrame, time_metric: str, memory_metric: str, set_aside: Mapping[str, str] = MappingProxyType({})
+) -> pd.DataFrame:
     """One config's ``rows`` (``cell_table``) as points of time against memory, with the Pareto front.
 
-    Per row with both figures: its time over the config's fastest with an interval (``relative``, ``low``, ``high``:
-    ``relative_times``, so from the paired ratios where the run has them, not from medians of different processes),
-    its ``memory``, and whether it is ``on_front``: no other row dominates it. One row dominates another when it is
-    no slower and holds no more memory, and better in one of the two: faster beyond the noise (its interval wholly
-    below the other's; without intervals, a lower figure) or less memory by more than a net peak's resolution
-    (``NET_PEAK_RESOLUTION``). Rows statistically tied in time and within that resolution in memory are both on the
-    front, as neither is better. A strategy whose time on the config depends on what ran before it
-    (``context_dependent``) is shown but neither on the front nor dominating: its paired ratio is not its time.
+    Per row with both figures: its time over the fastest that the picks could take, with an interval (``relative``,
+    ``low``, ``high``: ``relative_times`` over the rows ``not_ranked`` leaves, so from the paired ratios where the run
+    has them, ``paired`` True, and else from medians of different processes with asv's interval of each), its
+    ``memory``, ``ranked`` (False: ``set_aside``, ``aside`` saying why, or its time there depends on what ran before
+    it), and whether it is
+    ``on_front``: ranked and dominated by no ranked row. One row dominates another when its time is no higher and
+    its memory no more (within a net peak's resolution, ``NET_PEAK_RESOLUTION``), and it is better in one of the two
+    beyond the noise: faster with its interval wholly below the other's (a missing end is open, a row without an
+    interval a point), or less memory by more than that resolution. So of two rows tied in time the one with less
+    memory dominates, as the picks' tie-break prefers it, and rows tied in both are both on the front.
     """
+    columns = ["strategy", "relative", "low", "high", "memory", "ranked", "on_front", "paired", "aside"]
     valid = rows[rows[time_metric].notna() & rows[memory_metric].notna()]
-    columns = ["strategy", "relative", "low", "high", "memory", "on_front"]
-    if valid.empty:
+    ranked = ~not_ranked(valid, set_aside)
+    if not ranked.any():
         return pd.DataFrame(columns=columns)
-    points = relative_times(valid, time_metric)[["relative", "low", "high"]]
+    points = relative_times(valid, time_metric, among=ranked)[["relative", "low", "high"]]
     points.insert(0, "strategy", valid.strategy)
     points["memory"] = valid[memory_metric].astype(float)
+    points["ranked"] = ranked
+    points["paired"] = paired_yardstick(valid[ranked], time_metric) is not None
+    points["aside"] = [set_aside.get(name, "") for name in points.strategy]  # context: own_loop_note says it
+    points = points[points.relative.notna()]
+    no_interval = points.low.isna() & points.high.isna()
+    lower = points.low.where(points.low.notna(), np.where(no_interval, points.relative, 0.0))
+    upper = points.high.where(points.high.notna(), np.where(no_interval, points.relative, math.inf))
 
-    def faster(a: pd.Series, b: pd.Series) -> bool:
-        if pd.isna(a.high) or pd.isna(b.low):
-            return bool(a.relative < b.relative)
-        return bool(a.high < b.low)
+    def dominates(a: object, b: object) -> bool:
+        no_slower = points.relative[a] <= points.relative[b]
+        no_more_memory = points.memory[a] <= points.memory[b] + NET_PEAK_RESOLUTION
+        faster = upper[a] < lower[b]
+        less_memory = points.memory[a] < points.memory[b] - NET_PEAK_RESOLUTION
+        return no_slower and no_more_memory and (faster or less_memory)
 
-    def dominates(a: pd.Series, b: pd.Series) -> bool:
-        no_more_memory = a.memory <= b.memory + NET_PEAK_RESOLUTION
-        less_memory = a.memory < b.memory - NET_PEAK_RESOLUTION
-        return not faster(b, a) and no_more_memory and (faster(a, b) or less_memory)
-
-    ranked = points[~points.strategy.isin(context_dependent(valid))]
+    contenders = points.index[points.ranked]
     points["on_front"] = [
-        i in ranked.index and not any(dominates(other, point) for j, other in ranked.iterrows() if j != i)
-        for i, point in points.iterrows()
+        bool(points.ranked[i]) and not any(dominates(j, i) for j in contenders if j != i) for i in points.index
     ]
-    return points
+    return points[columns]
 
 
 def series(table: pd.DataFrame) -> pd.DataFrame:

@@ -210,10 +210,11 @@ def tradeoff_scatter(
     points: dict[str, pd.DataFrame],
     title: str,
 ) -> go.Figure:
-    """Time against net peak memory, one point per strategy: the time over the config's fastest with its interval
-    as the error bar (``points``: ``analysis.tradeoff`` per config, from the paired ratios where the run has them),
-    the memory as measured. The Pareto front (no strategy better in both beyond the noise) is joined by a line and
-    its points are ringed; hover adds the median time and its interquartile range. A dropdown picks the config."""
+    """Time against net peak memory, one point per strategy: the time over the fastest the picks could take, with
+    its interval as the error bar (``points``: ``analysis.tradeoff`` per config; from the paired ratios where the run
+    has them), the memory as measured. The Pareto front (no strategy better in both beyond the noise) is a step line
+    through its ringed points; hover adds the median time and its interquartile range, and says why a strategy is
+    not ranked. A dropdown picks the config."""
     t_label = SHOWN_METRICS[time_metric].label
     m_label, m_unit, m_scale = _shown(memory_metric)
     configs = [config for config in dict.fromkeys(cells.config) if not points[config].empty]
@@ -227,14 +228,20 @@ def tradeoff_scatter(
             median = format_spread(
                 row[time_metric], row.get(f"{time_metric}:q_25"), row.get(f"{time_metric}:q_75"), "seconds"
             )
+            interval = "paired, 95% interval across processes" if point.paired else "medians, asv's 99% intervals"
+            standing = "on" if front else "not on"
+            if point.aside:
+                standing = f"not ranked ({point.aside}), so not on"
+            elif not point.ranked:
+                standing = "not ranked, so not on"
             figure.add_scatter(
                 x=[point.relative],
                 y=[point.memory * m_scale],
                 error_x=dict(
                     type="data",
                     symmetric=False,
-                    array=[max(point.high - point.relative, 0)] if not pd.isna(point.high) else [0],
-                    arrayminus=[max(point.relative - point.low, 0)] if not pd.isna(point.low) else [0],
+                    array=[0 if pd.isna(point.high) else max(point.high - point.relative, 0)],
+                    arrayminus=[0 if pd.isna(point.low) else max(point.relative - point.low, 0)],
                 ),
                 mode="markers+text",
                 text=[point.strategy],
@@ -245,18 +252,21 @@ def tradeoff_scatter(
                 marker=dict(size=13, color=colors[point.strategy], line=dict(width=3 if front else 0, color="black")),
                 hovertext=[
                     f"<b>{point.strategy}</b> on {config}<br>{t_label}: "
-                    f"{format_ratio_interval(point.relative, point.low, point.high)} the fastest; median {median}"
-                    f"{own_loop_note(row, time_metric)}<br>{m_label}: {_number(point.memory * m_scale, m_unit)}"
-                    f"<br>{'on' if front else 'not on'} the Pareto front"
+                    f"{format_ratio_interval(point.relative, point.low, point.high)} the fastest ({interval}); "
+                    f"median {median}{own_loop_note(row, time_metric)}<br>{m_label}: "
+                    f"{_number(point.memory * m_scale, m_unit)}<br>{standing} the Pareto front"
                 ],
                 hoverinfo="text",
             )
             owners.append(config)
-        front_points = config_points[config_points.on_front].sort_values("relative")
+        front_points = config_points[config_points.on_front].sort_values(
+            ["relative", "memory"], ascending=[True, False], kind="stable"
+        )
         figure.add_scatter(
             x=front_points.relative,
             y=front_points.memory * m_scale,
             mode="lines",
+            line_shape="hv",
             name="Pareto front",
             line=dict(color="black", dash="dash"),
             visible=config == configs[0],
@@ -267,7 +277,7 @@ def tradeoff_scatter(
     figure.update_layout(
         **LAYOUT,
         title=title,
-        xaxis_title=f"{t_label} / the config's fastest (x)",
+        xaxis_title=f"{t_label} / the fastest the picks could take (x)",
         xaxis_type="log",
         yaxis_title=f"{m_label} ({m_unit})",
         legend_title_text="strategy",

@@ -453,19 +453,22 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
     return page
 
 
-def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
+def tradeoff_page(table: pd.DataFrame, colors: dict[str, str], catalogue: Catalogue) -> Page:
     page = Page("tradeoff.html")
     page.paragraph(
         Markup(
             "Runtime against net peak memory at each machine's newest commit. The time is each strategy's over the "
-            "config's fastest, ranked as the picks rank it (by the paired ratios, with their 95% interval across "
-            "processes as the error bar; hover gives the median time and its interquartile range). The <b>Pareto "
-            "front</b> (dashed, ringed points) holds the strategies that no other strategy beats in both beyond the "
-            "noise: faster with the intervals apart, or less memory by more than a net peak's resolution. Choosing "
-            "off the front costs time or memory for nothing. A strategy whose time depends on what ran before it is "
-            "shown but never on the front. Pick the config from the menu."
+            "fastest strategy the picks could take on that config, ranked as the picks rank it: by the paired "
+            "ratios, with their 95% interval across processes as the error bar (a run without them: by the medians, "
+            "with asv's interval of each; hover says which, and gives the median time and its interquartile range). "
+            "The <b>Pareto front</b> (dashed steps, ringed points) holds the strategies that no other strategy "
+            "beats in both beyond the noise: faster with the intervals apart, or less memory by more than a net "
+            "peak's resolution. Choosing off the front costs time or memory for nothing. Strategies the picks "
+            "never take (those that reuse their output, and those whose time on that config depends on what ran "
+            "before it) are shown but never on the front. Pick the config from the menu."
         )
     )
+    aside = set_aside(catalogue.strategies)
     for run in analysis.latest_runs(table).to_dict("records"):
         run_table = analysis.select_run(table, run)
         for device in sorted(set(run_table.device.dropna())):
@@ -476,7 +479,7 @@ def tradeoff_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             for which in reversed(PASSES):  # training first
                 time_metric, memory_metric = timed_metric(which), tracked_peak_metric(which)
                 points = {
-                    config: analysis.tradeoff(rows, time_metric, memory_metric)
+                    config: analysis.tradeoff(rows, time_metric, memory_metric, aside)
                     for config, rows in cells.groupby("config", sort=False)
                 }
                 title = f"{pass_label(which)}: time vs memory, {_run_title(run, device)}"
@@ -536,7 +539,8 @@ def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Pag
         Markup(
             "Each strategy from the registry (<code>impls/</code>, and strategies from other packages: "
             "<code>docs/your-own-unfold.md</code>) and its figures across commits: first its paired ratios to "
-            "native with their 95% interval across processes (a step there is a change of the code), then each time "
+            "native with their 95% interval across processes (paired inside each process, so they follow the code "
+            "far more than the machine; the Trends page marks the steps that are beyond the noise), then each time "
             "and memory as a multiple of its first value with its interquartile range (medians of different "
             "processes: they move with the machine too). What each can do is in the "
             '<a href="index.html#capabilities">capability matrix</a>.'
@@ -652,7 +656,7 @@ def build_site(
         overview_page(table, colors, catalogue, capabilities),
         findings_page(table, catalogue),
         trends_page(table, colors),
-        tradeoff_page(table, colors),
+        tradeoff_page(table, colors, catalogue),
         strategies_page(table, catalogue.strategies),
         machines_page(table),
     ]

@@ -246,19 +246,54 @@ def test_the_pareto_front_is_drawn_beyond_the_noise():
             ("failed", math.nan, math.nan, math.nan, 0.5 * mib, False),
             ("tied_same_memory", 1.05, 0.95, 1.15, 3 * mib + NET_PEAK_RESOLUTION // 2, False),  # a does not beat it
             ("tied_more_memory", 1.08, 1.0, 1.2, 4 * mib, False),  # a ties its time with less memory
+            ("open_below", 2.6, math.nan, 5.0, 1.5 * mib, False),  # asv's interval reached 0: its time may be any
+            ("just_faster", 2.4, 2.35, 2.45, 1.5 * mib, False),  # a lower time, not beyond open_below's interval
             ("context", 0.5, 0.45, 0.55, 0.1 * mib, True),  # would beat all, but its time depends on what ran before
+            ("reuse", 0.6, 0.55, 0.65, 0.2 * mib, False),  # overwrites its previous result
         ],
         columns=["strategy", t, f"{t}:low", f"{t}:high", m, f"{t}:context_dependent"],
     ).assign(**{f"{t}:own_loop": 3.0, f"{t}:x_native": 0.5, "config": "c"})
-    points = analysis.tradeoff(rows, t, m)
-    assert "failed" not in set(points.strategy)
-    on_front = set(points[points.on_front].strategy)
-    assert on_front == {"a", "b", "c", "tied_same_memory"}
-    first = points.set_index("strategy").loc["a"]
-    assert (first.relative, first.low, first.high) == pytest.approx((2.0, 1.8, 2.2))  # over the fastest's 0.5
-    without_intervals = rows.drop(columns=[f"{t}:low", f"{t}:high"])
-    on_front = analysis.tradeoff(without_intervals, t, m).pipe(lambda p: set(p[p.on_front].strategy))
-    assert on_front == {"a", "b", "c"}  # without intervals, a lower figure is faster
+    aside = {"reuse": "reuses its output"}
+    points = analysis.tradeoff(rows, t, m, aside).set_index("strategy")
+    assert "failed" not in points.index and not points.paired.any()
+    assert set(points.index[points.on_front]) == {"a", "b", "c", "tied_same_memory", "open_below", "just_faster"}
+    assert not points.ranked[["context", "reuse"]].any() and points.aside["reuse"] == "reuses its output"
+    # over the fastest the picks could take (a), not the context-dependent row
+    assert tuple(points.loc["a", ["relative", "low", "high"]]) == pytest.approx((1.0, 0.9, 1.1))
+    assert points.relative["context"] == pytest.approx(0.5)
+    without_intervals = analysis.tradeoff(rows.drop(columns=[f"{t}:low", f"{t}:high"]), t, m, aside)
+    assert set(without_intervals.strategy[without_intervals.on_front]) == {"a", "b", "c", "just_faster"}
+
+
+def test_the_trade_off_ranks_by_the_paired_ratios_where_the_run_has_them():
+    t, m = "time_forward", "track_net_peak_forward"
+    rows = pd.DataFrame(
+        [("native", 0.010, 1.0, 1.0, 1.0), ("fast", 0.020, 0.5, 0.45, 0.55)],  # its median from a slower process
+        columns=["strategy", t, f"{t}:x_native", f"{t}:x_native_low", f"{t}:x_native_high"],
+    ).assign(**{m: 5.0 * 2**20, f"{t}:x_native_paired": True, "config": "c"})
+    points = analysis.tradeoff(rows, t, m).set_index("strategy")
+    assert points.paired.all() and list(points.index[points.on_front]) == ["fast"]
+    assert tuple(points.loc["native", ["relative", "low", "high"]]) == pytest.approx((2.0, 2.0, 2.0))
+    assert tuple(points.loc["fast", ["relative", "low", "high"]]) == pytest.approx((1.0, 0.9, 1.1))
+
+
+def test_a_strategys_history_draws_its_paired_ratios_as_they_are_and_its_times_over_the_first():
+    commits = {"commit": ["a" * 40, "b" * 40], "order": [0, 1], "date": pd.to_datetime(["2026-01-01", "2026-01-02"])}
+    history = pd.concat(
+        [
+            pd.DataFrame({**commits, "metric": "track_ratio_forward", "value": [0.5, 0.6], "low": [0.4, 0.5]}).assign(
+                high=[0.7, 0.8], q_25=math.nan, q_75=math.nan
+            ),
+            pd.DataFrame({**commits, "metric": "time_forward", "value": [0.010, 0.020], "q_25": [0.009, 0.018]}).assign(
+                q_75=[0.012, 0.021], low=math.nan, high=math.nan
+            ),
+        ]
+    ).assign(config="allcnnc-conv2", status="ok")
+    ratio, time = figures.strategy_history(history, "t").data
+    assert list(ratio.y) == pytest.approx([0.5, 0.6]) and list(ratio.error_y.array) == pytest.approx([0.2, 0.2])
+    assert list(time.y) == pytest.approx([1.0, 2.0]) and list(time.error_y.arrayminus) == pytest.approx([0.1, 0.2])
+    assert "95% interval 0.4 to 0.7 x" in ratio.hovertext[0]
+    assert "IQR 9 to 12 ms" in time.hovertext[0]
 
 
 def test_steps_are_found_by_asvs_step_detection_and_only_there(table):
@@ -360,13 +395,14 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
     assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
     bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 0 MiB" in t]
     assert bars and all("0.00x the bound" in t and "native has no figure here" in t for t in bars)
-    assert not [t for t in texts if "net peak" in t and "IQR" in t]  # memory has no spread: none is shown
+    assert not [t for t in texts if "MiB" in t and "IQR" in t]  # memory has no spread: none is shown
     time, memory = "time_forward", "track_net_peak_forward"
     points = {config: analysis.tradeoff(rows, time, memory) for config, rows in cells.groupby("config")}
     tradeoff = figures.tradeoff_scatter(cells, time, memory, colors, points, "t")
     texts = [text for trace in tradeoff.data for text in (trace.hovertext or [])]
     assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
-    assert all("the fastest; median" in t and "(IQR" in t and "Pareto front" in t for t in texts)
+    assert all("the fastest (medians, asv's 99% intervals); median" in t and "(IQR" in t for t in texts)
+    assert all(t.endswith(("on the Pareto front", "not on the Pareto front")) for t in texts)
 
 
 def test_a_machines_memory_is_shown_with_its_unit():
