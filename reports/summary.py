@@ -397,7 +397,10 @@ def _print_run(
                 print(f"  (not counted: {name}, which {why}; its rows above show what reuse buys)")
     compiling = table[(table.suite == "compile_time") & (table.status == "ok")]
     if not compiling.empty:
-        print("\nCompile time (cold: the first forward-backward call with Inductor's caches off), seconds:")
+        print(
+            "\nCompile time (cold: the first forward-backward call with Inductor's caches off; asv keeps one figure "
+            "a cell, so no spread), seconds:"
+        )
         for (strategy, device), rows in compiling.groupby(["strategy", "device"], sort=False):
             print(f"  {strategy} ({device}): " + ", ".join(f"{r.config} {r.value:.1f}" for r in rows.itertuples()))
     problems = physics_problems(table)
