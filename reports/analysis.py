@@ -542,11 +542,14 @@ def fastest(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, list[str]]:
 
 def tied_with_leader(relative: pd.Series, low: pd.Series, high: pd.Series) -> list:
     """The index labels tied with the leader (the lowest ``relative``): the leader, and every row whose interval
-    ``[low, high]`` overlaps the leader's (none without intervals)."""
+    ``[low, high]`` overlaps the leader's (none without intervals), but for a row that another of them beats beyond
+    the noise (its interval wholly below the row's): a leader with a wide interval overlaps rows that are apart
+    from each other, and the tie-break must not pick one that a tied strategy is faster than."""
     leader = relative.idxmin()
     if pd.isna(high[leader]):
         return [leader]
-    return [i for i in relative.index if i == leader or (not pd.isna(low[i]) and low[i] <= high[leader])]
+    tied = [i for i in relative.index if i == leader or (not pd.isna(low[i]) and low[i] <= high[leader])]
+    return [i for i in tied if i == leader or not any(high[j] < low[i] for j in tied if not pd.isna(high[j]))]
 
 
 def _break_tie(
@@ -889,8 +892,10 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
     """Upward steps (slower or hungrier) in each series of ``series(table)``, found by asv's step detection.
 
     A step is reported where asv's ``detect_regressions`` finds one: the last commit at the good level
-    (``before``), the first at the worse level (``after``), and the two levels. Failed and skipped points
-    are left out of the series (they are not measurements). A change of the machine's allocator variant
+    (``before``), the first at the worse level (``after``), and the two levels (asv's own second value is the best
+    level anywhere after the step, which can lie below the first: the level that starts at ``after`` is reported,
+    and a step whose level there is not above the one before by ``threshold`` is not a step up). Failed and skipped
+    points are left out of the series (they are not measurements). A change of the machine's allocator variant
     (e.g. glibc's mmap threshold pinned or dynamic) starts a new series: it moves time and memory without a
     code change, so a step across it is not a step of the code. What the noise could explain is not a step: a paired
     ratio's step needs the ``before`` and ``after`` intervals across processes apart, and a time, whose noise is
@@ -908,8 +913,13 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
         if len(rows) < (MIN_TIME_SERIES if timed and not with_intervals else 2):
             continue
         values = rows.value.astype(float).tolist()
-        _, _, found = detect_regressions(detect_steps(values), threshold=threshold)
-        for before, after, value_before, value_after in found or []:
+        levels = detect_steps(values)
+        level_from = {first: level for first, _, level, _, _ in levels}
+        _, _, found = detect_regressions(levels, threshold=threshold)
+        for before, after, value_before, _ in found or []:  # asv's last item: the best value after, not the level
+            value_after = level_from.get(after, values[after])
+            if value_after <= value_before * (1 + threshold):
+                continue  # asv reports it as a regression towards a later, lower value: not a step up here
             if with_intervals and rows.low.iloc[after] <= rows.high.iloc[before]:
                 continue  # the two commits' intervals overlap
             out.append(

@@ -119,6 +119,13 @@ def test_leaders_whose_intervals_overlap_are_a_tie_broken_by_memory():
     assert pick.strategy == "close" and pick.tied == ["close", "fast"]
 
 
+def test_a_strategy_beaten_beyond_the_noise_by_a_tied_one_is_not_in_the_tie():
+    # the leader's wide interval overlaps both; gather's lies wholly above cpp's, so the tie-break cannot pick it
+    cells = _cells(leader=(0.15, 0.07, 0.30, 100e6), cpp=(0.20, 0.18, 0.22, 100e6), gather=(0.36, 0.27, 0.47, 100e6))
+    pick = analysis.recommend_per_config(cells, TRAINING, complexity={"leader": 3, "cpp": 2, "gather": 1}).iloc[0]
+    assert pick.tied == ["cpp", "leader"] and pick.strategy == "cpp"
+
+
 def test_a_tie_with_equal_memory_goes_to_the_simpler_strategy():
     cells = _cells(compiled_one=(0.50, 0.45, 0.55, 100e6), plain=(0.52, 0.47, 0.57, 100e6))
     advice = analysis.recommend(cells, TRAINING, complexity={"compiled_one": 1, "plain": 0})
