@@ -66,6 +66,24 @@ def _ends(rows: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
     )
 
 
+def _figure_text(row: pd.Series, metric: str) -> str:
+    """A cell's figure for a hover: a time with its interquartile range, a memory figure (exact to its resolution)
+    as it is."""
+    figure = METRICS[metric]
+    if figure.unit.recorded != "seconds":
+        return _number(figure.unit.scaled(row[metric]), figure.unit.shown) or "-"
+    return format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), "seconds")
+
+
+def _medians(row: pd.Series, metric: str, over: str) -> str:
+    """ " (medians)" where a time's ratio ``over`` the bound or native is a quotient of medians of different
+    processes, not paired (``analysis.cell_table``'s ``m:x_bound_paired``, ``m:x_native_paired``); else nothing."""
+    if METRICS[metric].unit.recorded != "seconds":
+        return ""
+    paired = row.get(f"{metric}:x_{over}_paired", False)
+    return "" if not pd.isna(paired) and bool(paired) else " (medians)"
+
+
 def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) -> go.Figure:
     """Per config, one bar per strategy: each figure as a multiple of its bound (time / copy_ roofline,
     memory / analytic minimum), a paired time with its 95% interval across processes as the error bar; a dropdown
@@ -92,19 +110,27 @@ def bound_ratio_bars(cells: pd.DataFrame, colors: dict[str, str], title: str) ->
                     arrayminus=(ratio - low).clip(lower=0),
                 ),
                 hovertext=[
-                    f"<b>{strategy}</b> on {config}<br>{label}: {_number(value * scale, unit)}<br>"
+                    f"<b>{strategy}</b> on {config}<br>{label}: {_figure_text(row, metric)}<br>"
                     + (
-                        f"{format_ratio_interval(bound, bound_low, bound_high)} the bound"
+                        format_ratio_interval(bound, bound_low, bound_high)
+                        + f" the bound{_medians(row, metric, 'bound')}"
                         if not pd.isna(bound)
                         else "the bound is 0 (a view): no ratio"
                     )
                     + (
-                        f", {format_ratio_interval(native, n_low, n_high)} native"
+                        f", {format_ratio_interval(native, n_low, n_high)} native{_medians(row, metric, 'native')}"
                         if not pd.isna(native)
                         else ", native has no figure here"
                     )
-                    for config, value, bound, bound_low, bound_high, native, n_low, n_high in zip(
-                        rows.config, rows[metric], ratio, low, high, rows[f"{metric}:x_native"], native_low, native_high
+                    for (_, row), config, bound, bound_low, bound_high, native, n_low, n_high in zip(
+                        rows.iterrows(),
+                        rows.config,
+                        ratio,
+                        low,
+                        high,
+                        rows[f"{metric}:x_native"],
+                        native_low,
+                        native_high,
                     )
                 ],
                 hoverinfo="text",

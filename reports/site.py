@@ -574,7 +574,15 @@ def strategies_page(table: pd.DataFrame, registry: Mapping[str, Mapping]) -> Pag
             title = f"{name}: {machine} · {profile} · {device} · {env} · {_regime_label(machine)}"
             page.figure(figures.strategy_history(all_rows, title))
         if mine.empty:
-            page.paragraph("No figures yet.", "note")
+            recorded = history[history.strategy == name].status.value_counts()
+            page.paragraph(
+                "No figures: "
+                + ", ".join(f"{count} of its figures {status}" for status, count in recorded.items())
+                + " (the overview says why, for the newest run)."
+                if not recorded.empty
+                else "No figures yet.",
+                "note",
+            )
     return page
 
 

@@ -106,7 +106,7 @@ def test_a_selected_check_replaces_its_rows_and_keeps_the_others_with_the_commit
     assert list(record["cells"]["cpu"]) == ["native", "gather", "mine"]  # the registry's order, then the rest
     assert record["cells"]["cpu"]["gather"] == {"vmap": "works"} and record["commit"] == "b" * 40
     assert record["checked_at"]["cpu"] == {"native": "c" * 40, "gather": "b" * 40, "mine": "b" * 40}
-    assert "rows of 1 other strategies kept" in said
+    assert "rows of 1 other strategy kept" in said
     replaced, said = capabilities_script.merged(_record("a" * 40, {"native": {}}, "2.12.0"), new, ["native"])
     assert replaced == new and "torch 2.12.0" in said and "replaced" in said
 

@@ -104,8 +104,11 @@ def test_onehot_faster_on_all_but_one_config_with_higher_peaks_holds():
     for config, onehot_ms in (("a", 1.0), ("b", 2.0), ("c", 9.0)):  # native takes 5 ms everywhere: c is slower
         cells[(config, "native")] = (5.0, 5.0, 10.0, 20.0)
         cells[(config, "onehot")] = (onehot_ms, onehot_ms, 20.0, 40.0)
-    found = findings(tidy(cells, {}), CATALOGUE)
-    finding = _one(found, SOURCES, FORWARD_CLAIM, machine="hand")
+    table = tidy(cells, {})
+    native_forward = (table.strategy == "native") & (table.metric == "time_forward")
+    table.loc[native_forward, ["q_25", "q_75"]] = (4.5e-3, 5.5e-3)  # the quartiles of its samples, in seconds
+    finding = _one(findings(table, CATALOGUE), SOURCES, FORWARD_CLAIM, machine="hand")
+    assert finding.evidence["native ms"].tolist() == ["5 (IQR 4.5-5.5)"] * 3  # a median with its spread
     assert finding.verdict == "holds: onehot is faster on 2 of 3 configs, its net peak higher on 3 of 3"
     assert list(finding.evidence["onehot faster"]) == ["yes", "yes", "no"]  # no paired ratios: the medians
     assert finding.evidence["onehot / native"].tolist() == ["0.2 (medians)", "0.4 (medians)", "1.8 (medians)"]
@@ -184,24 +187,30 @@ def test_a_forward_at_0_9x_copy_misses_the_roofline_target_by_0_1x():
     assert peak.verdict == "met on 2 of 2"  # native's peaks are the minimum, forward and forward-backward
 
 
-def test_a_roofline_verdict_whose_paired_interval_spans_the_target_is_within_the_noise():
-    """With paired ratios, the fastest is read over copy_ through native with its interval: the forward's target
-    (0.8x copy_) is met only when the whole interval is within it, missed only when the whole interval is beyond."""
+def _native_paired_over_copy(values: tuple, lows: tuple, highs: tuple) -> pd.DataFrame:
+    """A full run on allcnnc-conv1 to conv3 of native (10 ms forward) and tiling (30 ms), with native's forward over
+    copy_ paired in 4 processes (``values`` with their intervals, one per config) and tiling's over native's."""
     configs = ("allcnnc-conv1", "allcnnc-conv2", "allcnnc-conv3")
     cells = {(c, s): (ms, 3 * ms, 100.0, 200.0) for c in configs for s, ms in (("native", 10.0), ("tiling", 30.0))}
     table = tidy(cells, {c: allcnnc_bounds() for c in configs})
     run = table.iloc[0][["commit", "date", "env", "machine", "profile", "timing_regime", "device"]].to_dict()
     ok = {**dict.fromkeys(COLUMNS), **run, "status": "ok", "unit": "ratio", "processes": 4, "df": 3}
     floor = FLOOR_RATIOS["forward", "time_copy"]
-    paired = [  # native's forward over copy_, and tiling's over native's, paired in 4 processes
+    paired = [
         {**ok, "suite": FLOORS_SUITE, "metric": floor, "config": c, "value": v, "low": lo, "high": hi}
-        for c, v, lo, hi in zip(configs, (0.75, 1.2, 0.7), (0.70, 1.1, 0.65), (0.85, 1.3, 0.75))
+        for c, v, lo, hi in zip(configs, values, lows, highs)
     ] + [
         {**ok, "suite": "ratios", "metric": m, "strategy": "tiling", "config": c, "value": 3.0, "low": 2.9, "high": 3.1}
         for c in configs
         for m in ("track_ratio_forward", "track_ratio_forward_backward")
     ]
-    table = pd.concat([table, pd.DataFrame(paired, columns=COLUMNS)], ignore_index=True)
+    return pd.concat([table, pd.DataFrame(paired, columns=COLUMNS)], ignore_index=True)
+
+
+def test_a_roofline_verdict_whose_paired_interval_spans_the_target_is_within_the_noise():
+    """With paired ratios, the fastest is read over copy_ through native with its interval: the forward's target
+    (0.8x copy_) is met only when the whole interval is within it, missed only when the whole interval is beyond."""
+    table = _native_paired_over_copy((0.75, 1.2, 0.7), (0.70, 1.1, 0.65), (0.85, 1.3, 0.75))
     forward = _one(findings(table, CATALOGUE), ROOFLINE, "The fastest forward takes")
     assert forward.verdict == "met on 1 of 3"
     assert forward.evidence["fastest"].tolist() == ["native"] * 3
@@ -210,6 +219,15 @@ def test_a_roofline_verdict_whose_paired_interval_spans_the_target_is_within_the
     assert forward.evidence["verdict"].tolist() == [noise, "missed: 1.20x against at most 0.80x", "met"]
     assert "Missed on allcnnc-conv2 (missed: 1.20x against at most 0.80x)." in forward.note
     assert "Within the noise on allcnnc-conv1 (0.75x [0.70, 0.85] spans 0.80x)." in forward.note
+
+
+def test_the_new_tensor_copy_target_is_judged_with_the_paired_interval():
+    table = _native_paired_over_copy((1.25, 1.2, 1.4), (1.2, 1.1, 1.35), (1.35, 1.25, 1.45))
+    claim = "The fastest forward that returns a new tensor takes at most 1.3x"
+    copy = _one(findings(table, CATALOGUE), NEW_TENSOR, claim)
+    assert copy.evidence["x copy_ interval"].tolist() == ["[1.20, 1.35]", "[1.10, 1.25]", "[1.35, 1.45]"]
+    noise = "within the noise: 1.25x [1.20, 1.35] spans 1.30x"
+    assert copy.evidence["verdict"].tolist() == [noise, "met", "missed: 1.40x against at most 1.30x"]
 
 
 def test_the_roofline_targets_count_the_output_reusing_strategies_apart():

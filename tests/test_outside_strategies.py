@@ -239,7 +239,7 @@ def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no
     command += ["capabilities", "--devices", "cpu", "--strategies", "outside_unfold", "--out", str(matrix_dir)]
     ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "capabilities: 1 strategies" in ran.stdout and "rows of 1 other strategies kept" in ran.stdout
+    assert "capabilities: 1 strategy x" in ran.stdout and "rows of 1 other strategy kept" in ran.stdout
     (record,) = [json.loads(p.read_text()) for p in matrix_dir.glob("*.json")]
     assert list(record["cells"]["cpu"]) == ["native", "outside_unfold"]
     assert record["cells"]["cpu"]["outside_unfold"]["gradient"] == WORKS

@@ -325,6 +325,22 @@ ONE_SERIES = {
 }
 
 
+def test_a_step_up_is_reported_at_the_level_after_it_and_never_as_a_drop():
+    # the committed fresh-pages series of cpp_huge_pages, conv6 forward-backward: asv's detection gives (1, 2) with
+    # the best value after it, 0.0288, below the 0.0441 before; no step up is there
+    values = [0.0264, 0.0441, 0.0458, 0.0288, 0.0468]
+    series = pd.DataFrame(
+        {**ONE_SERIES, "order": range(5), "commit": list("vwxyz"), "value": values, "allocator": None}
+    )
+    found = analysis.steps(series.assign(metric="time_forward"))
+    assert (found.ratio > 1).all() and (found.value_after > found.value_before).all()
+    assert list(zip(found.commit_before, found.commit_after)) == [("v", "w")]  # 0.0264 to the level 0.0441
+    up = pd.DataFrame(
+        {**ONE_SERIES, "order": range(4), "commit": list("wxyz"), "value": [1.0, 1, 2, 2], "allocator": None}
+    )
+    assert analysis.steps(up).value_after.tolist() == [2.0]
+
+
 def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
     values = [100.0, 100, 100, 150, 150, 150]
     same = pd.DataFrame({**ONE_SERIES, "order": range(6), "commit": list("uvwxyz"), "value": values, "allocator": None})
@@ -395,6 +411,8 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
     assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
     bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 0 MiB" in t]
     assert bars and all("0.00x the bound" in t and "native has no figure here" in t for t in bars)
+    timed = [t for t in figures.bound_ratio_bars(cells, colors, "t").data[0].hovertext if "time:" in t]
+    assert timed and all("(IQR " in t and "the bound (medians)" in t for t in timed)  # the fixture has no pairs
     assert not [t for t in texts if "MiB" in t and "IQR" in t]  # memory has no spread: none is shown
     time, memory = "time_forward", "track_net_peak_forward"
     points = {config: analysis.tradeoff(rows, time, memory) for config, rows in cells.groupby("config")}
@@ -403,6 +421,16 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
     assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
     assert all("the fastest (medians, asv's 99% intervals); median" in t and "(IQR" in t for t in texts)
     assert all(t.endswith(("on the Pareto front", "not on the Pareto front")) for t in texts)
+
+
+def test_a_strategy_without_a_figure_says_what_became_of_its_cells(table):
+    from reports.site import strategies_page
+
+    broken = table.assign(status=table.status.where(table.strategy != "tiling", "failed"))
+    text = "".join(strategies_page(broken, {}).parts)
+    section = text.split('id="tiling"', 1)[1]
+    assert "No figures: " in section and "of its figures failed (the overview says why" in section
+    assert "No figures yet" not in section
 
 
 def test_a_machines_memory_is_shown_with_its_unit():

@@ -40,6 +40,7 @@ NEW_TENSOR_FORWARD_X_FRESH_OUTPUT = 1.15
 NEW_TENSOR_FORWARD_X_COPY = 1.3
 NEW_TENSOR_FORWARD_BACKWARD_X_NATIVE = 0.5
 NEW_TENSOR_HALF_X_FLOAT32 = 1.2
+ENDS = ("low", "high")  # a paired ratio's interval across processes, in the cell table's column names
 HALF_PRECISION = {"conv4-bfloat16": "allcnnc-conv4", "conv4-float16": "allcnnc-conv4"}  # config -> its float32 twin
 
 ROOFLINE_CLAIMS = {
@@ -224,19 +225,25 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
         for config in configs:
             key = (config, "time_forward")
             ratio, reused = get(best, key, "x_copy"), get(reuse, key, "x_copy")
+            interval = None if ratio is None else (get(best, key, "x_copy_low"), get(best, key, "x_copy_high"))
+            reused_interval = (
+                None if reused is None else (get(reuse, key, "x_copy_low"), get(reuse, key, "x_copy_high"))
+            )
             floor, copy = run.bound(config, FRESH_OUTPUT_FLOOR), run.bound(config, COPY_FLOOR)
             lines.append(
                 {
                     "config": config,
                     "fastest": get(best, key, "strategy"),
                     "x copy_": math.nan if ratio is None else ratio,
+                    "x copy_ interval": interval_text(interval),
                     "fresh-output floor x copy_": floor / copy if copy > 0 else math.nan,
                     "huge-page floor x copy_": run.bound(config, HUGE_PAGE_FLOOR) / copy if copy > 0 else math.nan,
                     "row elements": _row_elements(catalogue, config),
-                    "verdict": judged(ratio, NEW_TENSOR_FORWARD_X_COPY),
+                    "verdict": judged(ratio, NEW_TENSOR_FORWARD_X_COPY, interval=interval),
                     "fastest (reuse allowed)": get(reuse, key, "strategy"),
                     "x copy_ (reuse allowed)": math.nan if reused is None else reused,
-                    "verdict (reuse allowed)": judged(reused, NEW_TENSOR_FORWARD_X_COPY),
+                    "x copy_ interval (reuse allowed)": interval_text(reused_interval),
+                    "verdict (reuse allowed)": judged(reused, NEW_TENSOR_FORWARD_X_COPY, interval=reused_interval),
                 }
             )
         out.append(target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["copy"], run, pd.DataFrame(lines), WHY_COPY))
@@ -244,15 +251,20 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
         lines = []
         for config in configs:
             strategy = get(best, (config, "time_forward_backward"), "strategy")
-            ratio = math.nan if strategy is None else by_cell.loc[(config, strategy), "time_forward_backward:x_native"]
+            cell = None if strategy is None else by_cell.loc[(config, strategy)]
+            ratio = math.nan if cell is None else cell["time_forward_backward:x_native"]
+            interval = (
+                None if cell is None else tuple(cell.get(f"time_forward_backward:x_native_{end}") for end in ENDS)
+            )
             lines.append(
                 {
                     "config": config,
                     "fastest": strategy,
                     "x native": ratio,
+                    "x native interval": interval_text(interval),
                     "backward ms": _backward_ms(by_cell, config, strategy),
                     "native's backward ms": _backward_ms(by_cell, config, REFERENCE_STRATEGY),
-                    "verdict": judged(ratio, NEW_TENSOR_FORWARD_BACKWARD_X_NATIVE),
+                    "verdict": judged(ratio, NEW_TENSOR_FORWARD_BACKWARD_X_NATIVE, interval=interval),
                 }
             )
         out.append(target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["native"], run, pd.DataFrame(lines), WHY_NATIVE))

@@ -42,7 +42,8 @@ def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
             n: new["checked_at"][device][n] if n in new_rows else old_at.get(n, earlier["commit"]) for n in names
         }
         kept |= set(old_rows) - set(new_rows)
-    said = f"; rows of {len(kept)} other strategies kept from earlier commits" if kept else ""
+    others = f"{len(kept)} other {'strategy' if len(kept) == 1 else 'strategies'}"
+    said = f"; rows of {others} kept from earlier commits" if kept else ""
     return {**new, "cells": cells, "checked_at": checked_at}, said
 
 
@@ -110,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if v.startswith("fails")
     ]
     print(
-        f"capabilities: {len(chosen)} strategies x {len(CAPABILITIES)} capabilities in "
+        f"capabilities: {len(chosen)} {'strategy' if len(chosen) == 1 else 'strategies'} x {len(CAPABILITIES)} "
+        "capabilities in "
         f"{time.monotonic() - started:.0f} s, written to {path}{kept}"
     )
     for device, strategy, capability, verdict in failing:
