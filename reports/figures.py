@@ -211,7 +211,10 @@ def trend_lines(
                 visible=config == configs[0],
                 hovertext=[
                     f"step up: <b>{who}</b> {_number(low * scale, unit)} to {_number(high * scale, unit)}"
-                    for who, low, high in zip(after.strategy, after.value_before, after.value_after)
+                    + (" (native too: the machine's, not the code's)" if shared else "")
+                    for who, low, high, shared in zip(
+                        after.strategy, after.value_before, after.value_after, after.native_too
+                    )
                 ],
                 hoverinfo="text",
             )

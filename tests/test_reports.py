@@ -341,6 +341,16 @@ def test_a_step_up_is_reported_at_the_level_after_it_and_never_as_a_drop():
     assert analysis.steps(up).value_after.tolist() == [2.0]
 
 
+def test_a_step_native_takes_at_the_same_commit_is_marked_the_machines():
+    def one(strategy: str, values: list[float]) -> pd.DataFrame:
+        rows = {**ONE_SERIES, "strategy": strategy, "order": range(3), "commit": list("xyz"), "value": values}
+        return pd.DataFrame({**rows, "allocator": "a"})
+
+    history = pd.concat([one("native", [1.0, 2, 2]), one("s", [1.0, 2, 2]), one("t", [1.0, 1, 2])])
+    found = analysis.steps(history).set_index("strategy")
+    assert found.native_too.to_dict() == {"native": False, "s": True, "t": False}  # t steps at another commit
+
+
 def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
     values = [100.0, 100, 100, 150, 150, 150]
     same = pd.DataFrame({**ONE_SERIES, "order": range(6), "commit": list("uvwxyz"), "value": values, "allocator": None})
