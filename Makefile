@@ -17,7 +17,7 @@ REGIME ?=
 BENCH ?=
 export BENCH
 PROFILE_FLAG = $(if $(PROFILE),--profile $(PROFILE))
-ifneq ($(filter bench%,$(MAKECMDGOALS)),)  # checked where they are read: THP=always in the environment is no typo for make test
+ifneq ($(filter bench bench-full bench-fresh-pages bench-thp bench-commits,$(MAKECMDGOALS)),)  # checked where they are read: THP=always in the environment is no typo for make test
 $(foreach flag,RESUME THP,$(if $(filter-out 0 1,$($(flag))),$(error $(flag)=$($(flag)): must be 1, 0 or empty)))
 endif
 BENCH_FLAGS = $(PROFILE_FLAG) $(if $(REGIME),--regime $(REGIME)) $(if $(filter 1,$(THP)),--thp) $(if $(BENCH),--bench "$$BENCH") \

@@ -105,7 +105,8 @@ def layer_config(
         given = {"input-shape": input_shape, "kernel-size": kernel_size, "stride": stride, "padding": padding}
         given["dilation"] = dilation
         layer = " ".join(f"--{option} {_option_text(value)}" for option, value in given.items())
-        raise AdviceError(f"the layer {layer}: {error}") from None
+        which = "the layer" if name == "layer" else f"layer {name} of the model, as"  # a model's: not typed
+        raise AdviceError(f"{which} {layer}: {error}") from None
     return config
 
 

@@ -269,6 +269,7 @@ def test_make_refuses_a_bench_flag_it_cannot_read_and_leaves_other_targets_alone
     refused = dry_run("bench", "RESUME=yes")
     assert refused.returncode != 0 and "RESUME=yes: must be 1, 0 or empty" in refused.stderr
     assert dry_run("test", "THP=always").returncode == 0  # another tool's THP in the environment
+    assert dry_run("bench-pytest", "THP=always").returncode == 0  # reads neither
 
 
 def test_make_says_which_status_the_gate_gave_before_its_own_2():

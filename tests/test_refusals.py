@@ -24,8 +24,10 @@ from unfold_bench.cli import main
         (["commits"], "unknown command 'commits'"),
         (["bench", "--machine", "../elsewhere"], "--machine: '../elsewhere' is not a machine name"),
         (["regress", "HEAD", "--machine", "a/b"], "--machine: 'a/b' is not a machine name"),
+        (["variance", "--machine", ".."], "--machine: '..' is not a machine name"),
         (["bench", "--commit", "notacommit"], "--commit: 'notacommit' is not a commit hash"),
-        (["capabilities", "--commit", "main"], "--commit: 'main' is not a commit hash"),
+        (["capabilities", "--commit", "main"], "--commit: 'main' is not a commit hash"),  # a branch moves
+        (["bench", "--commit", "0" * 40], "--commit: '0000000000000000000000000000000000000000' is not a commit"),
     ],
 )
 def test_a_command_refuses_bad_input_naming_it_before_any_work(arguments, named, capsys):
@@ -40,3 +42,22 @@ def test_an_output_files_missing_folder_is_made_before_the_work(tmp_path):
 
     wanted = tmp_path / "gate" / "verdict.json"  # as the regression workflow names it
     assert output_file(str(wanted)) == str(wanted) and wanted.parent.is_dir() and not wanted.exists()
+
+
+def test_a_commit_is_recorded_under_its_full_hash():
+    from benchmarks.trees import git
+    from unfold_bench.common_args import commit_argument
+
+    head = git("rev-parse", "HEAD")
+    assert commit_argument(head[:8]) == commit_argument(head.upper()) == head  # one commit, one name
+
+
+def test_without_a_repository_a_commit_must_be_a_full_hash(tmp_path, monkeypatch):
+    import argparse
+
+    from unfold_bench.common_args import commit_argument
+
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "no-git"))  # as in the tree a lent machine receives
+    assert commit_argument("AB" * 20) == "ab" * 20
+    with pytest.raises(argparse.ArgumentTypeError, match="not a full commit hash"):
+        commit_argument("abc1234")

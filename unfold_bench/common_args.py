@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
@@ -102,9 +103,10 @@ def add_mode(parser: argparse.ArgumentParser) -> None:
 
 MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # one folder of results/, as asv names it
 COMMIT_HASH = re.compile(r"[0-9a-fA-F]{7,40}")
+FULL_COMMIT_HASH = re.compile(r"[0-9a-fA-F]{40}")
 
 
-def machine_name(text: str) -> str:
+def machine_argument(text: str) -> str:
     """argparse type of ``--machine``: a name that is one folder of ``results/`` (letters, digits, ``._+-``), refused
     before any work where it is not (``../x`` would write outside the results)."""
     if not MACHINE_NAME.fullmatch(text):
@@ -114,18 +116,33 @@ def machine_name(text: str) -> str:
     return text
 
 
-def commit_hash(text: str) -> str:
-    """argparse type of ``--commit``: a commit hash (7 to 40 hexadecimal digits), as a result is recorded under;
-    a branch name or a typo is refused before any work rather than written into the results."""
-    if not COMMIT_HASH.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a commit hash (7 to 40 hexadecimal digits)")
-    return text
+def commit_argument(text: str) -> str:
+    """argparse type of ``--commit``: the full hash of a commit to record a result under. Where git finds this
+    checkout's repository, ``text`` must name a commit of it and its full hash is returned (so that one commit is
+    never recorded under two names); where it finds none (a GPU loan's tree) it must be 40 hexadecimal digits. A
+    branch name or a typo is refused before any work rather than written into the results."""
+
+    def git(*arguments: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True)
+        except OSError:  # no git here
+            return None
+
+    found = git("rev-parse", "--verify", "--quiet", f"{text}^{{commit}}")
+    if found is not None and found.returncode == 0 and COMMIT_HASH.fullmatch(text):
+        return found.stdout.strip()
+    repository = git("rev-parse", "--git-dir")
+    if repository is not None and repository.returncode == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a commit hash of this repository")
+    if not FULL_COMMIT_HASH.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a full commit hash (40 hexadecimal digits)")
+    return text.lower()
 
 
 def add_machine(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--machine",
-        type=machine_name,
+        type=machine_argument,
         help="machine name to record (default: derived from host, CPU, GPU and set-up, as make bench names it)",
     )
 
@@ -133,7 +150,7 @@ def add_machine(parser: argparse.ArgumentParser) -> None:
 def add_commit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--commit",
-        type=commit_hash,
+        type=commit_argument,
         help="the commit hash to record under (default: git's HEAD; for a tree without .git, as on a GPU loan)",
     )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import output_file, print_report
+from unfold_bench.common_args import machine_argument, output_file, print_report
 
 if TYPE_CHECKING:
     from reports.compare import Thresholds
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sizing.add_argument(
         "--machine",
+        type=machine_argument,
         help="with --record: the machine the runs were made on (default: the one their validation text names, else "
         "this one); another than the text names is refused",
     )
