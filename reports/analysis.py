@@ -474,7 +474,7 @@ def _eligible(rows: pd.DataFrame, rule: Rule, set_aside: Mapping[str, str]) -> p
 
 
 TIE_TEXT = (
-    "strategies whose intervals overlap the leader's are a statistical tie (but one that another of them beats "
+    "strategies whose intervals overlap the leader's are a statistical tie (except one that another of them beats "
     "beyond the noise); among them the pick is the one with "
     f"the least memory (memory within a net peak's resolution, {NET_PEAK_RESOLUTION // 1024} KiB a config, of the "
     "least counts as the least), then the simplest (the fewest of: torch.compile, a C++ extension, a reused "
@@ -896,8 +896,8 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
     (``before``), the first at the worse level (``after``), and the two levels (asv's own second value is the best
     level anywhere after the step, which can lie below the first: the level that starts at ``after`` is reported,
     and a step whose level there is not above the one before by ``threshold`` is not a step up). ``native_too``: a
-    time's or memory's step that native (torch's own unfold, whose code no commit changes) takes at the same commit:
-    the machine's or the run's, not the strategy's. Failed and skipped
+    time's or memory's step that native (torch's own unfold, whose code no commit changes) takes at the same commit,
+    and by as much (within ``threshold``): the machine's or the run's, not the strategy's. Failed and skipped
     points are left out of the series (they are not measurements). A change of the machine's allocator variant
     (e.g. glibc's mmap threshold pinned or dynamic) starts a new series: it moves time and memory without a
     code change, so a step across it is not a step of the code. What the noise could explain is not a step: a paired
@@ -938,13 +938,14 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
     columns = [*keys, "commit_before", "commit_after", "value_before", "value_after", "ratio", "native_too"]
     found = pd.DataFrame(out, columns=columns)
     # native's code is torch's own unfold, the same at every commit of one environment: a time or memory step it
-    # shares is the machine's or the run's
+    # shares, no larger than native's own beyond the threshold, is the machine's or the run's
+    where = [k for k in keys if k != "strategy"] + ["commit_after"]
     native = found[found.strategy == REFERENCE_STRATEGY]
-    shared = set(map(tuple, native[[k for k in keys if k != "strategy"] + ["commit_after"]].astype(str).values))
+    native_ratio = dict(zip(map(tuple, native[where].astype(str).values), native.ratio))
     found["native_too"] = [
         row.strategy != REFERENCE_STRATEGY
         and row.metric in METRICS
-        and tuple(str(row[k]) for k in [*[k for k in keys if k != "strategy"], "commit_after"]) in shared
+        and row.ratio <= native_ratio.get(tuple(str(row[k]) for k in where), 0.0) * (1 + threshold)
         for _, row in found.iterrows()
     ]
     return found

@@ -239,6 +239,18 @@ def _recommendation_html(
                 verdict += Markup(
                     " A statistical tie between {}: the times cannot tell them apart, so the tie-break picks."
                 ).format(", ".join(advice.tied))
+            ok = cells[cells[f"{rule.time_metric}:status"] == "ok"]
+            unpaired = [
+                config
+                for config, rows in ok.groupby("config", sort=False)
+                if analysis.paired_yardstick(rows, rule.time_metric) is None
+            ]
+            if unpaired:
+                where = "This run" if len(unpaired) == ok.config.nunique() else f"On {', '.join(unpaired)} this run"
+                verdict += Markup(
+                    " {} has no paired ratios: there its times are ranked by medians of different processes, and "
+                    "the brackets here are built from asv's 99% interval of each median."
+                ).format(where)
             css = "box"
         ranking = "; ".join(
             f"{r.strategy} T {format_ratio_interval(r.time_score, r.time_low, r.time_high)}, "
@@ -409,7 +421,9 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             "asv's regressions page) with its default threshold of {}: a step up "
             "that the series' noise does not explain. A paired ratio's step also needs the two commits' intervals "
             "apart, and a time's a series of at least {} commits (its noise is between processes, which one run's "
-            "interquartile range does not show). Failed and skipped points are gaps, not zeros. (Whether a "
+            "interquartile range does not show). A time's or memory's step that native takes at the same commit, and "
+            "by as much, is marked <i>native too</i>: native is torch's own unfold, which no commit here changes, so "
+            "that step is the machine's or the run's. Failed and skipped points are gaps, not zeros. (Whether a "
             "change is a regression is the CI gate's verdict, on its own measurements.)"
         ).format(f"{analysis.STEP_THRESHOLD:.0%}", analysis.MIN_TIME_SERIES)
     )
@@ -429,9 +443,11 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                     (f"{r.commit_before[:8]} → {r.commit_after[:8]}", ""),
                     (f"{figure.format(r.value_before, 3)} → {figure.format(r.value_after, 3)}", "num"),
                     (format_ratio(r.ratio) if r.ratio != float("inf") else "from 0", "num step"),
+                    ("yes: the machine's" if r.native_too else "", ""),
                 ]
             )
-        page.add(_table(["run", "config", "strategy", "figure", "commits", "level", "ratio"], rows))
+        header = ["run", "config", "strategy", "figure", "commits", "level", "ratio", "native too"]
+        page.add(_table(header, rows))
     sections = history[history.status == "ok"].drop_duplicates(["machine", "env", "profile", "device"])
     for section in sections.sort_values(["machine", "profile", "device"]).itertuples():
         key = {"machine": section.machine, "env": section.env, "profile": section.profile, "device": section.device}

@@ -389,7 +389,8 @@ def _print_run(
             f"\nFastest per config against the bounds [{device}] (a new output written on first touch cannot beat"
             " the fresh-output floor; GB/s: the least bytes an unfold moves, input read and output written,"
             " twice that with the backward, over its time; copy_ GB/s: copy_'s bytes over its time in the same run;"
-            " fastest: ranked by the paired ratios, tied: the others whose intervals overlap its own):"
+            " fastest: ranked by the paired ratios, tied: the others whose intervals overlap its own, except one"
+            " that another of them beats beyond the noise):"
         )
         print(shown.to_string(index=False))
         for name, why in aside.items():

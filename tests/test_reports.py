@@ -346,9 +346,10 @@ def test_a_step_native_takes_at_the_same_commit_is_marked_the_machines():
         rows = {**ONE_SERIES, "strategy": strategy, "order": range(3), "commit": list("xyz"), "value": values}
         return pd.DataFrame({**rows, "allocator": "a"})
 
-    history = pd.concat([one("native", [1.0, 2, 2]), one("s", [1.0, 2, 2]), one("t", [1.0, 1, 2])])
-    found = analysis.steps(history).set_index("strategy")
-    assert found.native_too.to_dict() == {"native": False, "s": True, "t": False}  # t steps at another commit
+    history = [one("native", [1.0, 2, 2]), one("s", [1.0, 2, 2]), one("t", [1.0, 1, 2]), one("u", [1.0, 3, 3])]
+    found = analysis.steps(pd.concat(history)).set_index("strategy")
+    # t steps at another commit; u at the same, but 3x where native took 2x: more than the machine's
+    assert found.native_too.to_dict() == {"native": False, "s": True, "t": False, "u": False}
 
 
 def test_a_step_across_an_allocator_change_is_not_a_step_of_the_code():
@@ -394,6 +395,7 @@ def test_site_is_self_contained_and_says_skipped_and_failed(tmp_path):
     assert '<td class="failed">failed</td>' in overview
     assert "every cell was skipped on this machine" in overview  # fixture-cpu's CUDA
     assert "Recommendation for training (forward and backward)</b>: <b>native</b>" in overview
+    assert "This run has no paired ratios" in overview  # the fixture's: its brackets are asv's
     assert "tiling out (failed on vol3d-conv)" in overview
     # as_strided's forward-backward on allcnnc-conv2 (CPU, quick): 6 ms, over native's 10 ms and copy_'s 1 ms
     # samples 0.98, 1 and 1.02 x 6 ms (make_fixture.py): quartiles 0.99 and 1.01 x 6 ms
@@ -401,6 +403,7 @@ def test_site_is_self_contained_and_says_skipped_and_failed(tmp_path):
     assert "Skipped (not supported, or not run on this machine): native on vol3d-conv." in overview
     trends = (tmp_path / "trends.html").read_text()
     assert "Steps found by asv&#39;s step detection" in trends and "Regressions found" not in trends
+    assert "<th>native too</th>" in trends  # the fixture's one step is tiling's alone
     assert "asv's own site" not in overview  # no asv publish output in tmp_path
     (tmp_path / "asv").mkdir()
     (tmp_path / "asv" / "index.html").write_text("asv")
@@ -769,6 +772,10 @@ def test_a_paired_cell_that_lost_a_replicate_is_named_in_the_summary_and_on_the_
     assert f"kept the other replicates' processes, so with a wider interval (the run's asv log says why): {line}." in (
         overview
     )
+    build_site(FIXTURE, tmp_path / "unpaired")
+    unpaired = (tmp_path / "unpaired" / "index.html").read_text()
+    # the forward pick of this run is now ranked by paired ratios, and no longer says its brackets are asv's
+    assert overview.count("This run has no paired ratios") == unpaired.count("This run has no paired ratios") - 1
 
 
 def test_report_refuses_a_results_folder_without_results_before_touching_the_site(tmp_path, capsys):
