@@ -34,7 +34,7 @@ from benchmarks.vocabulary import (
     tracked_peak_metric,
 )
 from reports.results import chained_ratio, summed_error
-from reports.units import METRICS, RATIO_METRICS, SECONDS
+from reports.units import METRICS, RATIO_METRICS, SECONDS, format_spread
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
 REFERENCE_STRATEGY = PAIRED_REFERENCE  # the strategy every "x native" is over
@@ -218,6 +218,12 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
                     _direct_floors(line, metric, config, direct)
         out.append(line)
     return pd.DataFrame(out)
+
+
+def cell_spread(row: pd.Series | Mapping, metric: str, digits: int = 3, with_unit: bool = True) -> str:
+    """A ``cell_table`` row's median of ``metric`` with the interquartile range of its samples (``format_spread``)."""
+    unit = METRICS[metric].unit.recorded
+    return format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), unit, digits, with_unit)
 
 
 def _chain_floors(

@@ -13,8 +13,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports.analysis import own_loop_note
-from reports.units import METRICS, SHOWN_METRICS, format_number, format_ratio_interval, format_spread
+from reports.analysis import cell_spread, own_loop_note
+from reports.units import METRICS, SHOWN_METRICS, format_number, format_ratio_interval
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=70, r=30, t=110, b=80), hovermode="closest")
@@ -66,13 +66,19 @@ def _ends(rows: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
     )
 
 
+def _spread_columns(metric: str) -> tuple[str, str, str]:
+    """The columns of a series' spread and its name: a paired ratio's 95% interval across processes, or a time's or
+    memory's interquartile range (asv's)."""
+    return ("low", "high", "95% interval") if metric not in METRICS else ("q_25", "q_75", "IQR")
+
+
 def _figure_text(row: pd.Series, metric: str) -> str:
     """A cell's figure for a hover: a time with its interquartile range, a memory figure (exact to its resolution)
     as it is."""
     figure = METRICS[metric]
     if figure.unit.recorded != "seconds":
         return _number(figure.unit.scaled(row[metric]), figure.unit.shown) or "-"
-    return format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), "seconds")
+    return cell_spread(row, metric)
 
 
 def _medians(row: pd.Series, metric: str, over: str) -> str:
@@ -160,7 +166,7 @@ def trend_lines(
     mark where asv's step detection found a step up (``flagged``: ``analysis.steps``)."""
     label, unit, scale = _shown(metric)
     rows = history[history.metric == metric]
-    spread = ("low", "high", "95% interval") if metric not in METRICS else ("q_25", "q_75", "IQR")
+    spread = _spread_columns(metric)
     configs = list(dict.fromkeys(rows.config))
     commits = rows.drop_duplicates("order").sort_values("order")
     figure = go.Figure()
@@ -254,9 +260,7 @@ def tradeoff_scatter(
         for index, point in config_points.iterrows():
             row = cells.loc[index]
             front = bool(point.on_front)
-            median = format_spread(
-                row[time_metric], row.get(f"{time_metric}:q_25"), row.get(f"{time_metric}:q_75"), "seconds"
-            )
+            median = cell_spread(row, time_metric)
             interval = "paired, 95% interval across processes" if point.paired else "medians, asv's 99% intervals"
             standing = "on" if front else "not on"
             if point.aside:
@@ -328,7 +332,7 @@ def strategy_history(history: pd.DataFrame, title: str) -> go.Figure:
     for k, metric in enumerate(metrics):
         _, unit, scale = _shown(metric)
         paired = metric not in METRICS
-        spread = ("low", "high", "95% interval") if paired else ("q_25", "q_75", "IQR")
+        spread = _spread_columns(metric)
         for i, (config, line) in enumerate(history[history.metric == metric].groupby("config", sort=False)):
             line = line.sort_values("order")
             ok = line.status == "ok"

@@ -39,7 +39,6 @@ from reports.units import (
     SHOWN_METRICS,
     format_ratio,
     format_ratio_interval,
-    format_spread,
 )
 
 PAGES = {
@@ -139,7 +138,7 @@ def _figure_cell(row: pd.Series, metric: str, best: bool) -> tuple[str, str]:
         return STATUS_TEXT.get(status, status), status.replace(" ", "-")
     bound = figure.bound_info.short
     if figure.unit is SECONDS:
-        value = format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), figure.unit.recorded)
+        value = analysis.cell_spread(row, metric)
     else:
         value = figure.format(row[metric], digits=3)
     parts = [value, _x_native_text(row, metric)]
@@ -154,7 +153,7 @@ def _pick_figure(cells: pd.DataFrame, config: str, strategy: str | None, metric:
     if strategy is None or rows.empty:
         return "-"
     row = rows.iloc[0]
-    spread = format_spread(row[metric], row.get(f"{metric}:q_25"), row.get(f"{metric}:q_75"), SECONDS.recorded)
+    spread = analysis.cell_spread(row, metric)
     if pd.isna(row.get(f"{metric}:x_native", math.nan)):  # a config native cannot run: ranked by x copy_
         return f"{spread} · {_x_bound_text(row, metric, METRICS[metric].bound_info.short)}"
     return f"{spread} · {_x_native_text(row, metric)}"

@@ -8,10 +8,10 @@ import math
 import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION
-from reports.analysis import REFERENCE_STRATEGY
+from reports.analysis import REFERENCE_STRATEGY, cell_spread
 from reports.findings.verdicts import ONEHOT, PASS_METRICS, SOURCES, Finding, Run, not_measured
 from reports.results import Catalogue
-from reports.units import BYTES, format_ratio_interval, format_spread
+from reports.units import BYTES, format_ratio_interval
 
 
 def tensor_unfold_findings(catalogue: Catalogue) -> list[Finding]:
@@ -96,11 +96,6 @@ def _faster(ratio: float, low: float, high: float) -> str:
     return "yes" if high < 1 else "no" if low > 1 else "tie"
 
 
-def _median_with_iqr(cell: pd.Series, metric: str) -> str:
-    """A cell's median time in ms with the interquartile range of its samples (``format_spread``)."""
-    return format_spread(cell[metric], cell.get(f"{metric}:q_25"), cell.get(f"{metric}:q_75"), "seconds", 3, False)
-
-
 def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) -> Finding | None:
     cells = run.cells.set_index(["config", "strategy"])
     lines = []
@@ -117,8 +112,8 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
         lines.append(
             {
                 "config": config,
-                "onehot ms": _median_with_iqr(onehot, time_metric),
-                "native ms": _median_with_iqr(native, time_metric),
+                "onehot ms": cell_spread(onehot, time_metric, with_unit=False),
+                "native ms": cell_spread(native, time_metric, with_unit=False),
                 "onehot / native": format_ratio_interval(ratio, low, high) if paired else f"{ratio:.3g} (medians)",
                 # paired: faster where the whole interval is below 1, a tie where it holds 1
                 "onehot faster": _faster(ratio, low, high),
