@@ -34,7 +34,7 @@ from benchmarks.vocabulary import (
     tracked_peak_metric,
 )
 from reports.results import chained_ratio, summed_error
-from reports.units import METRICS, RATIO_METRICS, SECONDS, format_spread
+from reports.units import BOUNDS, METRICS, RATIO_METRICS, SECONDS, format_spread
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
 REFERENCE_STRATEGY = PAIRED_REFERENCE  # the strategy every "x native" is over
@@ -46,8 +46,8 @@ MIN_TIME_SERIES = 3  # the fewest commits a time without an interval across proc
 # runs of one commit (docs/stability-quick.txt), since the two figures come from different processes.
 CONTEXT_FACTOR = 2.0
 CONTEXT_TEXT = (
-    f"its own calls one after another over {CONTEXT_FACTOR:g}x slower than its paired ratio to native says, beyond "
-    "both spreads, in either timed pass"
+    f"its own calls one after another over {CONTEXT_FACTOR:g}x slower than its paired ratio to native (to copy_ "
+    "where native cannot run) says, beyond both spreads, in either timed pass"
 )
 
 
@@ -157,10 +157,13 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     another), and ``m:context_dependent`` says where it exceeds the paired ratio by more than ``CONTEXT_FACTOR``
     beyond both spreads (the strategy's lower quartile over native's upper one, against the paired interval's high
     end; quartiles, since such a cell's samples are often two-humped, where asv's interval of the median falls
-    apart): such a strategy's time depends on what ran before it.
+    apart): such a strategy's time depends on what ran before it. On a config native cannot run, both are taken
+    against ``copy_`` instead, with the direct paired ratio to it (``m:own_loop_over`` names the reference).
     """
     rows = run_table[run_table.device == device]
-    bounds = rows[rows.suite == "bounds"].set_index(["config", "metric"])["value"]
+    bound_rows = rows[rows.suite == "bounds"].set_index(["config", "metric"])
+    bounds = bound_rows["value"]
+    bound_q25, bound_q75 = (bound_rows[q] if q in bound_rows else pd.Series(dtype=float) for q in ("q_25", "q_75"))
     cells = rows[rows.suite == "unfold"]
     if cells.empty:
         return pd.DataFrame(columns=["config", "strategy"])
@@ -193,6 +196,7 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:high"] = entry.high if ok and "high" in entry else math.nan
             line[f"{metric}:x_native"] = _ratio(value, natives.get((config, metric)))
             line[f"{metric}:own_loop"] = line[f"{metric}:x_native"]  # stays the quotient of the medians
+            line[f"{metric}:own_loop_over"] = REFERENCE_STRATEGY
             line[f"{metric}:context_dependent"] = False
             line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = math.nan
             line[f"{metric}:x_native_paired"] = False
@@ -210,12 +214,14 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
                 line[f"{metric}:x_native_paired"] = True
                 line[f"{metric}:x_native_replicates"] = EXACT_REPLICATES
             line[f"{metric}:x_bound"] = _ratio(value, bounds.get((config, figure.bound)))
+            for column, figures in (("bound", bounds), ("bound_q_25", bound_q25), ("bound_q_75", bound_q75)):
+                line[f"{metric}:{column}"] = figures.get((config, figure.bound), math.nan)  # the bound's own
             line[f"{metric}:x_bound_low"] = line[f"{metric}:x_bound_high"] = math.nan
             line[f"{metric}:x_bound_paired"] = False
             if figure.paired is not None:
                 _chain_floors(line, metric, config, floors, paired, is_reference=strategy == REFERENCE_STRATEGY)
                 if ok:
-                    _direct_floors(line, metric, config, direct)
+                    _direct_floors(line, metric, config, direct, bound_q75.get((config, figure.bound)))
         out.append(line)
     return pd.DataFrame(out)
 
@@ -251,12 +257,14 @@ def _chain_floors(
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
 
 
-def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame) -> None:
+def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame, copy_q75: float | None) -> None:
     """Fill ``line``'s time ``metric``'s ``x_bound`` and ``x_fill`` from the strategy's own paired ratios to the
     floors (``benchmarks.direct_floors``: a config the reference cannot run), where the run measured them and
-    nothing was chained."""
+    nothing was chained. There the context rule (``cell_table``) compares the strategy's own calls with ``copy_``'s
+    (``copy_q75``, its upper quartile) against the paired ratio to ``copy_``, as it does with native's elsewhere."""
     if line[f"{metric}:x_bound_paired"]:
         return
+    own_loop = line[f"{metric}:x_bound"]  # the quotient of the medians, before a paired ratio replaces it
     for bound, column in ((COPY_FLOOR, "x_bound"), (FILL_FLOOR, "x_fill")):
         key = (config, line["strategy"], DIRECT_FLOOR_RATIOS.get((TIMED_PASSES[metric], bound)))
         if key[2] is None or key not in direct.index:
@@ -266,6 +274,10 @@ def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame) -
         line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = measured.low, measured.high
         line[f"{metric}:{column}_replicates"] = Replicates.of(measured)
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
+        if column == "x_bound" and not line[f"{metric}:x_native_paired"]:
+            line[f"{metric}:own_loop"], line[f"{metric}:own_loop_over"] = own_loop, BOUNDS[COPY_FLOOR].short
+            own_low = _ratio(line[f"{metric}:q_25"], copy_q75)
+            line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * measured.high)
 
 
 ROOFLINE_PAIRS = {metric: tracked_peak_metric(which) for metric, which in TIMED_PASSES.items()}
@@ -277,8 +289,8 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
     and its net peak over the analytic minimum (how close the suite's best comes to the hardware). ``set_aside``
     strategies (name -> why), and one whose time there depends on what ran before it, are never the fastest, as in
     ``recommend_per_config``."""
-    columns = ["config", "metric", "strategy", "tied", "time", "x_copy", "x_copy_low", "x_copy_high", "peak"]
-    columns.append("peak_x_minimum")
+    columns = ["config", "metric", "strategy", "tied", "time", "time_q_25", "time_q_75", "x_copy", "x_copy_low"]
+    columns += ["x_copy_high", "copy", "copy_q_25", "copy_q_75", "peak", "peak_x_minimum"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
     out = []
@@ -295,9 +307,14 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
                     "strategy": best.strategy,
                     "tied": tied,
                     "time": best[time_metric],
+                    "time_q_25": best.get(f"{time_metric}:q_25", math.nan),
+                    "time_q_75": best.get(f"{time_metric}:q_75", math.nan),
                     "x_copy": best[f"{time_metric}:x_bound"],
                     "x_copy_low": best.get(f"{time_metric}:x_bound_low", math.nan),
                     "x_copy_high": best.get(f"{time_metric}:x_bound_high", math.nan),
+                    "copy": best.get(f"{time_metric}:bound", math.nan),
+                    "copy_q_25": best.get(f"{time_metric}:bound_q_25", math.nan),
+                    "copy_q_75": best.get(f"{time_metric}:bound_q_75", math.nan),
                     "peak": best.get(memory_metric, math.nan),
                     "peak_x_minimum": best.get(f"{memory_metric}:x_bound", math.nan),
                 }
@@ -307,27 +324,43 @@ def fastest_against_bounds(cells: pd.DataFrame, set_aside: Mapping[str, str] = M
 
 def with_bandwidth(best: pd.DataFrame, sizes: Mapping[str, Sizes]) -> pd.DataFrame:
     """``fastest_against_bounds``'s rows (of one run, ``sizes`` its profile's configs' as the bench recorded them:
-    ``Catalogue.profile_sizes``) with the achieved bandwidth: ``gb_per_s``, the
-    least bytes the unfold must move (``benchmarks.traffic.minimum_bytes_moved``) over its time; ``copy_gb_per_s``,
-    the bytes ``copy_`` moves over its time in the same run (the machine's measured copy bandwidth); and
-    ``of_copy``, their ratio. NaN for a config the bench did not record, and where the fastest's net
-    ``peak`` is below the analytic minimum: it did not write the contract's new output (the results committed
-    up to ``f26b0bd`` have ``as_strided`` returning a view of its input on allcnnc-conv8, 4 KiB), so the bytes
-    the contract must move say nothing about it."""
-    gb_per_s, copy_gb_per_s = [], []
+    ``Catalogue.profile_sizes``) with the achieved bandwidth, each figure with its spread (``_low``/``_high``):
+    ``gb_per_s``, the least bytes the unfold must move (``benchmarks.traffic.minimum_bytes_moved``) over its median
+    time, spread over its interquartile range; ``copy_gb_per_s``, the bytes ``copy_`` moves over ``copy_``'s own
+    median in the same run (the machine's measured copy bandwidth), spread likewise; and ``of_copy``, the fastest's
+    share of ``copy_``'s bandwidth from its paired ratio to ``copy_`` (``x_copy``: the bytes' ratio over it), with
+    that ratio's interval. The first two are medians of different processes, so their quotient need not be
+    ``of_copy``. NaN for a config the bench did not record, and where the fastest's net ``peak`` is below the
+    analytic minimum: it did not write the contract's new output (the results committed up to ``f26b0bd`` have
+    ``as_strided`` returning a view of its input on allcnnc-conv8, 4 KiB), so the bytes the contract must move say
+    nothing about it."""
+    columns = ["gb_per_s", "gb_per_s_low", "gb_per_s_high", "copy_gb_per_s", "copy_gb_per_s_low"]
+    columns += ["copy_gb_per_s_high", "of_copy", "of_copy_low", "of_copy_high"]
+    out = []
     for row in best.itertuples():
         config = sizes.get(row.config)
         if config is None:
-            gb_per_s.append(math.nan)
-            copy_gb_per_s.append(math.nan)
+            out.append(dict.fromkeys(columns, math.nan))
             continue
         backward = row.metric == "time_forward_backward"
-        moved = minimum_bytes_moved(config, backward)
-        wrote_no_new_output = getattr(row, "peak", math.nan) < analytic_minimum_bytes(config, backward)
-        gb_per_s.append(math.nan if wrote_no_new_output else _ratio(moved / 1e9, row.time))
-        copy_gb_per_s.append(_ratio(copy_bytes_moved(config) / 1e9, _ratio(row.time, row.x_copy)))
-    out = best.assign(gb_per_s=gb_per_s, copy_gb_per_s=copy_gb_per_s)
-    return out.assign(of_copy=[_ratio(a, b) for a, b in zip(out.gb_per_s, out.copy_gb_per_s)])
+        moved = minimum_bytes_moved(config, backward) / 1e9
+        copied = copy_bytes_moved(config) / 1e9
+        if getattr(row, "peak", math.nan) < analytic_minimum_bytes(config, backward):  # no new output written
+            moved = math.nan
+        line = {}
+        for name, size, median, faster, slower in (
+            ("gb_per_s", moved, row.time, getattr(row, "time_q_25", math.nan), getattr(row, "time_q_75", math.nan)),
+            ("copy_gb_per_s", copied, *(getattr(row, c, math.nan) for c in ("copy", "copy_q_25", "copy_q_75"))),
+            (
+                "of_copy",
+                moved / copied,
+                row.x_copy,
+                *(getattr(row, c, math.nan) for c in ("x_copy_low", "x_copy_high")),
+            ),
+        ):
+            line[name], line[f"{name}_low"], line[f"{name}_high"] = (_ratio(size, t) for t in (median, slower, faster))
+        out.append(line)
+    return pd.concat([best.reset_index(drop=True), pd.DataFrame(out, columns=columns)], axis=1)
 
 
 def floors_against_copy(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
@@ -363,9 +396,10 @@ def context_dependent(cells: pd.DataFrame) -> dict[str, str]:
     for _, row in cells.iterrows():
         for metric, figure in METRICS.items():
             if figure.unit is SECONDS and _flagged(row, metric):
+                over = row.get(f"{metric}:own_loop_over", REFERENCE_STRATEGY)
+                paired = row[f"{metric}:x_native" if over == REFERENCE_STRATEGY else f"{metric}:x_bound"]
                 found.setdefault(row.strategy, []).append(
-                    f"{row.config} {figure.label}: {row[f'{metric}:own_loop']:.2f}x native against "
-                    f"{row[f'{metric}:x_native']:.2f}x paired"
+                    f"{row.config} {figure.label}: {row[f'{metric}:own_loop']:.2f}x {over} against {paired:.2f}x paired"
                 )
     return {
         strategy: f"its own calls one after another are over {CONTEXT_FACTOR:g}x slower than its paired ratio says, "
@@ -380,12 +414,14 @@ def not_ranked(rows: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyTy
     return rows.strategy.isin([*set_aside, *context_dependent(rows)])
 
 
-def own_loop_note(row: pd.Series | Mapping, metric: str, sep: str = "; ") -> str:
-    """What a ratio to native adds where the cell's time depends on what ran before it (``context_dependent``): its
-    own calls one after another over native's, marked; else nothing."""
-    if not _flagged(row, metric):
+def own_loop_note(row: pd.Series | Mapping, metric: str, sep: str = "; ", over: str | None = None) -> str:
+    """What a paired ratio adds where the cell's time depends on what ran before it (``context_dependent``): its own
+    calls one after another over its reference's (native's, or ``copy_``'s where native cannot run), marked; else
+    nothing. ``over`` given: only where the note is over that reference (beside the ratio it qualifies)."""
+    reference = row.get(f"{metric}:own_loop_over", REFERENCE_STRATEGY)
+    if not _flagged(row, metric) or over not in (None, reference):
         return ""
-    return f"{sep}own calls {row[f'{metric}:own_loop']:.2f}x (depends on what runs before it)"
+    return f"{sep}own calls {row[f'{metric}:own_loop']:.2f}x {reference} (depends on what runs before it)"
 
 
 def winners(cells: pd.DataFrame) -> pd.DataFrame:

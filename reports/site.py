@@ -165,7 +165,9 @@ def _x_bound_text(row: pd.Series | dict, metric: str, bound: str) -> str:
     ratio = row.get(f"{metric}:x_bound", math.nan)
     if row.get(f"{metric}:x_bound_paired", False):
         low, high = row.get(f"{metric}:x_bound_low", math.nan), row.get(f"{metric}:x_bound_high", math.nan)
-        return format_ratio_interval(ratio, low, high, suffix=f"x {bound}")
+        return format_ratio_interval(ratio, low, high, suffix=f"x {bound}") + analysis.own_loop_note(
+            row, metric, over=bound
+        )
     medians = " (medians)" if METRICS[metric].unit is SECONDS and not pd.isna(ratio) else ""
     return f"{format_ratio(ratio)} {bound}{medians}"
 
@@ -179,7 +181,9 @@ def _x_native_text(row: pd.Series | dict, metric: str) -> str:
     if not row.get(f"{metric}:x_native_paired", False):
         return f"{format_ratio(ratio)} native (medians)"
     low, high = row.get(f"{metric}:x_native_low", math.nan), row.get(f"{metric}:x_native_high", math.nan)
-    return format_ratio_interval(ratio, low, high, suffix="x native") + analysis.own_loop_note(row, metric)
+    return format_ratio_interval(ratio, low, high, suffix="x native") + analysis.own_loop_note(
+        row, metric, over=analysis.REFERENCE_STRATEGY
+    )
 
 
 def _cell_table_html(cells: pd.DataFrame) -> str:
@@ -334,8 +338,9 @@ def overview_page(
             "samples, one call each with only a setup between), as a loop of <code>torch.utils.benchmark</code> times "
             "them, so a runtime over native's can read lower than x native where a call costs more after other work "
             "than after itself (<code>unfold-bench context</code> measures both orders, and a call after an idle "
-            "pause). Where it reads higher, by more than {factor:g}x beyond both spreads (<i>own calls</i>), the "
-            "strategy's time depends on what runs before it, and no pick takes it there; "
+            "pause). Where it reads higher, by more than {factor:g}x beyond both spreads (<i>own calls</i>; where "
+            "native cannot run, its runtime over copy_'s against x copy_), the strategy's time depends on what "
+            "runs before it, and no pick takes it there; "
             "<b>x copy_</b> with copying a tensor of the output's size in the same run (what the memory "
             "system allows), paired inside processes too, its interval widened by how far such ratios move between "
             "runs where <code>unfold-bench stability</code> measured that on the machine; <b>x min</b> with the "

@@ -24,6 +24,7 @@ import pandas as pd
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
 from benchmarks.vocabulary import FILL_FLOOR, FRESH_OUTPUT_FLOOR, tracked_peak_metric
 from reports.analysis import (
+    REFERENCE_STRATEGY,
     RULES,
     RUN_KEYS,
     TIE_TEXT,
@@ -45,7 +46,16 @@ from reports.analysis import (
 )
 from reports.results import Catalogue, load_catalogue, load_results
 from reports.set_aside import complexity, set_aside
-from reports.units import BYTES, METRICS, SECONDS, format_number, format_ratio, format_ratio_interval, format_spread
+from reports.units import (
+    BANDWIDTH,
+    BYTES,
+    METRICS,
+    SECONDS,
+    format_number,
+    format_ratio,
+    format_ratio_interval,
+    format_spread,
+)
 
 LEGEND = (
     "value: a time's median over the samples of every process, with their interquartile range (IQR); a net peak, "
@@ -70,7 +80,9 @@ def _x_native(cell: dict | pd.Series, metric: str) -> str:
     if ratio == "-" or not cell.get(f"{metric}:x_native_paired", False):
         return ratio if ratio == "-" else f"{ratio}*"
     low, high = cell.get(f"{metric}:x_native_low"), cell.get(f"{metric}:x_native_high")
-    return format_ratio_interval(cell[f"{metric}:x_native"], low, high, suffix="") + own_loop_note(cell, metric)
+    return format_ratio_interval(cell[f"{metric}:x_native"], low, high, suffix="") + own_loop_note(
+        cell, metric, over=REFERENCE_STRATEGY
+    )
 
 
 def _x_bound(cell: dict | pd.Series, metric: str) -> str:
@@ -79,7 +91,9 @@ def _x_bound(cell: dict | pd.Series, metric: str) -> str:
     ratio = format_ratio(cell[f"{metric}:x_bound"], suffix="")
     if cell.get(f"{metric}:x_bound_paired", False):
         low, high = cell.get(f"{metric}:x_bound_low"), cell.get(f"{metric}:x_bound_high")
-        return format_ratio_interval(cell[f"{metric}:x_bound"], low, high, suffix="")
+        return format_ratio_interval(cell[f"{metric}:x_bound"], low, high, suffix="") + own_loop_note(
+            cell, metric, over=METRICS[metric].bound_info.short
+        )
     return f"{ratio}*" if METRICS[metric].unit is SECONDS and ratio != "-" else ratio
 
 
@@ -380,15 +394,25 @@ def _print_run(
                 ],
                 "fresh-output floor xcopy": floor.map(lambda v: format_ratio(v, suffix="")),
                 "its net peak xmin": best.peak_x_minimum.map(lambda v: format_ratio(v, suffix="")),
-                "GB/s": best.gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
-                "copy_ GB/s": best.copy_gb_per_s.map(lambda v: "-" if pd.isna(v) else f"{v:.1f}"),
-                "of copy_": best.of_copy.map(lambda v: format_ratio(v, suffix="")),
+                **{
+                    label: [
+                        format_spread(v, low, high, BANDWIDTH.recorded, with_unit=False)
+                        for v, low, high in zip(best[name], best[f"{name}_low"], best[f"{name}_high"])
+                    ]
+                    for label, name in (("GB/s", "gb_per_s"), ("copy_ GB/s", "copy_gb_per_s"))
+                },
+                "of copy_": [
+                    format_ratio_interval(*ends, suffix="")
+                    for ends in zip(best.of_copy, best.of_copy_low, best.of_copy_high)
+                ],
             }
         )
         print(
             f"\nFastest per config against the bounds [{device}] (a new output written on first touch cannot beat"
             " the fresh-output floor; GB/s: the least bytes an unfold moves, input read and output written,"
-            " twice that with the backward, over its time; copy_ GB/s: copy_'s bytes over its time in the same run;"
+            " twice that with the backward, over its median time, with the IQR; copy_ GB/s: copy_'s bytes over"
+            " copy_'s median in the same run, with the IQR; of copy_: the fastest's share of copy_'s bandwidth from"
+            " its paired ratio to copy_, with that interval (the two GB/s are medians of different processes);"
             " fastest: ranked by the paired ratios, tied: the others whose intervals overlap its own, except one"
             " that another of them beats beyond the noise):"
         )

@@ -47,7 +47,8 @@ SECONDS = Unit("seconds", "ms", 1e3)
 BYTES = Unit("bytes", "MiB", 1 / MIB)
 INSTRUCTIONS = Unit("instructions", "instr", 1.0, whole=True)
 RATIO = Unit("ratio", "x", 1.0)  # a paired ratio (benchmarks.ratios): a strategy's time over the reference's
-UNITS = {unit.recorded: unit for unit in (SECONDS, BYTES, INSTRUCTIONS, RATIO)}
+BANDWIDTH = Unit("GB/s", "GB/s", 1.0)  # derived by the reports (analysis.with_bandwidth), not recorded by asv
+UNITS = {unit.recorded: unit for unit in (SECONDS, BYTES, INSTRUCTIONS, RATIO, BANDWIDTH)}
 MACHINE_MEMORY = Unit("KiB", "GiB", 1 / 2**20)  # asv's machine file records the RAM in KiB
 
 

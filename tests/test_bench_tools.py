@@ -25,6 +25,7 @@ from impls import STRATEGIES
 from reports.analysis import (
     RULES,
     cell_table,
+    context_dependent,
     fastest_against_bounds,
     recommend,
     recommend_per_config,
@@ -33,7 +34,7 @@ from reports.analysis import (
 )
 from reports.figures import bound_ratio_bars, strategy_colors
 from reports.results import chained_ratio, process_interval
-from reports.site import _x_native_text
+from reports.site import _x_bound_text, _x_native_text
 from reports.summary import _x_native, compact_table, physics_problems, summary_tables
 from reports.units import MIB, format_ratio_interval
 from tests.helpers import RUN_REGRESS_MAIN
@@ -387,9 +388,41 @@ def test_a_strategy_whose_own_calls_run_far_slower_than_its_paired_ratio_says_is
     assert set(fastest_against_bounds(cells).strategy) == {"steady"}
     assert "advised" not in set(winners(cells).query("metric in @TIMED").strategy)
     advised = cells.set_index("strategy").loc["advised"]
-    assert _x_native_text(advised, forward).endswith("; own calls 2.50x (depends on what runs before it)")
-    assert _x_native(advised, forward).endswith("; own calls 2.50x (depends on what runs before it)")
+    assert _x_native_text(advised, forward).endswith("; own calls 2.50x native (depends on what runs before it)")
+    assert _x_native(advised, forward).endswith("; own calls 2.50x native (depends on what runs before it)")
     assert _x_native(advised, both) == "0.45 [0.42, 0.48]"  # the pass that agrees carries no note
+
+
+def test_where_native_cannot_run_the_own_calls_are_held_against_the_paired_ratio_to_copy():
+    """A 3-d config: no ratio to native, so a strategy's own calls over copy_'s (its lower quartile over copy_'s upper
+    one) are held against its direct paired ratio to copy_. As huge-page advice on the quick profile's vol3d-conv:
+    paired with copy_ it takes 3x copy_'s time, its own calls 15x; it is marked and no ranking takes it there."""
+
+    def timed(value: float, strategy: str, suite: str = "unfold", metric: str = "time_forward") -> dict:
+        return {**_row(suite, metric, value, strategy), "q_25": 0.9 * value, "q_75": 1.1 * value}
+
+    def over_copy(value: float, low: float, high: float, strategy: str) -> dict:
+        metric = DIRECT_FLOOR_RATIOS["forward", "time_copy"]
+        return {**_row(DIRECT_FLOORS_SUITE, metric, value, strategy), "low": low, "high": high, "df": 6}
+
+    rows = [
+        timed(0.004, None, "bounds", "time_copy"),
+        timed(0.060, "advised"),  # 15x copy_ in its own calls
+        timed(0.014, "steady"),  # 3.5x
+        over_copy(3.0, 2.4, 3.8, "advised"),
+        over_copy(3.4, 3.1, 3.7, "steady"),
+    ]
+    cells = cell_table(pd.DataFrame(rows), "cpu").set_index("strategy")
+    assert cells["time_forward:context_dependent"].to_dict() == {"advised": True, "steady": False}
+    advised = cells.loc["advised"]
+    assert advised["time_forward:x_bound"] == 3.0 and advised["time_forward:own_loop"] == pytest.approx(15.0)
+    assert _x_bound_text(advised, "time_forward", "copy_").endswith(
+        "; own calls 15.00x copy_ (depends on what runs before it)"
+    )
+    assert _x_native_text(advised, "time_forward") == "- native"
+    why = context_dependent(cells.reset_index())["advised"]
+    assert "c forward time: 15.00x copy_ against 3.00x paired" in why
+    assert set(fastest_against_bounds(cells.reset_index()).strategy) == {"steady"}
 
 
 TIMED = ["time_forward", "time_forward_backward"]

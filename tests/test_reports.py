@@ -475,25 +475,41 @@ def test_bytes_moved_are_input_read_and_output_written_worked_by_hand():
 
 
 def test_bandwidth_is_bytes_over_time_beside_copy_in_the_same_run():
+    """Each GB/s over its own median with its IQR; copy_'s over copy_'s own median in the run, not a time derived
+    from the fastest's paired ratio; the share of copy_ from that paired ratio, with its interval."""
     best = pd.DataFrame(
         {
             "config": ["allcnnc-conv2", "allcnnc-conv2", "gone-config"],
             "metric": ["time_forward", "time_forward_backward", "time_forward"],
             "strategy": ["a", "b", "c"],
             "time": [0.010, 0.040, 0.010],
+            "time_q_25": [0.008, 0.036, 0.009],
+            "time_q_75": [0.0125, 0.050, 0.011],
             "x_copy": [2.0, 8.0, 1.0],
+            "x_copy_low": [1.6, 6.4, 0.9],
+            "x_copy_high": [2.5, 10.0, 1.1],
+            "copy": [0.004, 0.004, 0.010],  # not time / x_copy: medians of different processes
+            "copy_q_25": [0.0032, 0.0032, 0.009],
+            "copy_q_75": [0.005, 0.005, 0.011],
             "peak_x_minimum": [1.0, 1.0, 1.0],
         }
     )
     rows = analysis.with_bandwidth(best, load_catalogue(FIXTURE).profile_sizes("quick"))
     batch = get_profile("quick").batch_cap  # conv2 runs at 256, capped
     output_bytes, input_bytes = batch * 96 * 9 * 1024 * 4, batch * 96 * 1024 * 4
-    copy_gb_per_s = 2 * output_bytes / 0.005 / 1e9  # copy_ took 0.010 s / 2.0 (and 0.040 s / 8.0)
-    assert rows.gb_per_s[0] == pytest.approx((input_bytes + output_bytes) / 0.010 / 1e9)
-    assert rows.gb_per_s[1] == pytest.approx(2 * (input_bytes + output_bytes) / 0.040 / 1e9)
-    assert list(rows.copy_gb_per_s[:2]) == pytest.approx([copy_gb_per_s, copy_gb_per_s])
-    assert rows.of_copy[0] == pytest.approx(rows.gb_per_s[0] / copy_gb_per_s)
-    assert rows[rows.config == "gone-config"][["gb_per_s", "copy_gb_per_s", "of_copy"]].isna().all(axis=None)
+    moved, copied = (input_bytes + output_bytes) / 1e9, 2 * output_bytes / 1e9
+    forward, both = rows.iloc[0], rows.iloc[1]
+    ends = ("gb_per_s", "gb_per_s_low", "gb_per_s_high")
+    assert tuple(forward[list(ends)]) == pytest.approx((moved / 0.010, moved / 0.0125, moved / 0.008))
+    assert both.gb_per_s == pytest.approx(2 * moved / 0.040)
+    ends = ("copy_gb_per_s", "copy_gb_per_s_low", "copy_gb_per_s_high")
+    assert tuple(forward[list(ends)]) == pytest.approx((copied / 0.004, copied / 0.005, copied / 0.0032))
+    ends = ("of_copy", "of_copy_low", "of_copy_high")
+    assert tuple(forward[list(ends)]) == pytest.approx(
+        (moved / copied / 2.0, moved / copied / 2.5, moved / copied / 1.6)
+    )
+    assert forward.of_copy != pytest.approx(forward.gb_per_s / forward.copy_gb_per_s)  # paired, not medians
+    assert rows[rows.config == "gone-config"].filter(like="gb_per_s").isna().all(axis=None)
 
 
 def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandwidth():
@@ -508,6 +524,7 @@ def test_a_one_element_kernel_moves_its_input_and_output_and_a_view_has_no_bandw
             "strategy": ["as_strided", "compiled"],
             "time": [1e-5, 1e-3],
             "x_copy": [0.1, 10.0],
+            "copy": [1e-4, 1e-4],
             "peak": [4096.0, once / 2],
             "peak_x_minimum": [0.0, 1.0],
         }
