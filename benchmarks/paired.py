@@ -232,7 +232,8 @@ def measure_time(
     ``design.processes`` replicate processes that each measure every unit (``benchmarks.replicates``), half of
     them with the head revision set up first. A cell's ratio, interval and resolution come from its per-process
     estimates across the processes (``benchmarks.replicates.across_processes``): the process, not the call, is the
-    unit of replication. A process that dies is restarted on the units after the one in flight, which fails."""
+    unit of replication. A process that dies is restarted on the units after the one in flight, which fails; one
+    that dies after reporting every unit (at exit) loses nothing."""
     cells = _time_units(base_tree, head_tree, units)
     estimates: dict[str, tuple[list[float], list[float]]] = {key: ([], []) for key in cells}
     blocks = dict.fromkeys(cells, 0)
@@ -263,6 +264,9 @@ def measure_time(
                     blocks[key] += sum(len(row["log_ratios"]) for row in mine)
                     complete.add(key)
             if not why:
+                break
+            if complete == set(pending):  # it died after reporting every cell (at exit, say): its figures stand
+                progress(f"process {process + 1}/{design.processes}: {why} after it reported every cell")
                 break
             in_flight = next(key for key in pending if key not in complete)
             problems[in_flight] = {"A": f"unknown: the replicate process {why}"}

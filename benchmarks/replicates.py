@@ -110,8 +110,8 @@ def fresh_workloads(cells: tuple, seed: int, templates: dict | None = None) -> t
 def measure_units(spec: Mapping) -> Iterator[dict]:
     """The rows of one process (module docstring) for ``spec``: ``units`` (``Unit``),
     ``rounds``, ``blocks`` (per round, at most), ``round_seconds`` (per round, at most), ``b_first`` (set side B up
-    first), ``profile`` and ``seed``; a unit whose side fails its correctness check or does not run is reported
-    with the reason instead of ratios."""
+    first), ``profile`` and ``seed``; a unit whose side fails its correctness check, does not run or whose tree's
+    impls does not import is reported with the reason instead of ratios."""
     from benchmarks.cells import Cell, check_cell, profile_config, reference_for, use_exact_float32
     from benchmarks.paired import load_strategies
     from benchmarks.profiles import DEFAULT_PROFILE, get_profile
@@ -123,9 +123,12 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
         return side["tree"], int(side.get("copy", 0))
 
     loads = list(dict.fromkeys(source(side) for unit in spec["units"] for side in unit["sides"]))
-    registries = {}
+    registries, unimportable = {}, {}
     for load in reversed(loads) if b_first else loads:  # each copy of each tree imported once, in set-up order
-        registries[load] = load_strategies(Path(load[0]))
+        try:
+            registries[load] = load_strategies(Path(load[0]))
+        except Exception as error:  # a revision whose impls does not import fails there, not at both
+            unimportable[load] = f"its impls does not import ({type(error).__name__}: {error})"
     seed = int(spec.get("seed", 0))
     templates: dict = {}
     verdicts: dict[tuple, object] = {}  # (source, strategy, config, device) -> the correctness gate's Verdict
@@ -139,6 +142,9 @@ def measure_units(spec: Mapping) -> Iterator[dict]:
         cells, problems = [], {}
         for side in order:
             name, label = unit["sides"][side]["strategy"], "AB"[side]
+            if source(unit["sides"][side]) in unimportable:
+                problems[label] = unimportable[source(unit["sides"][side])]
+                continue
             registry = registries[source(unit["sides"][side])]
             if name not in registry:
                 problems[label] = ABSENT

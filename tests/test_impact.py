@@ -207,7 +207,8 @@ def test_nothing_timed_passes_only_when_every_selected_strategy_was_identical():
 
 @pytest.mark.slow
 def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
-    """Both revisions the same commit: no file of impls differs, so no measuring process starts."""
+    """Both revisions the same commit: no file of impls differs, so no measuring process starts. A selection of no
+    cell fails with its --bench named."""
     verdict = tmp_path / "verdict.json"
     command = [sys.executable, "-m", "unfold_bench.cli", "regress", "HEAD", "HEAD", "--bench", "allcnnc-conv3"]
     ran = subprocess.run(
@@ -217,6 +218,14 @@ def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
     record = json.loads(verdict.read_text())
     assert record["status"] == 0 and record["cells"] == [] and "native" in record["identical"]
     assert "no file of impls/ differs" in ran.stdout and "nothing timed" in ran.stdout
+    # a selection of no cell is named as such, before any process; the verdict file says the gate failed, not the
+    # earlier run's PASS
+    ran = subprocess.run(
+        [*command[:-1], "no-such-cell", "--verdict-file", str(verdict)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert ran.returncode == 2 and "--bench 'no-such-cell' selects no cell of the quick profile" in ran.stdout
+    assert "identical" not in ran.stdout  # the impact analysis did not run
+    assert json.loads(verdict.read_text())["status"] == 2
 
 
 @pytest.mark.parametrize("strategy", [None, "gather"])

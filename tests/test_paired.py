@@ -176,6 +176,46 @@ def test_a_process_that_dies_fails_its_cells_only():
     assert all(r["absent_at"] == "both" for r in rows if r["strategy"] == "nonexistent")
 
 
+def test_a_process_that_dies_after_reporting_every_cell_loses_nothing(monkeypatch):
+    """A replicate process that reports every unit and then dies (at exit, or its timer firing in teardown): its
+    figures stand, no cell fails, and the gate goes on."""
+    import benchmarks.paired as paired_module
+
+    def died_at_exit(spec, env=None, timeout=900.0):
+        rows = [{"key": u["key"], "log_ratios": [0.01, 0.02, 0.0, 0.01]} for u in spec["units"] for _ in range(2)]
+        return rows, "died of signal SIGSEGV"
+
+    monkeypatch.setattr(paired_module, "run_process", died_at_exit)
+    notes = []
+    design = Design(4, 2, 4, 0.01)
+    rows = list(
+        paired_module.measure_time(
+            ROOT, ROOT, [("native", "example", "cpu")], "quick", design, 0.02, {}, 60, notes.append
+        )
+    )
+    assert len(rows) == 2 and all(not r["failed_at"] and r["processes"] == 4 for r in rows), rows
+    assert sum("after it reported every cell" in note for note in notes) == 4
+
+
+def test_a_revision_whose_impls_does_not_import_fails_there_and_not_at_both(tmp_path):
+    """A broken base that the head fixes: each unit says the base's impls does not import (the gate reads that as
+    fixed), and the head's side is still checked."""
+    from benchmarks.paired import _problem_row
+    from benchmarks.replicates import measure_units
+
+    (tmp_path / "impls").mkdir()
+    (tmp_path / "impls" / "__init__.py").write_text("raise ImportError('a broken revision')\n")
+    unit = {"key": "k", "config": "example", "which": "forward", "device": "cpu"}
+    unit["sides"] = [{"tree": str(tmp_path), "strategy": "native"}, {"tree": str(ROOT), "strategy": "native"}]
+    spec = {"units": [unit], "rounds": 1, "blocks": 4, "round_seconds": 0.01, "profile": "quick"}
+    (row,) = measure_units(spec)
+    assert row["problems"] == {"A": "its impls does not import (ImportError: a broken revision)"}
+    cell = {"strategy": "native", "config": "example", "device": "cpu", "measure": "time_forward"}
+    measured = _problem_row(cell, row["problems"])  # as measure_time reports it
+    assert measured["failed_at"] == "base"
+    assert gate_decision(paired_table([measured], "quick"))[0] == 0
+
+
 # Paired settings unfold-bench regress must refuse before any work (exit status 2), and what its message must name
 PAIRED_REFUSALS = [
     (["--processes", "5"], "--processes 5"),
@@ -185,6 +225,10 @@ PAIRED_REFUSALS = [
     (["--bench", "conv2("], "--bench"),
     (["--margin", "-0.1"], "--margin -0.1"),
     (["--resolution-limit", "0.9"], "--resolution-limit 0.9"),
+    (["--margin", "nan"], "--margin: 'nan' is not a finite number"),
+    (["--resolution-limit", "inf"], "--resolution-limit: 'inf' is not a finite number"),
+    (["--memory-threshold", "-0.1"], "--memory-threshold -0.1"),
+    (["--instruction-threshold", "x"], "--instruction-threshold: 'x' is not a number"),
 ]
 
 

@@ -52,7 +52,15 @@ from reports.compare import (
     smallest_p,
 )
 from reports.gate_report import format_paired, format_paired_resolution, format_resolution, format_table
-from unfold_bench.common_args import add_bench, add_machine, add_mode, add_profile, add_regime, output_file
+from unfold_bench.common_args import (
+    add_bench,
+    add_machine,
+    add_mode,
+    add_profile,
+    add_regime,
+    finite_float,
+    output_file,
+)
 
 WORK = ROOT / ".asv" / "regress"
 
@@ -92,9 +100,9 @@ def checkout(revision: str, name: str, repo: Path = ROOT) -> AbstractContextMana
     return revision_tree(revision, WORK / f"worktree-{name}", repo)
 
 
-def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, list[int | None]]:
-    """Instruction counts of each cell ("strategy:config:forward|forward_backward") at each revision, each
-    revision's impls checked out in a temporary git worktree; ``None`` where a count failed (its error is
+def count_with_callgrind(cells: list[str], revisions: list[str], profile: str) -> dict[str, list[int | None]]:
+    """Instruction counts of each cell ("strategy:config:forward|forward_backward") of ``profile`` at each revision,
+    each revision's impls checked out in a temporary git worktree; ``None`` where a count failed (its error is
     printed and the gate reports the cell as failed, it does not stop)."""
     from benchmarks.instructions import count_instructions
 
@@ -105,7 +113,7 @@ def count_with_callgrind(cells: list[str], revisions: list[str]) -> dict[str, li
                 strategy, config, which = cell.split(":")
                 print(f"callgrind: {cell} at {revision[:8]} ...", flush=True)
                 try:
-                    counts[cell].append(count_instructions(tree, strategy, config, which))
+                    counts[cell].append(count_instructions(tree, strategy, config, which, profile))
                 except RuntimeError as error:
                     print(f"callgrind: {cell} at {revision[:8]} FAILED: {error}", flush=True)
                     counts[cell].append(None)
@@ -153,6 +161,14 @@ def run_paired(
             for d in devices
             if any(re.search(args.bench, name) for name in _unit_names(profile, s, c.name, d))
         ]
+        if not units:  # before the impact analysis and any process: the selection is what is wrong
+            print(
+                f"paired: --bench {args.bench!r} selects no cell of the {profile.name} profile (strategies at either "
+                f"revision: {', '.join(names)}; configs: {', '.join(c.name for c in profile.configs())}; devices "
+                f"here: {', '.join(devices)})",
+                flush=True,
+            )
+            return paired_table([], args.profile, thresholds), [], False
         identical: list[str] = []
         if not (args.every_strategy or os.environ.get(OUTSIDE_VARIABLE)):
             try:
@@ -277,11 +293,14 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         "loaded from each revision's tree (its src/ or its root), instead of this repository's impls",
     )
     parser.add_argument(
-        "--memory-threshold", type=float, default=defaults.memory, help="relative growth that fails (%(default)g)"
+        "--memory-threshold",
+        type=finite_float,
+        default=defaults.memory,
+        help="relative growth that fails (%(default)g)",
     )
     parser.add_argument(
         "--instruction-threshold",
-        type=float,
+        type=finite_float,
         default=defaults.instructions,
         help="callgrind growth that fails (%(default)g)",
     )
@@ -305,7 +324,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     )
     paired.add_argument(
         "--round-seconds",
-        type=float,
+        type=finite_float,
         default=defaults.round_seconds,
         help="seconds of blocks per placement at most (%(default)g)",
     )
@@ -317,20 +336,20 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     )
     paired.add_argument(
         "--margin",
-        type=float,
+        type=finite_float,
         default=defaults.paired_margin,
         help="slowdown the whole interval must clear to fail (%(default)g)",
     )
     paired.add_argument(
         "--resolution-limit",
-        type=float,
+        type=finite_float,
         default=defaults.resolution_limit,
         help="a time cell that resolves no better is reported unresolved (%(default)g)",
     )
     add_regime(paired)
     processes = parser.add_argument_group("asv mode")
     processes.add_argument(
-        "--time-threshold", type=float, default=defaults.time, help="relative slowdown that fails (%(default)g)"
+        "--time-threshold", type=finite_float, default=defaults.time, help="relative slowdown that fails (%(default)g)"
     )
     processes.add_argument(
         "--rounds",
@@ -372,8 +391,14 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--round-seconds {args.round_seconds}: must be above 0 seconds")
     if args.resolution_limit <= 1:
         parser.error(f"--resolution-limit {args.resolution_limit}: a resolution is a slowdown factor, so above 1")
-    if args.margin < 0:
-        parser.error(f"--margin {args.margin}: must be at least 0")
+    for name, value in (
+        ("--margin", args.margin),
+        ("--memory-threshold", args.memory_threshold),
+        ("--instruction-threshold", args.instruction_threshold),
+        ("--time-threshold", args.time_threshold),
+    ):
+        if value < 0:
+            parser.error(f"{name} {value:g}: must be at least 0 (a relative growth)")
     try:
         re.compile(args.bench)
     except re.error as error:
@@ -385,6 +410,8 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--strategy {args.outside!r}: expected MODULE:ATTRIBUTE")
         if args.mode != "paired":
             parser.error("--strategy: another repository's unfold is gated in the paired mode only")
+        if args.callgrind:
+            parser.error("--callgrind: counts the instructions of this repository's strategies, not with --strategy")
         os.environ[OUTSIDE_VARIABLE] = args.outside  # this process and every one it starts load it from the trees
     elif args.repo != ROOT.resolve():
         parser.error(f"--repo {str(args.repo)!r}: give the unfold to gate there with --strategy MODULE:ATTRIBUTE")
@@ -414,6 +441,11 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
             )
             print(f"paired: {args.processes} processes, {why}", flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
+    from reports.gate_report import publish, verdict_record
+
+    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
+    unfinished = "GATE ERROR: the gate did not finish (its log says why); no verdict"
+    publish(verdict_record(pd.DataFrame(), 2, unfinished, base, head, {"mode": args.mode}), verdict_file, {})
     thresholds = Thresholds(
         args.time_threshold,
         args.memory_threshold,
@@ -442,7 +474,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         if table.empty and asv_status == 2:
             return 2
     if args.callgrind:
-        counts = count_with_callgrind(args.callgrind, [base, head])
+        counts = count_with_callgrind(args.callgrind, [base, head], args.profile)
         counted = callgrind_rows({c.replace(":", ", "): tuple(v) for c, v in counts.items()}, thresholds)
         table = pd.concat([table, counted], ignore_index=True)
     print(f"\nGate: {len(table)} cells compared, {base[:8]} -> {head[:8]}")
@@ -458,8 +490,6 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     if args.mode == "asv":
         print(f"\nasv continuous exit status: {asv_status}")
     print(f"{verdict} ({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})" if counts else verdict)
-    from reports.gate_report import publish, verdict_record
-
     extra = {
         "mode": args.mode,
         "profile": args.profile,
@@ -467,7 +497,6 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         "resolution_line": power,
         "identical": identical,
     }
-    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
     publish(verdict_record(table, status, verdict, base, head, extra), verdict_file)
     return status
 
