@@ -20,7 +20,10 @@ from unfold_bench.cli import main
         (["agreement", "--out", "/proc/no-such/table.txt"], "--out: '/proc/no-such/table.txt': its folder cannot"),
         (["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--json", "/etc/hostname/x"], "not a folder"),
         (["regress", "HEAD", "--verdict-file", "/proc/no-such/v.json"], "--verdict-file: '/proc/no-such/v.json'"),
-        (["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--budget", "nan"], "--budget nan"),
+        (
+            ["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--budget", "nan"],
+            "--budget: 'nan' is not a finite number",
+        ),
         (["commits"], "unknown command 'commits'"),
         (["bench", "--machine", "../elsewhere"], "--machine: '../elsewhere' is not a machine name"),
         (["regress", "HEAD", "--machine", "a/b"], "--machine: 'a/b' is not a machine name"),

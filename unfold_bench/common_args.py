@@ -9,6 +9,7 @@ passes), ``--machine`` and ``--commit`` (what a result is recorded under), ``--c
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import subprocess
@@ -104,6 +105,18 @@ def add_mode(parser: argparse.ArgumentParser) -> None:
 MACHINE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # one folder of results/, as asv names it
 COMMIT_HASH = re.compile(r"[0-9a-fA-F]{7,40}")
 FULL_COMMIT_HASH = re.compile(r"[0-9a-fA-F]{40}")
+
+
+def finite_float(text: str) -> float:
+    """argparse type of every number option: a float, refused before any work where it is not finite (``nan`` would
+    pass every later check, since no comparison with it is true)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def machine_argument(text: str) -> str:

@@ -18,7 +18,7 @@ import json
 import sys
 import time
 
-from unfold_bench.common_args import output_file
+from unfold_bench.common_args import finite_float, output_file
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--needs", type=_needs, default=[], help="capabilities the strategy must have, e.g. vmap")
     parser.add_argument(
         "--budget",
-        type=float,
+        type=finite_float,
         default=BUDGET,
         help=f"seconds of timing rounds per call and regime, at most, after the first {MIN_ROUNDS} "
         f"(default {BUDGET:g})",
@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.model is None) == (args.kernel_size is None):
         parser.error("give either --kernel-size (one geometry) or --model (its layers), not both or neither")
-    if not args.budget > 0 or args.budget == float("inf"):  # nan fails both comparisons
-        parser.error(f"--budget {args.budget}: must be a finite number of seconds above 0")
+    if args.budget <= 0:
+        parser.error(f"--budget {args.budget}: must be above 0 seconds")
     try:
         check_device(args.device)
         if args.model:

@@ -422,6 +422,8 @@ def import_results(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from unfold_bench.common_args import finite_float  # as every command's number options are checked
+
     parser = argparse.ArgumentParser(
         prog="unfold-bench gpu-check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -430,7 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare_parser.add_argument("--no-download", action="store_true", help="write the manifest only")
     run_parser = commands.add_parser("run", help="the check, on the GPU machine (or --dry-run here)")
     run_parser.add_argument("--out", help="where what comes back is written (the device's $OUT)")
-    run_parser.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds in all (default {BUDGET_S:.0f})")
+    run_parser.add_argument(
+        "--budget", type=finite_float, default=BUDGET_S, help=f"seconds in all (default {BUDGET_S:.0f})"
+    )
     run_parser.add_argument("--dry-run", action="store_true", help="say what would run; check the carried files")
     import_parser = commands.add_parser("import", help="what came back, into results/ and reports/capabilities/")
     import_parser.add_argument("directory", help="the device call's files_at")

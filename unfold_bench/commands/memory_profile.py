@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.memory_timeline import profile_cell
     from benchmarks.profiles import PROFILES
     from impls import STRATEGIES
-    from unfold_bench.common_args import add_device, add_profile
+    from unfold_bench.common_args import add_device, add_profile, finite_float
 
     parser = argparse.ArgumentParser(
         prog="unfold-bench memprofile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("config", choices=list(CONFIGS_BY_NAME))
     add_profile(parser)
     add_device(parser, ("cpu",), why="memory_profiler measures host memory")
-    parser.add_argument("--interval", type=float, default=0.005, help="timeline sampling interval in seconds")
+    parser.add_argument("--interval", type=finite_float, default=0.005, help="timeline sampling interval in seconds")
     args = parser.parse_args(arguments)
     if args.interval <= 0:
         parser.error(f"--interval {args.interval}: must be positive")

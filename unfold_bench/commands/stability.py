@@ -51,7 +51,7 @@ from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quan
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, RunLevels, estimate, load_run_levels, write_run_levels
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_profile, output_file
+from unfold_bench.common_args import add_bench, add_profile, finite_float, output_file
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 SELECTION_FILE = "bench"  # beside a kept run's results: the --bench selection it was measured with
@@ -351,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--from-runs", action="store_true", help="report the runs already in --keep, measure nothing")
     parser.add_argument(
         "--target",
-        type=float,
+        type=finite_float,
         default=STABILITY_TARGET,
         help=f"the p{STABILITY_QUANTILE * 100:.0f} max/min the forecast sizes processes for ({STABILITY_TARGET:.2f})",
     )

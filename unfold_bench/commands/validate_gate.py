@@ -39,7 +39,7 @@ from benchmarks.trees import clone as make_clone_of
 from benchmarks.vocabulary import timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_mode, output_file
+from unfold_bench.common_args import add_bench, add_mode, finite_float, output_file
 
 SLOWDOWN = 0.10
 SLOWER = f"""
@@ -254,9 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="judge earlier validations' saved tables (their --out's -runs/ folders, or --workdir) again, together",
     )
     margin = Thresholds().paired_margin
-    parser.add_argument("--margin", type=float, default=margin, help="with --rejudge: the margin to judge with")
+    parser.add_argument("--margin", type=finite_float, default=margin, help="with --rejudge: the margin to judge with")
     parser.add_argument(
-        "--measured-margin", type=float, default=margin, help="with --rejudge: the margin they ran with (the gate's)"
+        "--measured-margin",
+        type=finite_float,
+        default=margin,
+        help="with --rejudge: the margin they ran with (the gate's)",
     )
     args = parser.parse_args(argv)
     for name in ("aa", "injected"):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import machine_argument, output_file, print_report
+from unfold_bench.common_args import finite_float, machine_argument, output_file, print_report
 
 if TYPE_CHECKING:
     from reports.compare import Thresholds
@@ -49,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=6, help="processes per run, even (%(default)d)")
     parser.add_argument("--rounds", type=int, default=4, help="placements per process (%(default)d)")
     parser.add_argument("--blocks", type=int, default=32, help="blocks per round at most (%(default)d)")
-    parser.add_argument("--round-seconds", type=float, default=0.4, help="seconds per round at most (%(default)g)")
-    parser.add_argument("--target", type=float, default=defaults.target, help="gate resolution (%(default)g)")
+    parser.add_argument(
+        "--round-seconds", type=finite_float, default=0.4, help="seconds per round at most (%(default)g)"
+    )
+    parser.add_argument("--target", type=finite_float, default=defaults.target, help="gate resolution (%(default)g)")
     add_regime(parser, default=None)
     parser.add_argument("--out", type=output_file, help="also write the report to this file")
     parser.add_argument("--json", type=output_file, help="write every round's block log-ratios to this file")
