@@ -187,10 +187,12 @@ def test_a_forward_at_0_9x_copy_misses_the_roofline_target_by_0_1x():
     assert peak.verdict == "met on 2 of 2"  # native's peaks are the minimum, forward and forward-backward
 
 
-def _native_paired_over_copy(values: tuple, lows: tuple, highs: tuple) -> pd.DataFrame:
-    """A full run on allcnnc-conv1 to conv3 of native (10 ms forward) and tiling (30 ms), with native's forward over
-    copy_ paired in 4 processes (``values`` with their intervals, one per config) and tiling's over native's."""
-    configs = ("allcnnc-conv1", "allcnnc-conv2", "allcnnc-conv3")
+def _native_paired_over_copy(
+    values: tuple, lows: tuple, highs: tuple, configs: tuple = ("allcnnc-conv1", "allcnnc-conv2", "allcnnc-conv3")
+) -> pd.DataFrame:
+    """A full run on ``configs`` (allcnnc-conv1 to conv3) of native (10 ms forward) and tiling (30 ms), with native's
+    forward over copy_ paired in 4 processes (``values`` with their intervals, one per config) and tiling's over
+    native's."""
     cells = {(c, s): (ms, 3 * ms, 100.0, 200.0) for c in configs for s, ms in (("native", 10.0), ("tiling", 30.0))}
     table = tidy(cells, {c: allcnnc_bounds() for c in configs})
     run = table.iloc[0][["commit", "date", "env", "machine", "profile", "timing_regime", "device"]].to_dict()
@@ -228,6 +230,49 @@ def test_the_new_tensor_copy_target_is_judged_with_the_paired_interval():
     assert copy.evidence["x copy_ interval"].tolist() == ["[1.20, 1.35]", "[1.10, 1.25]", "[1.35, 1.45]"]
     noise = "within the noise: 1.25x [1.20, 1.35] spans 1.30x"
     assert copy.evidence["verdict"].tolist() == [noise, "met", "missed: 1.40x against at most 1.30x"]
+
+
+def test_half_precision_is_judged_with_both_paired_intervals():
+    """bfloat16's fastest forward at 1.1x copy_ [0.9, 1.35] against float32's 1.0x [0.8, 1.25]: 1.1x float32's,
+    under the 1.2x target, but the intervals' far ends (0.72 to 1.69) span it."""
+    table = _native_paired_over_copy((1.0, 1.1), (0.8, 0.9), (1.25, 1.35), ("allcnnc-conv4", "conv4-bfloat16"))
+    half = _one(findings(table, CATALOGUE), NEW_TENSOR, "In half precision")
+    line = half.evidence.set_index(["config", "pass"]).loc[("conv4-bfloat16", "forward")]
+    assert line["x float32's"] == pytest.approx(1.1) and line["x float32's, intervals' ends"] == "[0.72, 1.69]"
+    assert line["verdict"] == "within the noise: 1.10x [0.72, 1.69] spans 1.20x"
+
+
+def test_the_floor_target_is_judged_beyond_both_quartiles():
+    """The fastest's forward over its floor is a quotient of two medians from different processes: met only where
+    its upper quartile over the floor's lower one is within the target, missed only where its lower over the floor's
+    upper is beyond, else within the noise."""
+    cells = {(c, "gather"): (ms, 2 * ms, 100.0, 200.0) for c, ms in (("allcnnc-conv2", 12.0), ("allcnnc-conv4", 10.0))}
+    cells[("allcnnc-conv5", "gather")] = (14.0, 28.0, 100.0, 200.0)
+    table = tidy(cells, {c: allcnnc_bounds(fresh_ms=10.0) for c in ("allcnnc-conv2", "allcnnc-conv4", "allcnnc-conv5")})
+    quartiles = {"allcnnc-conv2": (11.0, 13.0), "allcnnc-conv4": (9.9, 10.1), "allcnnc-conv5": (13.0, 15.0)}
+    for config, (q_25, q_75) in quartiles.items():
+        forward = (table.config == config) & (table.metric == "time_forward")
+        table.loc[forward, ["q_25", "q_75"]] = (q_25 * MS, q_75 * MS)
+        floor = (table.config == config) & (table.metric == "time_fresh_output")
+        table.loc[floor, ["q_25", "q_75"]] = (9.8 * MS, 10.2 * MS)
+    fresh = _one(
+        findings(table, CATALOGUE), NEW_TENSOR, "The fastest forward that returns a new tensor takes at most 1.15x"
+    )
+    lines = fresh.evidence.set_index("config")
+    assert lines["x its floor"].tolist() == pytest.approx([1.2, 1.0, 1.4])
+    assert lines["x its floor, quartiles apart"].tolist() == ["[1.08, 1.33]", "[0.97, 1.03]", "[1.27, 1.53]"]
+    assert lines.verdict.tolist() == [
+        "within the noise: 1.20x [1.08, 1.33] spans 1.15x",
+        "met",
+        "missed: 1.40x against at most 1.15x",
+    ]
+
+
+def test_a_missed_ratio_is_written_to_the_digits_that_tell_it_from_the_limit():
+    from reports.findings.verdicts import judged
+
+    assert judged(1.053, 1.05) == "missed: 1.053x against at most 1.050x"
+    assert judged(1.4, 1.15) == "missed: 1.40x against at most 1.15x"
 
 
 def test_the_roofline_targets_count_the_output_reusing_strategies_apart():

@@ -201,9 +201,8 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
             time, strategy = get(best, key, "time"), get(best, key, "strategy")
             floor_metric = _fresh_output_floor(run, config, strategy, catalogue)
             floor, fresh = run.bound(config, floor_metric), run.bound(config, FRESH_OUTPUT_FLOOR)
-            ratio = math.nan if time is None or not floor > 0 else time / floor
-            small_time = get(in_small_pages, key, "time")
-            small_ratio = math.nan if small_time is None or not fresh > 0 else small_time / fresh
+            ratio, spread = _over_floor(run, best, key, floor_metric)
+            small_ratio, small_spread = _over_floor(run, in_small_pages, key, FRESH_OUTPUT_FLOOR)
             lines.append(
                 {
                     "config": config,
@@ -213,11 +212,15 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
                     "huge-page floor ms": SECONDS.scaled(run.bound(config, HUGE_PAGE_FLOOR)),
                     "its floor": FLOOR_LABELS[floor_metric],
                     "x its floor": ratio,
+                    "x its floor, quartiles apart": interval_text(spread),
                     "input / output": _input_per_output(catalogue, config),
-                    "verdict": judged(ratio, NEW_TENSOR_FORWARD_X_FRESH_OUTPUT),
+                    "verdict": judged(ratio, NEW_TENSOR_FORWARD_X_FRESH_OUTPUT, interval=spread),
                     "fastest (4 KiB pages)": get(in_small_pages, key, "strategy"),
                     "x fresh-output floor (4 KiB pages)": small_ratio,
-                    "verdict (4 KiB pages)": judged(small_ratio, NEW_TENSOR_FORWARD_X_FRESH_OUTPUT),
+                    "x fresh-output floor, quartiles apart (4 KiB pages)": interval_text(small_spread),
+                    "verdict (4 KiB pages)": judged(
+                        small_ratio, NEW_TENSOR_FORWARD_X_FRESH_OUTPUT, interval=small_spread
+                    ),
                 }
             )
         out.append(target_finding(NEW_TENSOR, NEW_TENSOR_CLAIMS["fresh"], run, pd.DataFrame(lines), WHY_FLOOR))
@@ -298,6 +301,11 @@ def _half_precision_finding(run: Run, aside: Mapping[str, str]) -> Finding:
         for metric, (pass_name, _, _) in PASS_METRICS.items():
             half, single = get(best, (config, metric), "x_copy"), get(best, (twin, metric), "x_copy")
             ratio = math.nan if half is None or single is None or not single > 0 else half / single
+            ends = [get(best, (c, metric), f"x_copy_{end}") for c, end in ((config, "low"), (twin, "high"))]
+            ends += [get(best, (c, metric), f"x_copy_{end}") for c, end in ((config, "high"), (twin, "low"))]
+            interval = None
+            if not any(end is None or pd.isna(end) or not end > 0 for end in ends):
+                interval = (ends[0] / ends[1], ends[2] / ends[3])  # the two intervals' far ends: no narrower than 95%
             strategy = get(best, (config, metric), "strategy")
             same = _x_copy_of(run.cells, twin, metric, strategy)
             lines.append(
@@ -309,7 +317,8 @@ def _half_precision_finding(run: Run, aside: Mapping[str, str]) -> Finding:
                     f"fastest on {twin}": get(best, (twin, metric), "strategy"),
                     f"x copy_ on {twin}": math.nan if single is None else single,
                     "x float32's": ratio,
-                    "verdict": judged(ratio, NEW_TENSOR_HALF_X_FLOAT32),
+                    "x float32's, intervals' ends": interval_text(interval),
+                    "verdict": judged(ratio, NEW_TENSOR_HALF_X_FLOAT32, interval=interval),
                     f"x its own on {twin}": math.nan if half is None or not same > 0 else half / same,
                 }
             )
@@ -318,6 +327,22 @@ def _half_precision_finding(run: Run, aside: Mapping[str, str]) -> Finding:
         reason = f"the run lacks {' or '.join(HALF_PRECISION)} or allcnnc-conv4, or their copy_ bound"
         return not_measured(NEW_TENSOR, claim, reason, run=run)
     return target_finding(NEW_TENSOR, claim, run, evidence, WHY_HALF)
+
+
+def _over_floor(
+    run: Run, best: pd.DataFrame, key: tuple[str, str], floor_metric: str
+) -> tuple[float, tuple[float, float] | None]:
+    """The fastest's forward over a floor of the same run, a quotient of two medians from different processes (no
+    paired ratio to a floor exists), with how far apart their quartiles put it: (its lower quartile over the floor's
+    upper one, its upper over the floor's lower), as the context rule reads two medians beyond both spreads."""
+    time, floor = get(best, key, "time"), run.bound(key[0], floor_metric)
+    if time is None or not floor > 0:
+        return math.nan, None
+    quartiles = (get(best, key, "time_q_25"), get(best, key, "time_q_75"))
+    floor_quartiles = (run.bound(key[0], floor_metric, "q_75"), run.bound(key[0], floor_metric, "q_25"))
+    if any(q is None or pd.isna(q) or not q > 0 for q in (*quartiles, *floor_quartiles)):
+        return time / floor, None
+    return time / floor, (quartiles[0] / floor_quartiles[0], quartiles[1] / floor_quartiles[1])
 
 
 def _x_copy_of(cells: pd.DataFrame, config: str, metric: str, strategy: str | None) -> float:

@@ -65,11 +65,13 @@ class Run:
             f"{r['device'].upper()}"
         )
 
-    def bound(self, config: str, metric: str) -> float:
-        """A bound measured in this run (``time_copy``, ``time_fresh_output``, ...); NaN unless ``ok``."""
+    def bound(self, config: str, metric: str, column: str = "value") -> float:
+        """A bound measured in this run (``time_copy``, ``time_fresh_output``, ...): its median, or another column
+        of its row (``q_25``, ``q_75``: the quartiles of its samples); NaN unless ``ok``."""
         rows = self.rows[(self.rows.suite == "bounds") & (self.rows.config == config) & (self.rows.metric == metric)]
         ok = rows[rows.status == "ok"]
-        return float(ok.value.iloc[0]) if not ok.empty else math.nan
+        value = ok[column].iloc[0] if not ok.empty and column in ok else None
+        return math.nan if value is None or pd.isna(value) else float(value)
 
 
 def run_regime(run_rows: pd.DataFrame, machine: str) -> str:
@@ -133,7 +135,8 @@ def judged(
     if value <= limit * (1 + 1e-9):  # 1e-9: float round-off
         return "met"
     if unit is format_ratio:  # a ratio misses by a factor, not by a difference of ratios
-        return f"missed: {unit(value)} against at most {unit(limit)}"
+        decimals = next((d for d in range(2, 6) if format_ratio(value, d) != format_ratio(limit, d)), 6)
+        return f"missed: {format_ratio(value, decimals)} against at most {format_ratio(limit, decimals)}"
     return f"missed by {unit(value - limit)}"
 
 
