@@ -405,7 +405,7 @@ def measure_layer(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("layer", help="a LayerConfig as JSON")
-    parser.add_argument("--budget", type=float, default=BUDGET)
+    parser.add_argument("--budget", type=float, default=BUDGET)  # the command checked it (finite_float)
     parser.add_argument("--regimes", default=",".join(REGIMES))
     parser.add_argument("--set-aside", default="", help="strategies the advice will not pick (never the leader)")
     parser.add_argument("--device", default="cpu")

@@ -208,7 +208,7 @@ def test_nothing_timed_passes_only_when_every_selected_strategy_was_identical():
 @pytest.mark.slow
 def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
     """Both revisions the same commit: no file of impls differs, so no measuring process starts. A selection of no
-    cell fails with its --bench named."""
+    cell fails with its --bench named, and a gate that stops before a verdict leaves none of an earlier run."""
     verdict = tmp_path / "verdict.json"
     command = [sys.executable, "-m", "unfold_bench.cli", "regress", "HEAD", "HEAD", "--bench", "allcnnc-conv3"]
     ran = subprocess.run(
@@ -226,6 +226,13 @@ def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
     assert ran.returncode == 2 and "--bench 'no-such-cell' selects no cell of the quick profile" in ran.stdout
     assert "identical" not in ran.stdout  # the impact analysis did not run
     assert json.loads(verdict.read_text())["status"] == 2
+    # a gate that stops before its verdict (here: a revision git does not know) leaves no earlier verdict behind
+    verdict.write_text(json.dumps({"status": 0, "verdict": "PASS", "cells": []}))
+    command = [sys.executable, "-m", "unfold_bench.cli", "regress", "no-such-revision", "--verdict-file", str(verdict)]
+    ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert ran.returncode == 2 and "no-such-revision" in ran.stderr
+    record = json.loads(verdict.read_text())
+    assert record["status"] == 2 and record["verdict"].startswith("GATE ERROR: the gate stopped before a verdict")
 
 
 @pytest.mark.parametrize("strategy", [None, "gather"])

@@ -229,6 +229,7 @@ PAIRED_REFUSALS = [
     (["--resolution-limit", "inf"], "--resolution-limit: 'inf' is not a finite number"),
     (["--memory-threshold", "-0.1"], "--memory-threshold -0.1"),
     (["--instruction-threshold", "x"], "--instruction-threshold: 'x' is not a number"),
+    (["--strategy", "m:f", "--callgrind", "native:allcnnc-conv1:forward"], "--callgrind: counts the instructions"),
 ]
 
 

@@ -14,6 +14,8 @@ from unfold_bench.cli import main
         (["validate-gate", "--aa", "-1"], "--aa -1: a number of runs"),
         (["validate-gate", "--aa", "0", "--injected", "0"], "nothing to run"),
         (["validate-gate", "--margin", "0.1"], "give --rejudge DIR"),
+        (["validate-gate", "--rejudge", ".", "--margin", "-0.1"], "--margin -0.1: must be at least 0"),
+        (["variance", "--round-seconds", "0"], "--round-seconds 0: must be above 0 seconds"),
         (["variance", "--against", "nosuch"], "--against 'nosuch'"),
         (["variance", "--target", "0.5"], "--target 0.5"),
         (["variance", "--from-json", "/no/such/rounds.jsonl"], "--from-json /no/such/rounds.jsonl: no such file"),

@@ -200,7 +200,7 @@ def new_tensor_findings(runs: list[Run], catalogue: Catalogue) -> list[Finding]:
             key = (config, "time_forward")
             time, strategy = get(best, key, "time"), get(best, key, "strategy")
             floor_metric = _fresh_output_floor(run, config, strategy, catalogue)
-            floor, fresh = run.bound(config, floor_metric), run.bound(config, FRESH_OUTPUT_FLOOR)
+            fresh = run.bound(config, FRESH_OUTPUT_FLOOR)
             ratio, spread = _over_floor(run, best, key, floor_metric)
             small_ratio, small_spread = _over_floor(run, in_small_pages, key, FRESH_OUTPUT_FLOOR)
             lines.append(

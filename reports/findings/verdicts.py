@@ -141,7 +141,8 @@ def judged(
 
 
 def interval_text(interval: tuple[float, float] | None) -> str:
-    """A figure's 95% interval across processes as an evidence column shows it, "[low, high]"; "-" without one."""
+    """A figure's range as an evidence column shows it, "[low, high]" (a paired ratio's 95% interval across
+    processes, or the range its column names: quartiles apart, intervals' ends); "-" without one."""
     if interval is None or any(pd.isna(end) for end in interval):
         return "-"
     return f"[{format_ratio(interval[0], suffix='')}, {format_ratio(interval[1], suffix='')}]"

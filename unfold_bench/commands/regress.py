@@ -375,6 +375,13 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
     args = parser.parse_args(argv)
+    from reports.gate_report import publish, verdict_record
+
+    # Before any check or work: a gate that stops without a verdict (refused, crashed) leaves this, not an earlier
+    # run's verdict, for a job that reads the file
+    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
+    stopped = "GATE ERROR: the gate stopped before a verdict (its output says why)"
+    publish(verdict_record(pd.DataFrame(), 2, stopped, args.base, args.head, {"mode": args.mode}), verdict_file, {})
     if args.mode == "asv" and args.rounds < min_rounds():
         parser.error(
             f"--rounds {args.rounds}: the Mann-Whitney U test on {args.rounds} round medians a side cannot reach "
@@ -441,11 +448,6 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
             )
             print(f"paired: {args.processes} processes, {why}", flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
-    from reports.gate_report import publish, verdict_record
-
-    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
-    unfinished = "GATE ERROR: the gate did not finish (its log says why); no verdict"
-    publish(verdict_record(pd.DataFrame(), 2, unfinished, base, head, {"mode": args.mode}), verdict_file, {})
     thresholds = Thresholds(
         args.time_threshold,
         args.memory_threshold,
@@ -472,6 +474,8 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     else:
         table, asv_status, power = run_asv(args, base, head, machine, thresholds)
         if table.empty and asv_status == 2:
+            failed = "FAIL: asv saved no comparable results (its output above says why)"
+            publish(verdict_record(table, 2, failed, base, head, {"mode": args.mode}), verdict_file)
             return 2
     if args.callgrind:
         counts = count_with_callgrind(args.callgrind, [base, head], args.profile)

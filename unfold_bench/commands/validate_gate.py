@@ -265,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("aa", "injected"):
         if getattr(args, name) < 0:
             parser.error(f"--{name} {getattr(args, name)}: a number of runs, at least 0")
+    for name in ("margin", "measured_margin"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name):g}: must be at least 0, as the gate's")
     if not args.rejudge and args.aa + args.injected == 0:
         parser.error("--aa 0 --injected 0: nothing to run")
     if not args.rejudge and (args.margin != margin or args.measured_margin != margin):

@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
     if args.processes % 2 or args.processes < 4:
         parser.error(f"--processes {args.processes}: must be even and at least 4 (half per set-up order)")
+    if args.round_seconds <= 0:
+        parser.error(f"--round-seconds {args.round_seconds:g}: must be above 0 seconds")
     if args.from_json:
         saved = [json.loads(line) for line in Path(args.from_json).read_text().splitlines() if line.strip()]
         header, rows = saved[0], saved[1:]
