@@ -217,6 +217,11 @@ def _problem_row(cell: dict, problems: Mapping[str, str]) -> dict:
     return {**cell, "failed_at": "", "skipped_at": "both" if set(skipped) == both else skipped[0], "error": why}
 
 
+# A measuring process's timeout (``timeout``, for a hang) grows by this much a unit it is handed: a large selection
+# (the full profile's batch, every strategy, cold compiles) must not be cut off as a hang and its cell in flight failed
+UNIT_SECONDS = 60.0
+
+
 def measure_time(
     base_tree: Path,
     head_tree: Path,
@@ -252,7 +257,7 @@ def measure_time(
                 "seed": 1000 * process,
                 "profile": profile,
             }
-            rows, why = run_process(spec, env, timeout)
+            rows, why = run_process(spec, env, max(timeout, UNIT_SECONDS * len(pending)))
             complete = set()
             for key in pending:
                 mine = [row for row in rows if row["key"] == key]
@@ -324,7 +329,8 @@ def measure_in_processes(
     while pending:
         command = [sys.executable, "-m", "benchmarks.paired", str(base_tree), str(head_tree), "--profile", profile]
         command += [":".join(unit) for unit in pending]
-        rows, why = _run_child(command, pinned_environment() if env is None else pinned_environment(env), timeout)
+        limit = max(timeout, UNIT_SECONDS * len(pending))
+        rows, why = _run_child(command, pinned_environment() if env is None else pinned_environment(env), limit)
         yield from rows
         seen = {(row["strategy"], row["config"], row["device"], row["measure"]) for row in rows}
         done = [unit for unit in pending if all((*unit, m) in seen for m in measures("memory"))]

@@ -614,6 +614,19 @@ def machine_memory(ram: object) -> str:
     return text or "-"
 
 
+def _allocator_settings(group: pd.DataFrame) -> str:
+    """A machine's allocator settings as its runs recorded them, the newest first, each with how many commits it
+    timed: a setting changed between runs (glibc's mmap threshold pinned, say) shows, not only the newest."""
+    dated = group.dropna(subset=["allocator"]).sort_values("date", ascending=False)
+    if dated.empty:
+        return "-"
+    settings = [
+        f"{setting} ({len(rows.commit.unique())} commit{'s' if len(rows.commit.unique()) != 1 else ''})"
+        for setting, rows in sorted(dated.groupby("allocator"), key=lambda item: -item[1].date.max().value)
+    ]
+    return " | earlier: ".join([settings[0], " | ".join(settings[1:])]) if len(settings) > 1 else settings[0]
+
+
 def machines_page(table: pd.DataFrame) -> Page:
     page = Page("machines.html")
     page.paragraph(
@@ -638,7 +651,7 @@ def machines_page(table: pd.DataFrame) -> Page:
                 (str(latest.torch_version or "-"), ""),
                 (str(latest.torch_threads or "-"), "num"),
                 (analysis.regime_label(group), ""),
-                (str(latest.allocator or "-"), ""),
+                (_allocator_settings(group), ""),
                 (str(group.commit.nunique()), "num"),
                 (profiles, ""),
                 (", ".join(sorted(group.env.unique())), ""),

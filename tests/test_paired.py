@@ -178,10 +178,13 @@ def test_a_process_that_dies_fails_its_cells_only():
 
 def test_a_process_that_dies_after_reporting_every_cell_loses_nothing(monkeypatch):
     """A replicate process that reports every unit and then dies (at exit, or its timer firing in teardown): its
-    figures stand, no cell fails, and the gate goes on."""
+    figures stand, no cell fails, and the gate goes on. Its timeout grew with the units it was handed."""
     import benchmarks.paired as paired_module
 
+    timeouts = []
+
     def died_at_exit(spec, env=None, timeout=900.0):
+        timeouts.append(timeout)
         rows = [{"key": u["key"], "log_ratios": [0.01, 0.02, 0.0, 0.01]} for u in spec["units"] for _ in range(2)]
         return rows, "died of signal SIGSEGV"
 
@@ -195,6 +198,7 @@ def test_a_process_that_dies_after_reporting_every_cell_loses_nothing(monkeypatc
     )
     assert len(rows) == 2 and all(not r["failed_at"] and r["processes"] == 4 for r in rows), rows
     assert sum("after it reported every cell" in note for note in notes) == 4
+    assert timeouts == [2 * paired_module.UNIT_SECONDS] * 4  # two units (the passes): a hang's limit grows with them
 
 
 def test_a_revision_whose_impls_does_not_import_fails_there_and_not_at_both(tmp_path):

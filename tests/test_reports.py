@@ -453,6 +453,21 @@ def test_a_machines_memory_is_shown_with_its_unit():
     assert machine_memory("24 GiB") == "24 GiB" and machine_memory(None) == machine_memory("") == "-"
 
 
+def test_a_machines_allocator_settings_are_each_shown_with_the_commits_they_timed():
+    from reports.site import _allocator_settings
+
+    runs = pd.DataFrame(
+        {
+            "commit": ["a", "a", "b", "c"],
+            "date": pd.to_datetime(["2026-01-01", "2026-01-01", "2026-01-02", "2026-01-03"]),
+            "allocator": ["dynamic", "dynamic", "dynamic", "pinned"],
+        }
+    )
+    assert _allocator_settings(runs) == "pinned (1 commit) | earlier: dynamic (2 commits)"
+    assert _allocator_settings(runs[runs.allocator == "dynamic"]) == "dynamic (2 commits)"
+    assert _allocator_settings(runs.assign(allocator=None)) == "-"
+
+
 def test_summary_prints_each_environment_of_a_commit_apart(tmp_path, capsys):
     results = tmp_path / "results"
     shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("*.py"))
