@@ -408,6 +408,16 @@ def context_dependent(cells: pd.DataFrame) -> dict[str, str]:
     }
 
 
+def context_configs(cells: pd.DataFrame) -> dict[str, list[str]]:
+    """Per strategy whose time depends on what ran before it somewhere (``context_dependent``), the configs where it
+    does: the rankings leave it out there only."""
+    found: dict[str, list[str]] = {}
+    for _, row in cells.iterrows():
+        if any(figure.unit is SECONDS and _flagged(row, metric) for metric, figure in METRICS.items()):
+            found.setdefault(row.strategy, []).append(row.config)
+    return found
+
+
 def not_ranked(rows: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType({})) -> pd.Series:
     """Which of one config's ``rows`` no ranking takes: the ``set_aside`` strategies, and those whose time on that
     config depends on what ran before it (``context_dependent``)."""

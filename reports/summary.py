@@ -30,7 +30,7 @@ from reports.analysis import (
     TIE_TEXT,
     cell_label,
     cell_table,
-    context_dependent,
+    context_configs,
     fastest,
     fastest_against_bounds,
     floors_against_copy,
@@ -330,8 +330,9 @@ def _print_compact(
         if cells.empty:
             continue
         units = f"{SECONDS.shown}, {BYTES.shown}"
-        context = context_dependent(cells)
-        after = f"; nor {', '.join(context)}, whose time depends on what runs before it" if context else ""
+        context = context_configs(cells)
+        where = "; ".join(f"{name} on {', '.join(configs)}" for name, configs in context.items())
+        after = f"; nor {where}, where its time depends on what runs before it" if context else ""
         print(f"\n[{device}] per config ({units}; not counted: {', '.join(aside)}, which reuse their output{after})")
         print(compact_table(table, device, aside).to_string(index=False))
         if selection:

@@ -25,6 +25,7 @@ from impls import STRATEGIES
 from reports.analysis import (
     RULES,
     cell_table,
+    context_configs,
     context_dependent,
     fastest_against_bounds,
     recommend,
@@ -423,6 +424,7 @@ def test_where_native_cannot_run_the_own_calls_are_held_against_the_paired_ratio
     why = context_dependent(cells.reset_index())["advised"]
     assert "c forward time: 15.00x copy_ against 3.00x paired" in why
     assert set(fastest_against_bounds(cells.reset_index()).strategy) == {"steady"}
+    assert context_configs(cells.reset_index()) == {"advised": ["c"]}
 
 
 TIMED = ["time_forward", "time_forward_backward"]
