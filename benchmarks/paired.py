@@ -217,9 +217,10 @@ def _problem_row(cell: dict, problems: Mapping[str, str]) -> dict:
     return {**cell, "failed_at": "", "skipped_at": "both" if set(skipped) == both else skipped[0], "error": why}
 
 
-# A measuring process's timeout (``timeout``, for a hang) grows by this much a unit it is handed: a large selection
-# (the full profile's batch, every strategy, cold compiles) must not be cut off as a hang and its cell in flight failed
-UNIT_SECONDS = 60.0
+# A measuring process's timeout (``timeout``, for a hang) grows by this much a unit it is handed beyond it: a large
+# selection (the full profile's batch, every strategy, cold compiles) must not be cut off as a hang and its cell in
+# flight failed, nor a hang in CI's subset wait much past ``timeout`` (its units take about a second and a compile)
+UNIT_SECONDS = 15.0
 
 
 def measure_time(

@@ -232,7 +232,10 @@ def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
     ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert ran.returncode == 2 and "no-such-revision" in ran.stderr
     record = json.loads(verdict.read_text())
-    assert record["status"] == 2 and record["verdict"].startswith("GATE ERROR: the gate stopped before a verdict")
+    assert record["status"] == 2 and record["verdict"].startswith("GATE ERROR: the gate refused its arguments")
+    verdict.write_text(json.dumps({"status": 0, "verdict": "PASS", "cells": []}))  # and an option argparse refuses
+    ran = subprocess.run([*command[:-3], "HEAD", "--margin", "nan", "--verdict-file", str(verdict)], cwd=ROOT)
+    assert ran.returncode == 2 and json.loads(verdict.read_text())["verdict"].startswith("GATE ERROR: the gate refused")
 
 
 @pytest.mark.parametrize("strategy", [None, "gather"])

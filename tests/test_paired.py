@@ -193,7 +193,7 @@ def test_a_process_that_dies_after_reporting_every_cell_loses_nothing(monkeypatc
     design = Design(4, 2, 4, 0.01)
     rows = list(
         paired_module.measure_time(
-            ROOT, ROOT, [("native", "example", "cpu")], "quick", design, 0.02, {}, 60, notes.append
+            ROOT, ROOT, [("native", "example", "cpu")], "quick", design, 0.02, {}, 10, notes.append
         )
     )
     assert len(rows) == 2 and all(not r["failed_at"] and r["processes"] == 4 for r in rows), rows

@@ -375,13 +375,6 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
     args = parser.parse_args(argv)
-    from reports.gate_report import publish, verdict_record
-
-    # Before any check or work: a gate that stops without a verdict (refused, crashed) leaves this, not an earlier
-    # run's verdict, for a job that reads the file
-    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
-    stopped = "GATE ERROR: the gate stopped before a verdict (its output says why)"
-    publish(verdict_record(pd.DataFrame(), 2, stopped, args.base, args.head, {"mode": args.mode}), verdict_file, {})
     if args.mode == "asv" and args.rounds < min_rounds():
         parser.error(
             f"--rounds {args.rounds}: the Mann-Whitney U test on {args.rounds} round medians a side cannot reach "
@@ -448,6 +441,12 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
             )
             print(f"paired: {args.processes} processes, {why}", flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
+    from reports.gate_report import publish, verdict_record
+
+    # The work starts: a gate that stops without a verdict (crashed, asv saving nothing) leaves this record, not an
+    # earlier run's verdict, for a job that reads the file
+    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
+    publish(verdict_record(pd.DataFrame(), 2, STOPPED, base, head, {"mode": args.mode}), verdict_file, {})
     thresholds = Thresholds(
         args.time_threshold,
         args.memory_threshold,
@@ -505,10 +504,35 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+STOPPED = "GATE ERROR: the gate stopped before a verdict (its output says why)"
+REFUSED = "GATE ERROR: the gate refused its arguments (its output says why)"
+
+
+def _record_refusal(argv: Sequence[str] | None) -> None:
+    """Where a refused gate (exit status 2 before any work) was given ``--verdict-file``, a record saying so there, so
+    that a job reading the file finds no earlier run's verdict; the default file is left alone, as a refusal does
+    no work (its exit status is the verdict)."""
+    from reports.gate_report import publish, verdict_record
+
+    given = argparse.ArgumentParser(add_help=False)
+    given.add_argument("--verdict-file")
+    known, _ = given.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    if known.verdict_file:
+        record = verdict_record(pd.DataFrame(), 2, REFUSED, "", "", {})
+        try:
+            publish(record, Path(known.verdict_file), {})
+        except OSError:  # the refusal may be of that very path
+            pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``run_gate``, with any error of the gate itself an exit status of 2 (never 1, which means a regression)."""
     try:
         return run_gate(argv)
+    except SystemExit as exit:
+        if exit.code == 2:  # argparse's refusal
+            _record_refusal(argv)
+        raise
     except Exception:
         traceback.print_exc()
         print("GATE ERROR: the gate itself failed (above); no verdict")
