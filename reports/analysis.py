@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -34,7 +34,7 @@ from benchmarks.vocabulary import (
     tracked_peak_metric,
 )
 from reports.results import chained_ratio, summed_error
-from reports.units import BOUNDS, METRICS, RATIO_METRICS, SECONDS, format_spread
+from reports.units import BOUNDS, METRICS, RATIO_METRICS, SECONDS, Metric, format_spread
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
 REFERENCE_STRATEGY = PAIRED_REFERENCE  # the strategy every "x native" is over
@@ -389,18 +389,24 @@ def _flagged(row: pd.Series | Mapping, metric: str) -> bool:
     return bool(pd.notna(flag) and flag)
 
 
+def _context_flags(cells: pd.DataFrame) -> Iterator[tuple[pd.Series, str, Metric]]:
+    """Each ``cell_table`` row and timed metric whose time depends on what ran before it (``m:context_dependent``)."""
+    for _, row in cells.iterrows():
+        for metric, figure in METRICS.items():
+            if figure.unit is SECONDS and _flagged(row, metric):
+                yield row, metric, figure
+
+
 def context_dependent(cells: pd.DataFrame) -> dict[str, str]:
     """The strategies whose time depends on what ran before it on some config, in either timed pass (``cell_table``'s
     ``m:context_dependent``: a forward-backward holds the forward), each with why: the configs and its figures."""
     found: dict[str, list[str]] = {}
-    for _, row in cells.iterrows():
-        for metric, figure in METRICS.items():
-            if figure.unit is SECONDS and _flagged(row, metric):
-                over = row.get(f"{metric}:own_loop_over", REFERENCE_STRATEGY)
-                paired = row[f"{metric}:x_native" if over == REFERENCE_STRATEGY else f"{metric}:x_bound"]
-                found.setdefault(row.strategy, []).append(
-                    f"{row.config} {figure.label}: {row[f'{metric}:own_loop']:.2f}x {over} against {paired:.2f}x paired"
-                )
+    for row, metric, figure in _context_flags(cells):
+        over = row.get(f"{metric}:own_loop_over", REFERENCE_STRATEGY)
+        paired = row[f"{metric}:x_native" if over == REFERENCE_STRATEGY else f"{metric}:x_bound"]
+        found.setdefault(row.strategy, []).append(
+            f"{row.config} {figure.label}: {row[f'{metric}:own_loop']:.2f}x {over} against {paired:.2f}x paired"
+        )
     return {
         strategy: f"its own calls one after another are over {CONTEXT_FACTOR:g}x slower than its paired ratio says, "
         f"beyond both spreads ({'; '.join(figures)}): its time depends on what runs before it"
@@ -412,9 +418,9 @@ def context_configs(cells: pd.DataFrame) -> dict[str, list[str]]:
     """Per strategy whose time depends on what ran before it somewhere (``context_dependent``), the configs where it
     does: the rankings leave it out there only."""
     found: dict[str, list[str]] = {}
-    for _, row in cells.iterrows():
-        if any(figure.unit is SECONDS and _flagged(row, metric) for metric, figure in METRICS.items()):
-            found.setdefault(row.strategy, []).append(row.config)
+    for row, _, _ in _context_flags(cells):
+        if row.config not in found.setdefault(row.strategy, []):  # either pass flags the config
+            found[row.strategy].append(row.config)
     return found
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
 from benchmarks.profiles import DEFAULT_PROFILE, PROFILES
-from benchmarks.trees import ROOT
+from benchmarks.trees import ROOT, git
 from benchmarks.vocabulary import DEVICES
 
 BENCH_HELP = (
@@ -135,17 +135,16 @@ def commit_argument(text: str) -> str:
     never recorded under two names); where it finds none (a GPU loan's tree) it must be 40 hexadecimal digits. A
     branch name or a typo is refused before any work rather than written into the results."""
 
-    def git(*arguments: str) -> subprocess.CompletedProcess | None:
+    def succeeds(*arguments: str) -> str | None:  # git's output, or None where git fails or is not here
         try:
-            return subprocess.run(["git", *arguments], cwd=ROOT, capture_output=True, text=True)
-        except OSError:  # no git here
+            return git(*arguments)
+        except (OSError, subprocess.CalledProcessError):
             return None
 
-    found = git("rev-parse", "--verify", "--quiet", f"{text}^{{commit}}")
-    if found is not None and found.returncode == 0 and COMMIT_HASH.fullmatch(text):
-        return found.stdout.strip()
-    repository = git("rev-parse", "--git-dir")
-    if repository is not None and repository.returncode == 0:
+    found = succeeds("rev-parse", "--verify", "--quiet", f"{text}^{{commit}}")
+    if found and COMMIT_HASH.fullmatch(text):
+        return found
+    if succeeds("rev-parse", "--git-dir") is not None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a commit hash of this repository")
     if not FULL_COMMIT_HASH.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a full commit hash (40 hexadecimal digits)")
