@@ -39,6 +39,7 @@ from benchmarks.profiles import Profile
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES, Strategy
 from impls.parity import Reference, problems, random_grad_output
+from impls.plugins import PICKLABLE
 
 INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
 GATE_CACHE_VARIABLE = "UNFOLD_BENCH_GATE_CACHE"  # a directory: verdicts kept there are reused (see gate)
@@ -188,8 +189,14 @@ def _import_path_of(module_names: list[str]) -> Iterator[None]:
         sys.path[:] = saved
 
 
-def _check_in_child(expected_files: dict[str, str | None], pickled_cells: bytes, connection: Any) -> None:
-    cells = pickle.loads(pickled_cells)
+def _check_in_child(expected_files: dict[str, str | None], pickled_cells: list[bytes], connection: Any) -> None:
+    cells: list[Cell | Verdict] = []
+    for pickled in pickled_cells:  # one by one: a cell that cannot be unpickled here fails alone
+        try:
+            cells.append(pickle.loads(pickled))
+        except Exception as error:
+            why = f"{type(error).__name__}: {error}"
+            cells.append(Verdict(error=f"the checking process could not unpickle the cell: {why}"))
     for name, expected in expected_files.items():
         found = _module_file(name)
         if found != expected:  # checking other code than the benchmarks time would make the gate a lie
@@ -198,6 +205,9 @@ def _check_in_child(expected_files: dict[str, str | None], pickled_cells: bytes,
             return
     shared: dict[tuple[str, str], Reference] = {}
     for cell in cells:  # grouped by config (checked_in_isolation): one config's reference answers at a time
+        if isinstance(cell, Verdict):
+            connection.send(cell)
+            continue
         key = (cell.config.name, cell.device)
         if key not in shared:
             shared.clear()  # before the next is made: the answers hold an output-sized tensor
@@ -214,9 +224,18 @@ def _death_verdict(exitcode: int | None) -> Verdict:
     return Verdict(error=f"the checking process died: {how}{hint}")
 
 
+def _unpicklable(cell: Cell) -> str | None:
+    """Why ``cell`` cannot be handed to a checking process (its strategy does not pickle), or None."""
+    try:
+        pickle.dumps(cell)
+    except Exception as error:  # PicklingError, AttributeError ("Can't pickle local object"), TypeError, ...
+        return f"strategy {cell.strategy.name!r}: {PICKLABLE} ({type(error).__name__}: {error})"
+    return None
+
+
 def _check_in_one_child(cells: list[Cell]) -> Iterator[Verdict]:
-    """Verdicts of ``cells``, in order, from one checking process; it stops after the verdict of a cell
-    whose check killed the process (which is then that cell's death verdict)."""
+    """Verdicts of ``cells`` (each one picklable), in order, from one checking process; it stops after the
+    verdict of a cell whose check killed the process (which is then that cell's death verdict)."""
     # forkserver, not fork: a process that has run a parallel torch op holds an OpenMP thread pool, and a
     # child forked from it hangs in its first parallel op. Nothing is preloaded into the server: Python 3.11's
     # server does not take the parent's sys.path, so it could import another copy of the project.
@@ -224,7 +243,7 @@ def _check_in_one_child(cells: list[Cell]) -> Iterator[Verdict]:
     receiver, sender = context.Pipe(duplex=False)
     modules = _modules_of(cells)
     expected_files = {name: _module_file(name) for name in modules}
-    child = context.Process(target=_check_in_child, args=(expected_files, pickle.dumps(cells), sender))
+    child = context.Process(target=_check_in_child, args=(expected_files, [pickle.dumps(c) for c in cells], sender))
     with _import_path_of(modules):  # the child takes its sys.path from here
         child.start()
     sender.close()
@@ -247,14 +266,22 @@ def checked_in_isolation(cells: list[Cell]) -> Iterator[tuple[Cell, Verdict]]:
     out-of-memory killer, a segfault) fails the gate of the cell being checked only.
 
     All CPU cells share one checking process (each new process pays about half a second of first-call
-    set-up in torch); when one dies, the cells after it go on in a new one. CUDA cells are checked
-    in-process: CUDA's out-of-memory is an exception that ``check_cell`` catches, and a CUDA context does
-    not survive into a forked child.
+    set-up in torch); when one dies, the cells after it go on in a new one. A cell whose strategy does not
+    pickle (a lambda or a closure) cannot be handed to that process: it gets an error verdict saying so, and
+    the others are checked. CUDA cells are checked in-process: CUDA's out-of-memory is an exception that
+    ``check_cell`` catches, and a CUDA context does not survive into a forked child.
     """
     isolated = "forkserver" in multiprocessing.get_all_start_methods()
     # grouped by config (a stable sort), so the strategies on one config share the reference's answers
-    pending = sorted((cell for cell in cells if isolated and cell.device == "cpu"), key=lambda c: c.config.name)
-    in_process = [cell for cell in cells if cell not in pending]
+    on_cpu = sorted((cell for cell in cells if isolated and cell.device == "cpu"), key=lambda c: c.config.name)
+    in_process = [cell for cell in cells if cell not in on_cpu]
+    pending = []
+    for cell in on_cpu:
+        why = _unpicklable(cell)
+        if why is None:
+            pending.append(cell)
+        else:
+            yield cell, Verdict(error=why)
     while pending:
         checked = 0
         for cell, verdict in zip(pending, _check_in_one_child(pending)):

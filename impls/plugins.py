@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import pickle
 from collections.abc import Callable, Mapping
 from importlib import metadata
 
@@ -28,6 +29,8 @@ from impls.geometry import Geometry
 from impls.strategy import Strategy
 
 GROUP = "unfold_bench.strategies"
+# The correctness gate checks a strategy in a child process, which gets it pickled: a function by reference
+PICKLABLE = "its implementation must be picklable: define it at module level, not as a lambda or a closure"
 VARIABLE = "UNFOLD_BENCH_STRATEGIES"
 
 
@@ -58,14 +61,21 @@ def wrap(name: str, function: Callable[..., torch.Tensor], origin: str) -> Strat
 
 
 def as_strategy(name: str, found: object, origin: str) -> Strategy:
-    """``found`` (a ``Strategy`` or a callable) as a strategy, its ``origin`` recorded; a ``TypeError`` otherwise."""
+    """``found`` (a ``Strategy`` or a callable) as a strategy, its ``origin`` recorded; a ``TypeError`` when it is
+    neither, or when the strategy does not pickle (``PICKLABLE``), so that it is set aside before any cell runs."""
     if isinstance(found, Strategy):
         from dataclasses import replace
 
-        return replace(found, origin=found.origin or origin)
-    if callable(found):
-        return wrap(name, found, origin)
-    raise TypeError(f"{type(found).__name__} is neither a Strategy nor a callable")
+        strategy = replace(found, origin=found.origin or origin)
+    elif callable(found):
+        strategy = wrap(name, found, origin)
+    else:
+        raise TypeError(f"{type(found).__name__} is neither a Strategy nor a callable")
+    try:
+        pickle.dumps(strategy)
+    except Exception as error:  # PicklingError, AttributeError ("Can't pickle local object"), TypeError, ...
+        raise TypeError(f"{PICKLABLE} ({type(error).__name__}: {error})") from error
+    return strategy
 
 
 def _distribution(module_name: str) -> str | None:

@@ -1,0 +1,45 @@
+"""The correctness gate against plugins that break the suite's rules rather than the unfold's (``impls.plugins``,
+``benchmarks.cells.gate``): each one fails its own cells with the reason, and every other cell gets its verdict."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from benchmarks.cells import Cell, gate
+from benchmarks.profiles import QUICK
+from benchmarks.trees import ROOT
+from impls import STRATEGIES
+from impls.plugins import PICKLABLE, load, wrap
+
+OUTSIDE = ROOT / "tests" / "fixtures" / "outside"
+EXAMPLE = next(c for c in QUICK.configs() if c.name == "example")
+
+
+@pytest.fixture
+def outside_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(OUTSIDE))
+    for name in [n for n in sys.modules if n.startswith("outside_")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_plugin_whose_implementation_does_not_pickle_is_set_aside_when_loaded_saying_why(outside_path):
+    found, problems = load("outside_misbehaving:unpicklable,outside_unfold:outside_unfold")
+    assert set(found) == {"outside_unfold"}
+    assert PICKLABLE in problems["unpicklable"], problems
+
+
+def test_a_cell_that_does_not_pickle_fails_alone_and_the_others_are_checked(outside_path):
+    """A strategy built by hand (not through ``load``) around a lambda: the gate cannot hand it to its checking
+    process, so its cell gets an error verdict saying why, and the cells beside it (before and after it in the
+    checking order) get theirs."""
+    import outside_misbehaving
+
+    unpicklable = wrap("unpicklable", outside_misbehaving.unpicklable, "test")
+    cells = [Cell(STRATEGIES["native"], EXAMPLE, "cpu"), Cell(unpicklable, EXAMPLE, "cpu")]
+    cells.append(Cell(STRATEGIES["gather"], EXAMPLE, "cpu"))
+    verdicts = gate(cells, cache=None)
+    assert PICKLABLE in verdicts[("unpicklable", "example", "cpu")].problem(backward=False)
+    assert verdicts[("native", "example", "cpu")].problem(backward=True) is None
+    assert verdicts[("gather", "example", "cpu")].problem(backward=True) is None
