@@ -147,6 +147,12 @@ def gradient_excess(grad: torch.Tensor, x: torch.Tensor, kwargs: Mapping, grad_o
     return reference.gradient_excess(grad)
 
 
+def changed_entries(x: torch.Tensor, before: torch.Tensor) -> int:
+    """How many entries of ``x`` differ from ``before``, a copy of it taken earlier (a NaN kept as NaN is unchanged)."""
+    same = (x == before) | (x.isnan() & before.isnan()) if x.is_floating_point() else x == before
+    return int((~same).sum().item())
+
+
 def problems(
     fn: UnfoldFn, x: torch.Tensor, kwargs: Mapping, *, backward: bool = True, reference: Reference | None = None
 ) -> tuple[str | None, str | None]:
@@ -154,11 +160,45 @@ def problems(
 
     The benchmark harness gates forward figures on the first and forward-backward figures on both. ``reference``:
     the reference's answers for this ``x`` and ``kwargs``, when several strategies are checked on them.
+
+    ``fn`` gets ``x`` itself (its layout is part of what is checked). A copy taken before the call tells whether
+    ``fn`` wrote into it: that is a forward problem, and ``x`` is restored from the copy at once, before the
+    reference computes anything more from it, so the next strategy checked on ``x`` gets it unmodified.
     """
     reference = Reference(x, kwargs) if reference is None else reference
     expected = reference.expected
+    before = x.detach().clone()
+
+    def modified() -> str | None:
+        changed = changed_entries(x.detach(), before)
+        if not changed:
+            return None
+        with torch.no_grad():
+            x.detach().copy_(before)
+        return f"it modified its input in place ({changed} of {x.numel()} input entries changed)"
+
+    try:
+        return _problems(fn, x, kwargs, backward, reference, expected, modified)
+    except BaseException:
+        modified()  # restored for whatever is checked next on x
+        raise
+
+
+def _problems(
+    fn: UnfoldFn,
+    x: torch.Tensor,
+    kwargs: Mapping,
+    backward: bool,
+    reference: Reference,
+    expected: torch.Tensor,
+    modified: Callable[[], str | None],
+) -> tuple[str | None, str | None]:
+    """``problems``' checks; ``modified()`` says whether ``fn`` wrote into ``x`` since the copy, restoring it."""
     leaf = x.detach().requires_grad_(backward)
     out = fn(leaf, **kwargs)
+    written = modified()
+    if written is not None:
+        return written, "not checked: the input was modified" if backward else None
     if out.shape != expected.shape or out.dtype != expected.dtype or out.device != expected.device:
         wrong_output = (
             f"output is {tuple(out.shape)} {out.dtype} on {out.device}, "
@@ -178,6 +218,9 @@ def problems(
         integer_problem = reference.integer_problem(integer_grad)
         del integer_grad
     del out
+    written = modified()  # before the reference's exact gradient is computed from x
+    if written is not None:
+        return forward_problem, written
     excess = reference.gradient_excess(grad)
     gradient_problem = f"input gradient exceeds the summation error bound by {excess:.3g}" if excess > 0 else None
     return forward_problem, gradient_problem or integer_problem

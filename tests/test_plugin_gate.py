@@ -6,11 +6,13 @@ from __future__ import annotations
 import sys
 
 import pytest
+import torch
 
 from benchmarks.cells import Cell, gate
 from benchmarks.profiles import QUICK
 from benchmarks.trees import ROOT
 from impls import STRATEGIES
+from impls.parity import problems
 from impls.plugins import PICKLABLE, load, wrap
 
 OUTSIDE = ROOT / "tests" / "fixtures" / "outside"
@@ -43,3 +45,28 @@ def test_a_cell_that_does_not_pickle_fails_alone_and_the_others_are_checked(outs
     assert PICKLABLE in verdicts[("unpicklable", "example", "cpu")].problem(backward=False)
     assert verdicts[("native", "example", "cpu")].problem(backward=True) is None
     assert verdicts[("gather", "example", "cpu")].problem(backward=True) is None
+
+
+def test_a_plugin_that_writes_into_its_input_fails_and_the_next_strategy_gets_the_input_unmodified(outside_path):
+    """Every strategy of a config is checked on the same input: one that zeroes it (after computing the right
+    output) fails, and the strategies checked after it on that input still match the reference."""
+    found, problems = load("outside_misbehaving:mutates_input")
+    assert problems == {}
+    cells = [Cell(found["mutates_input"], EXAMPLE, "cpu"), Cell(STRATEGIES["native"], EXAMPLE, "cpu")]
+    cells.append(Cell(STRATEGIES["gather"], EXAMPLE, "cpu"))
+    verdicts = gate(cells, cache=None)
+    assert "modified its input in place" in verdicts[("mutates_input", "example", "cpu")].problem(backward=False)
+    assert verdicts[("native", "example", "cpu")].problem(backward=True) is None
+    assert verdicts[("gather", "example", "cpu")].problem(backward=True) is None
+
+
+def test_problems_restores_an_input_the_strategy_wrote_into_and_says_so(outside_path):
+    import outside_misbehaving
+
+    x = EXAMPLE.make_input("cpu", seed=0)
+    original = x.clone()
+    forward, gradient = problems(outside_misbehaving.mutates_input, x, EXAMPLE.unfold_kwargs())
+    assert forward.startswith("it modified its input in place") and f"of {x.numel()} input entries" in forward
+    assert gradient == "not checked: the input was modified"
+    assert torch.equal(x, original)
+    assert problems(STRATEGIES["native"], x, EXAMPLE.unfold_kwargs()) == (None, None)
