@@ -17,6 +17,7 @@ every strategy that returns a fresh tensor pays that, and ``bounds`` measures wh
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -27,6 +28,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -293,23 +295,79 @@ def checked_in_isolation(cells: list[Cell]) -> Iterator[tuple[Cell, Verdict]]:
 
 
 def _verdict_file(cell: Cell, directory: Path) -> Path:
-    """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code's
-    source files, torch's version, the cell and its config's size), so a change to any of them misses."""
-    sources = sorted({path for name in _modules_of([cell]) for path in _source_files(name)})
+    """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code, torch's
+    version, the cell and its config's size), so a change to any of them misses. The checked code is every source
+    file of the top-level package of each module the check imports (``_code_of``) and this module's file."""
+    modules = _modules_of([cell])
+    one_per_package = {name.split(".")[0]: name for name in modules if name != __name__}  # the same files each
+    code: dict[str, bytes] = {}
+    for name in [*one_per_package.values(), __name__]:
+        code |= _code_of(name)
     digest = hashlib.sha256(json.dumps([torch.__version__, cell.key, asdict(cell.config)], default=str).encode())
-    for path in sources:
-        digest.update(path.encode() + b"\0" + Path(path).read_bytes())
+    for key in sorted(code):
+        digest.update(key.encode() + b"\0" + code[key])
     return directory / f"{'-'.join(cell.key)}-{digest.hexdigest()[:20]}.pickle"
 
 
-def _source_files(module_name: str) -> list[str]:
-    """The module's source file, and every source file of its package when it is one (``impls``)."""
+# What a change to a strategy's code can be in: Python, and a kernel's sources or build (impls/csrc)
+SOURCE_SUFFIXES = (".py", ".pyi", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so", ".pyd")
+
+
+def _code_files(module_name: str) -> list[str]:
+    """The source files of ``module_name``'s top-level package: every one of its folders (a plugin's helper modules,
+    ``impls/csrc``'s kernel); for a top-level module that is not a package, it and the modules beside it, which it
+    may import as helpers (a module named with ``--strategy``). This module alone for itself."""
+    path = _module_file(module_name)
+    if module_name == __name__:
+        return [] if path is None else [path]
+    top = sys.modules.get(module_name.split(".")[0])
+    folders = [Path(p).resolve() for p in getattr(top, "__path__", [])]  # a package's (a namespace one's: several)
+    if folders:
+        found = (f for folder in folders for f in folder.rglob("*") if f.suffix in SOURCE_SUFFIXES)
+        return sorted({str(f) for f in found if "__pycache__" not in f.parts and f.is_file()})
+    top_file = _module_file(module_name.split(".")[0])
+    return [] if top_file is None else sorted(str(f.resolve()) for f in Path(top_file).parent.glob("*.py"))
+
+
+def _code_of(module_name: str) -> dict[str, bytes]:
+    """What the code of ``module_name`` is, for a verdict's key: its source files' contents (``_code_files``) by
+    path; or, where it was installed from a distribution (not editable), that distribution's ``RECORD``, which holds
+    every installed file's hash (torch's files are too many to read for each cell)."""
+    record = _installed_record(module_name) if module_name != __name__ else None
+    if record is not None:
+        return {f"distribution RECORD of {module_name.split('.')[0]}": record}
+    return {path: Path(path).read_bytes() for path in _code_files(module_name)}
+
+
+def _installed_record(module_name: str) -> bytes | None:
+    """The ``RECORD`` of the installed distribution that lists ``module_name``'s file, or None."""
     path = _module_file(module_name)
     if path is None:
-        return []
-    if Path(path).name == "__init__.py":
-        return [str(p) for p in Path(path).parent.glob("*.py")]
-    return [path]
+        return None
+    for name in _packages(tuple(sys.path)).get(module_name.split(".")[0], []):
+        with suppress(Exception):  # a distribution without RECORD or files: the files are read instead
+            distribution = metadata.distribution(name)
+            root = Path(distribution.locate_file("")).resolve()
+            if Path(path).is_relative_to(root) and Path(path).relative_to(root).as_posix() in _listed(
+                name, distribution.version, str(root)
+            ):
+                record = distribution.read_text("RECORD")
+                if record:
+                    return record.encode()
+    return None
+
+
+@functools.lru_cache(maxsize=4)
+def _packages(path: tuple[str, ...]) -> Mapping[str, list[str]]:
+    """``importlib.metadata.packages_distributions()`` for this ``sys.path`` (once: it reads every distribution)."""
+    return metadata.packages_distributions()
+
+
+@functools.lru_cache(maxsize=64)
+def _listed(name: str, version: str, root: str) -> frozenset[str]:
+    """The files distribution ``name`` ``version`` installed under ``root``, relative to it (once: torch's are
+    thousands)."""
+    return frozenset(str(f) for f in metadata.distribution(name).files or ())
 
 
 def cached_verdict(cell: Cell, cache: str | Path | None = None) -> Verdict | None:

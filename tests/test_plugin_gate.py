@@ -70,3 +70,43 @@ def test_problems_restores_an_input_the_strategy_wrote_into_and_says_so(outside_
     assert gradient == "not checked: the input was modified"
     assert torch.equal(x, original)
     assert problems(STRATEGIES["native"], x, EXAMPLE.unfold_kwargs()) == (None, None)
+
+
+def test_a_kept_verdict_is_missed_when_a_helper_module_of_the_plugin_changes(tmp_path, monkeypatch, request):
+    """The key of a kept verdict covers every module of the plugin's top-level package, not only the one named, and
+    for a top-level module the modules beside it (which it may import, as ``outside_bad`` imports
+    ``outside_unfold``)."""
+    from benchmarks.cells import _verdict_file
+
+    package = tmp_path / "helped_unfold"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_helper.py").write_text((OUTSIDE / "outside_unfold.py").read_text())
+    (package / "api.py").write_text(
+        "from helped_unfold._helper import outside_unfold\n\n\n"
+        "def helped(input, kernel_size, dilation=1, padding=0, stride=1):\n"
+        "    return outside_unfold(input, kernel_size, dilation, padding, stride)\n"
+    )
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    (beside / "outside_unfold.py").write_text((OUTSIDE / "outside_unfold.py").read_text())
+    (beside / "outside_bad.py").write_text((OUTSIDE / "outside_bad.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(beside))
+    for name in [n for n in sys.modules if n.startswith(("outside_", "helped_unfold"))]:
+        monkeypatch.delitem(sys.modules, name)
+    request.addfinalizer(lambda: [sys.modules.pop(n) for n in list(sys.modules) if n.startswith("helped_unfold")])
+    found, problems = load("helped_unfold.api:helped,outside_bad:wrong_values")
+    assert problems == {}
+    for name, helper in [("helped", package / "_helper.py"), ("wrong_values", beside / "outside_unfold.py")]:
+        cell = Cell(found[name], EXAMPLE, "cpu")
+        before = _verdict_file(cell, tmp_path)
+        assert _verdict_file(cell, tmp_path) == before  # the same code: the same key
+        helper.write_text(helper.read_text() + "\n# a change in a helper\n")
+        assert _verdict_file(cell, tmp_path) != before, name
+
+
+def test_the_key_of_a_kept_verdict_covers_the_cpp_kernels_source():
+    from benchmarks.cells import _code_of
+
+    assert str((ROOT / "impls" / "csrc" / "unfold_cpu.cpp").resolve()) in _code_of("impls.cpp")
