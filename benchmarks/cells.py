@@ -37,7 +37,7 @@ import torch
 from benchmarks.allocator import pin_mmap_threshold_now
 from benchmarks.configs import LayerConfig, configs
 from benchmarks.memory import net_peak_bytes
-from benchmarks.profiles import Profile
+from benchmarks.profiles import PROFILES, Profile
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES, Strategy
 from impls.parity import Reference, problems, random_grad_output
@@ -47,6 +47,10 @@ INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's defa
 GATE_CACHE_VARIABLE = "UNFOLD_BENCH_GATE_CACHE"  # a directory: verdicts kept there are reused (see gate)
 
 CellKey = tuple[str, str, str]  # (strategy, config, device)
+# Seconds a checking process may take to start (import torch and the strategies' modules, unpickle the cells): a few
+# seconds are usual, many times that on a loaded machine
+START_SECONDS = 120.0
+_STARTED = "started"  # what a checking process sends once it has started
 
 
 def device_unavailable(device: str) -> str | None:
@@ -199,6 +203,7 @@ def _check_in_child(expected_files: dict[str, str | None], pickled_cells: list[b
         except Exception as error:
             why = f"{type(error).__name__}: {error}"
             cells.append(Verdict(error=f"the checking process could not unpickle the cell: {why}"))
+    connection.send(_STARTED)  # the cells' deadlines start now, not while torch and the strategies are imported
     for name, expected in expected_files.items():
         found = _module_file(name)
         if found != expected:  # checking other code than the benchmarks time would make the gate a lie
@@ -235,9 +240,15 @@ def _unpicklable(cell: Cell) -> str | None:
     return None
 
 
-def _check_in_one_child(cells: list[Cell]) -> Iterator[Verdict]:
+def _late(deadline: float) -> str:
+    """The error of a cell whose check did not finish within ``deadline`` seconds."""
+    return f"its check did not finish within {deadline:g} s (the checking process was killed)"
+
+
+def _check_in_one_child(cells: list[Cell], deadline: float) -> Iterator[Verdict]:
     """Verdicts of ``cells`` (each one picklable), in order, from one checking process; it stops after the
-    verdict of a cell whose check killed the process (which is then that cell's death verdict)."""
+    verdict of a cell whose check killed the process (which is then that cell's death verdict) or took longer than
+    ``deadline`` seconds (the process is killed, and that cell's verdict is ``_late``)."""
     # forkserver, not fork: a process that has run a parallel torch op holds an OpenMP thread pool, and a
     # child forked from it hangs in its first parallel op. Nothing is preloaded into the server: Python 3.11's
     # server does not take the parent's sys.path, so it could import another copy of the project.
@@ -250,29 +261,52 @@ def _check_in_one_child(cells: list[Cell]) -> Iterator[Verdict]:
         child.start()
     sender.close()
     try:
-        for _ in cells:
+        for i in range(len(cells) + 1):  # the start, then one verdict per cell
+            if not receiver.poll(deadline if i else START_SECONDS):
+                child.kill()
+                late = _late(deadline) if i else f"the checking process did not start within {START_SECONDS:g} s"
+                yield Verdict(error=late)
+                return
             try:
-                verdict = receiver.recv()
+                message = receiver.recv()
             except EOFError:  # the child died before sending this cell's verdict
                 child.join()
                 yield _death_verdict(child.exitcode)
                 return
-            yield verdict
+            if i:
+                yield message
     finally:
         receiver.close()
         child.join()
 
 
-def checked_in_isolation(cells: list[Cell]) -> Iterator[tuple[Cell, Verdict]]:
+def check_deadline(cells: list[Cell]) -> float:
+    """Seconds the check of one of ``cells`` may take in a checking process: the ``timeout`` of the profile whose
+    sizes their configs have (the shortest where several fit, or none does), which is what asv lets the cell's whole
+    benchmark process take. That process makes the checked calls several times over (an untimed warm-up, then
+    ``repeat``'s least number of samples), so a check that takes longer is of a cell asv would fail anyway."""
+    fitting = []
+    for profile in PROFILES.values():
+        table = {config.name: config for config in configs(batch_size=profile.batch_cap)}
+        if all(table.get(cell.config.name) == cell.config for cell in cells):
+            fitting.append(profile)
+    return min(profile.timeout for profile in fitting or PROFILES.values())
+
+
+def checked_in_isolation(cells: list[Cell], deadline: float | None = None) -> Iterator[tuple[Cell, Verdict]]:
     """``check_cell`` for each of ``cells``, CPU cells first and in a child process, so a kill (the kernel's
-    out-of-memory killer, a segfault) fails the gate of the cell being checked only.
+    out-of-memory killer, a segfault) or a hang fails the gate of the cell being checked only.
 
     All CPU cells share one checking process (each new process pays about half a second of first-call
-    set-up in torch); when one dies, the cells after it go on in a new one. A cell whose strategy does not
-    pickle (a lambda or a closure) cannot be handed to that process: it gets an error verdict saying so, and
-    the others are checked. CUDA cells are checked in-process: CUDA's out-of-memory is an exception that
+    set-up in torch); when one dies, or its check takes longer than ``deadline`` seconds (default
+    ``check_deadline``) and it is killed, the cells after it go on in a new one. A strategy whose check ran out of
+    time is not checked again on another config: each would wait out the deadline, which, over a profile's configs,
+    is more than the whole gate may take (``Profile.gate_timeout``). A cell whose strategy does not pickle (a
+    lambda or a closure) cannot be handed to that process: it gets an error verdict saying so, and the others are
+    checked. CUDA cells are checked in-process, with no deadline: CUDA's out-of-memory is an exception that
     ``check_cell`` catches, and a CUDA context does not survive into a forked child.
     """
+    deadline = check_deadline(cells) if deadline is None else deadline
     isolated = "forkserver" in multiprocessing.get_all_start_methods()
     # grouped by config (a stable sort), so the strategies on one config share the reference's answers
     on_cpu = sorted((cell for cell in cells if isolated and cell.device == "cpu"), key=lambda c: c.config.name)
@@ -285,11 +319,17 @@ def checked_in_isolation(cells: list[Cell]) -> Iterator[tuple[Cell, Verdict]]:
         else:
             yield cell, Verdict(error=why)
     while pending:
-        checked = 0
-        for cell, verdict in zip(pending, _check_in_one_child(pending)):
+        checked, late = 0, None
+        for cell, verdict in zip(pending, _check_in_one_child(pending, deadline)):
             checked += 1
+            late = cell if verdict.error == _late(deadline) else None
             yield cell, verdict
         pending = pending[checked:]
+        if late is not None:
+            why = f"not checked: its check on {late.config.name} did not finish within {deadline:g} s"
+            for cell in [c for c in pending if c.strategy.name == late.strategy.name]:
+                yield cell, Verdict(error=why)
+            pending = [c for c in pending if c.strategy.name != late.strategy.name]
     for cell in in_process:
         yield cell, check_cell(cell)
 
@@ -381,9 +421,13 @@ def cached_verdict(cell: Cell, cache: str | Path | None = None) -> Verdict | Non
 
 
 def gate(
-    cells: list[Cell], progress: Callable[[str], None] | None = None, cache: str | Path | None = None
+    cells: list[Cell],
+    progress: Callable[[str], None] | None = None,
+    cache: str | Path | None = None,
+    deadline: float | None = None,
 ) -> dict[CellKey, Verdict]:
-    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out).
+    """The correctness verdict of every runnable cell in ``cells`` (skipped cells are left out); a cell's check in a
+    checking process may take ``deadline`` seconds (default ``check_deadline``: ``checked_in_isolation``).
 
     With ``cache`` (a directory; default: ``$UNFOLD_BENCH_GATE_CACHE`` if set), a verdict found there for the
     same code and cell is reused and a new one is kept, so a run split into several asv runs, or resumed
@@ -399,7 +443,8 @@ def gate(
             files[cell.key] = _verdict_file(cell, directory)
             if files[cell.key].exists():
                 verdicts[cell.key] = pickle.loads(files[cell.key].read_bytes())
-    for cell, verdict in checked_in_isolation([cell for cell in runnable if cell.key not in verdicts]):
+    unchecked = [cell for cell in runnable if cell.key not in verdicts]
+    for cell, verdict in checked_in_isolation(unchecked, deadline):
         verdicts[cell.key] = verdict
         if cell.key in files and verdict.error is None:  # an error (out of memory, a kill) may not recur
             files[cell.key].write_bytes(pickle.dumps(verdict))
