@@ -210,8 +210,13 @@ def _problems(
     forward_problem = f"{differing} of {out.numel()} output entries differ from the reference" if differing else None
     if not backward:
         return forward_problem, None
+    if not out.requires_grad:  # a gradient problem: the forward figures stand, as for a wrong gradient
+        return forward_problem, "its output has no autograd graph: no gradient flows back to the input"
     integer_grad_output = reference.integer_grad_output if x.dtype in HALF_DTYPES else None
-    (grad,) = torch.autograd.grad(out, leaf, reference.grad_output, retain_graph=integer_grad_output is not None)
+    retain = integer_grad_output is not None
+    (grad,) = torch.autograd.grad(out, leaf, reference.grad_output, retain_graph=retain, allow_unused=True)
+    if grad is None:
+        return forward_problem, "its output's autograd graph does not reach the input: no gradient flows back to it"
     integer_problem = None
     if integer_grad_output is not None:
         (integer_grad,) = torch.autograd.grad(out, leaf, integer_grad_output)

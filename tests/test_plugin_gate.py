@@ -137,3 +137,23 @@ def test_the_deadline_is_the_per_cell_timeout_of_the_profile_the_cells_are_sized
     for profile in (QUICK, FULL):
         cells = [Cell.from_names("native", config.name, "cpu", profile) for config in profile.configs()]
         assert check_deadline(cells) == profile.timeout, profile.name
+
+
+def test_a_plugin_with_the_right_output_and_no_autograd_graph_keeps_its_forward_verdict(outside_path):
+    """No gradient is a gradient problem, as a wrong one is: the forward figures stand."""
+    found, problems = load("outside_misbehaving:no_graph")
+    assert problems == {}
+    verdict = gate([Cell(found["no_graph"], EXAMPLE, "cpu")], cache=None)[("no_graph", "example", "cpu")]
+    assert verdict.error is None and verdict.problem(backward=False) is None
+    assert "its output has no autograd graph" in verdict.problem(backward=True)
+
+
+def test_an_output_whose_graph_does_not_reach_the_input_is_a_gradient_problem(outside_path):
+    import outside_unfold
+
+    def elsewhere(input, kernel_size, dilation=1, padding=0, stride=1):  # a graph from another leaf
+        return outside_unfold.outside_unfold(input.detach().requires_grad_(), kernel_size, dilation, padding, stride)
+
+    x = EXAMPLE.make_input("cpu", seed=0)
+    forward, gradient = problems(elsewhere, x, EXAMPLE.unfold_kwargs())
+    assert forward is None and "does not reach the input" in gradient
