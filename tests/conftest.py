@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import settings
 
-from impls import STRATEGIES, TESTED_STRATEGIES, Strategy
+from impls import PLUGIN_PROBLEMS, STRATEGIES, TESTED_STRATEGIES, Strategy
 
 # Locally hypothesis draws new examples each run (that is how the known defects in impls/onehot.py were
 # found); CI (CI=true) replays a fixed sequence so a submission's verdict does not depend on luck.
@@ -114,6 +114,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     starts after the other slow ones."""
     name = config.getoption("--strategy")
     if name is not None:
+        if name in PLUGIN_PROBLEMS and name not in TESTED_STRATEGIES:  # named, but set aside: say why
+            raise pytest.UsageError(f"--strategy {name!r}: the plugin was set aside: {PLUGIN_PROBLEMS[name]}")
         if name not in TESTED_STRATEGIES:
             raise pytest.UsageError(f"--strategy {name!r}: not a tested strategy ({', '.join(TESTED_STRATEGIES)})")
         kept = [item for item in items if name in strategies_of(item)]

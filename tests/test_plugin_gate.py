@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -13,7 +15,7 @@ from benchmarks.profiles import QUICK
 from benchmarks.trees import ROOT
 from impls import STRATEGIES
 from impls.parity import problems
-from impls.plugins import PICKLABLE, load, wrap
+from impls.plugins import PICKLABLE, VARIABLE, load, wrap
 
 OUTSIDE = ROOT / "tests" / "fixtures" / "outside"
 EXAMPLE = next(c for c in QUICK.configs() if c.name == "example")
@@ -157,3 +159,15 @@ def test_an_output_whose_graph_does_not_reach_the_input_is_a_gradient_problem(ou
     x = EXAMPLE.make_input("cpu", seed=0)
     forward, gradient = problems(elsewhere, x, EXAMPLE.unfold_kwargs())
     assert forward is None and "does not reach the input" in gradient
+
+
+@pytest.mark.slow
+def test_test_strategy_names_why_a_plugin_of_that_name_was_set_aside():
+    """``make test-strategy NAME=...`` for a plugin that could not be loaded says why, not only that the name is
+    not a tested strategy."""
+    env = {**os.environ, VARIABLE: "outside_bad:not_callable", "PYTHONPATH": str(OUTSIDE)}
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    command += ["--strategy", "not_callable", "tests/test_strategy_selection.py"]
+    ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode != 0
+    assert "the plugin was set aside" in ran.stderr and "neither a Strategy nor a callable" in ran.stderr, ran.stderr
