@@ -7,11 +7,11 @@ A package declares one in its ``pyproject.toml``::
 
 and a module on the path is named with ``UNFOLD_BENCH_STRATEGIES="module:attribute,..."`` (``unfold-bench
 --strategy module:attribute ...`` sets it, so that every process the suite starts loads the same). The
-attribute is a ``Strategy`` (to declare devices, dtypes and defects) or a plain callable with
+attribute is a ``Strategy`` (to declare spatial dims, devices and defects) or a plain callable with
 ``torch.nn.functional.unfold``'s signature, which is wrapped: it gets the suite's argument validation and is
 declared for every spatial dim and device, and the correctness gate, the parity tests and the capability matrix
-find what it does not do. A plugin that cannot be loaded is left out, its name and reason kept in
-``impls.PLUGIN_PROBLEMS``.
+find what it does not do. Either must pickle (``PICKLABLE``). A plugin that cannot be loaded is left out, its name
+and reason kept in ``impls.PLUGIN_PROBLEMS``.
 """
 
 from __future__ import annotations
