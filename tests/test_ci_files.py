@@ -85,6 +85,14 @@ def test_the_tests_workflow_runs_the_readmes_test_command_on_pull_requests_and_p
     assert cached == [".cache"] and job["env"]["TORCHINDUCTOR_CACHE_DIR"].endswith(".cache/inductor")
 
 
+def test_the_tests_workflow_checks_out_the_history_the_suite_walks():
+    """actions/checkout fetches one commit unless told otherwise, and the suite reads history (a bench over
+    ``HEAD~1..HEAD`` in tests/test_caveats.py): the test job's checkout fetches it all."""
+    (job,) = _load("test.yml")["jobs"].values()
+    (checkout,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/checkout")]
+    assert checkout.get("with", {}).get("fetch-depth") == 0
+
+
 def test_every_workflow_grants_the_least_permissions_it_needs():
     """Read-only by default; write access only where a job needs it: the results branch and Pages in the publish
     fan-in, pull-request comments in the comment job (which runs no pull-request code)."""
