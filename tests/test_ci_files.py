@@ -4,6 +4,7 @@ GitHub's variables pointing at temporary files and a stand-in for the ``gh`` com
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -212,42 +213,103 @@ def test_rehearsal_the_verdict_reaches_the_summary_the_annotations_and_the_comme
     assert shown.returncode == 0 and shown.stdout == summary  # the comment's body is the summary's table
 
 
-def _fake_gh(tmp_path: Path, existing: str) -> tuple[Path, Path]:
-    """A ``gh`` on PATH that records its calls and answers the comment search with ``existing`` (an id or "")."""
-    bin_dir, calls = tmp_path / "bin", tmp_path / "gh-calls"
+HEAD_SHA = "b" * 40  # the commit the gate ran on (workflow_run's head_sha)
+MARKER = "<!-- unfold-bench regression gate -->"
+
+
+def _fake_gh(tmp_path: Path, responses: dict) -> tuple[Path, Path]:
+    """A ``gh`` on PATH that records its calls and answers ``gh api PATH --jq FILTER`` as gh does: FILTER (run by
+    jq) on each page of ``responses[PATH]`` in turn, and an error for a PATH it does not know."""
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed (the stand-in for gh runs the workflow's filters with it)")
+    bin_dir, calls, pages = tmp_path / "bin", tmp_path / "gh-calls", tmp_path / "gh-responses.json"
     bin_dir.mkdir()
-    script = f'#!/bin/sh\necho "$@" >> {calls}\ncase "$*" in *--jq*) echo "{existing}";; esac\n'
+    pages.write_text(json.dumps(responses))
+    script = f"""#!{sys.executable}
+import json, subprocess, sys
+arguments = sys.argv[1:]
+with open({str(calls)!r}, "a") as calls:
+    calls.write(" ".join(arguments) + "\\n")
+if "--jq" in arguments:
+    path = next(argument for argument in arguments if argument.startswith("repos/"))
+    responses = json.load(open({str(pages)!r}))
+    if path not in responses:
+        sys.exit("gh: Not Found (HTTP 404)")
+    for page in responses[path]:
+        jq = ["jq", "-r", arguments[arguments.index("--jq") + 1]]
+        print(subprocess.run(jq, input=json.dumps(page), capture_output=True, text=True, check=True).stdout, end="")
+"""
     (bin_dir / "gh").write_text(script)
     (bin_dir / "gh").chmod(0o755)
     return bin_dir, calls
 
 
-@pytest.mark.parametrize("existing", ["", "4242"])
-def test_rehearsal_the_comment_job_creates_one_comment_and_then_edits_it(tmp_path, existing):
+def _comment(id: int, login: str) -> dict:
+    return {"id": id, "user": {"login": login}, "body": f"{MARKER}\nan earlier verdict"}
+
+
+def _rehearse_the_comment(tmp_path: Path, comments: list[list[dict]], pr_head: str = HEAD_SHA):
+    """The comment step on the artifact of pull request 17's gate, with GitHub's answers given: that pull
+    request's head, and its comments page by page."""
     _verdict(tmp_path, status=1)
     (tmp_path / "gate" / "pr-number").write_text("17\n")
     (tmp_path / "gate" / "comment.md").write_text("### Benchmark regression gate: REGRESSION\n")
     (tmp_path / "artifact").mkdir()
     (tmp_path / "gate").rename(tmp_path / "artifact" / "gate")  # where the download step puts the artifact
-    bin_dir, calls = _fake_gh(tmp_path, existing)
+    responses = {"repos/o/r/pulls/17": [{"head": {"sha": pr_head}}], "repos/o/r/issues/17/comments": comments}
+    bin_dir, calls = _fake_gh(tmp_path, responses)
     step = _step(_load("gate-comment.yml"), "comment", "Post or update")
-    env = {"GH_TOKEN": "t", "REPO": "o/r", "RUN_URL": "https://example/run", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    ran = _bash(step["run"], tmp_path, env)
+    assert step["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    env = {"GH_TOKEN": "t", "REPO": "o/r", "RUN_URL": "https://example/run", "HEAD_SHA": HEAD_SHA}
+    ran = _bash(step["run"], tmp_path, env | {"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    return ran, calls.read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("comments", "edited"),
+    [
+        ([[]], None),
+        ([[_comment(4242, "github-actions[bot]")]], 4242),
+        # gh runs --jq on each page: the newest of the bot's comments over all pages is edited
+        ([[_comment(4242, "github-actions[bot]")], [_comment(4343, "github-actions[bot]")]], 4343),
+        # anyone can post a comment that starts with the marker: only the bot's own is edited
+        ([[_comment(4242, "github-actions[bot]"), _comment(5555, "someone")]], 4242),
+        ([[_comment(5555, "someone")]], None),
+    ],
+)
+def test_rehearsal_the_comment_job_creates_one_comment_and_then_edits_it(tmp_path, comments, edited):
+    ran, made = _rehearse_the_comment(tmp_path, comments)
     assert ran.returncode == 0, ran.stderr
-    made = calls.read_text().splitlines()
-    assert made[0].startswith("api repos/o/r/issues/17/comments --paginate")
-    expected = "api -X PATCH repos/o/r/issues/comments/4242" if existing else "api repos/o/r/issues/17/comments -F"
-    assert made[1].startswith(expected)
+    assert made[0].startswith("api repos/o/r/pulls/17 --jq")
+    assert made[1].startswith("api repos/o/r/issues/17/comments --paginate")
+    patched, created = f"api -X PATCH repos/o/r/issues/comments/{edited} -F", "api repos/o/r/issues/17/comments -F"
+    expected = patched if edited else created
+    assert len(made) == 3 and made[2].startswith(expected), made
     body = (tmp_path / "body.md").read_text()
-    assert body.startswith("<!-- unfold-bench regression gate -->") and "REGRESSION" in body
+    assert body.startswith(MARKER) and "REGRESSION" in body
+
+
+def test_rehearsal_the_comment_job_refuses_a_pull_request_whose_head_the_gate_did_not_run_on(tmp_path):
+    """The number comes from the pull request's own code: a fork's gate naming another pull request (whose head is
+    another commit) gets no comment there."""
+    ran, made = _rehearse_the_comment(tmp_path, [[_comment(4242, "github-actions[bot]")]], pr_head="c" * 40)
+    assert ran.returncode != 0 and "not the commit the gate ran on" in ran.stdout
+    assert made == ["api repos/o/r/pulls/17 --jq .head.sha"]  # asked who it is, wrote nothing
+
+
+def test_the_comment_job_skips_a_cancelled_gate_and_runs_one_at_a_time_per_branch():
+    job = _load("gate-comment.yml")["jobs"]["comment"]
+    assert "github.event.workflow_run.conclusion != 'cancelled'" in job["if"]
+    assert "workflow_run.head_branch" in job["concurrency"]["group"]
 
 
 def test_rehearsal_the_comment_job_refuses_a_pull_request_number_that_is_not_a_number(tmp_path):
     (tmp_path / "artifact" / "gate").mkdir(parents=True)
     (tmp_path / "artifact" / "gate" / "pr-number").write_text("17; rm -rf /\n")
-    bin_dir, calls = _fake_gh(tmp_path, "")
+    bin_dir, calls = _fake_gh(tmp_path, {})
     step = _step(_load("gate-comment.yml"), "comment", "Post or update")
-    ran = _bash(step["run"], tmp_path, {"REPO": "o/r", "RUN_URL": "u", "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    env = {"REPO": "o/r", "RUN_URL": "u", "HEAD_SHA": HEAD_SHA, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    ran = _bash(step["run"], tmp_path, env)
     assert ran.returncode != 0 and "not a pull request number" in ran.stdout and not calls.exists()
 
 
