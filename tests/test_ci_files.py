@@ -332,6 +332,40 @@ def test_rehearsal_the_fan_in_merges_two_machines_folders_into_one_site(tmp_path
     assert all(machine in page for machine in machines)
 
 
+@pytest.mark.parametrize("earlier", [False, True])
+def test_rehearsal_the_fan_in_commits_results_alone_to_the_results_branch(tmp_path, earlier):
+    """The commit step, run in a checkout of the sources (workflows included, which the job's token may not push)
+    with the merged results/ in it: the benchmark-results branch gets a commit whose tree is results/ alone, without
+    what .gitignore leaves out, on top of the branch's earlier commit when there is one."""
+    origin, repo = tmp_path / "origin.git", tmp_path / "repo"
+    _git(tmp_path, "init", "-q", "--bare", str(origin))
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "publish.yml").write_text("name: x\n")
+    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "sources")
+    _git(repo, "remote", "add", "origin", str(origin))
+    _git(repo, "push", "-q", "origin", "main")
+    if earlier:  # a results-only commit on the branch, as a previous run left it
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "results")
+        _git(repo, "push", "-q", "origin", "HEAD:refs/heads/benchmark-results")
+        _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "results" / "machine").mkdir(parents=True)
+    (repo / "results" / "machine" / "run.json").write_text("{}")
+    (repo / "results" / "machine" / "run.json.tmp").write_text("{")  # a replacement cut off by a kill
+    (repo / "results" / "benchmarks.json").write_text("{}")
+    step = _step(_load("publish.yml"), "publish", "Keep the results")
+    env = {"RUNNER_TEMP": str(tmp_path), "GITHUB_SHA": "c" * 40, "HOME": str(tmp_path)}
+    ran = _bash(step["run"], repo, env)
+    assert ran.returncode == 0, ran.stderr
+    files = _git(origin, "ls-tree", "-r", "--name-only", "benchmark-results").splitlines()
+    assert sorted(files) == ["results/benchmarks.json", "results/machine/run.json"]
+    parents = _git(origin, "rev-list", "--parents", "-n", "1", "benchmark-results").split()[1:]
+    assert len(parents) == (1 if earlier else 0)
+    assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""  # the checkout's index untouched
+
+
 def test_make_refuses_a_bench_flag_it_cannot_read_and_leaves_other_targets_alone():
     def dry_run(*arguments: str) -> subprocess.CompletedProcess:
         return subprocess.run(["make", "-n", *arguments], cwd=ROOT, capture_output=True, text=True)
