@@ -4,6 +4,7 @@ GitHub's variables pointing at temporary files and a stand-in for the ``gh`` com
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -25,7 +26,13 @@ def _make_targets() -> set[str]:
 
 
 def test_workflows_parse_and_call_existing_make_targets():
-    assert {w.name for w in WORKFLOWS} == {"regress.yml", "publish.yml", "test.yml", "gate-comment.yml"}
+    assert {w.name for w in WORKFLOWS} == {
+        "regress.yml",
+        "regress-gpu.yml",
+        "publish.yml",
+        "test.yml",
+        "gate-comment.yml",
+    }
     targets = _make_targets()
     for workflow in WORKFLOWS:
         jobs = yaml.safe_load(workflow.read_text())["jobs"]
@@ -46,18 +53,19 @@ def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_
 def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():
     """A renamed config must not leave the pull-request gate judging nothing: each alternative of GATE_BENCH
     matches a config of ``benchmarks/configs.py``, and every job's gate passes it to ``make regress``. It is the
-    CI subset that validate-gate measures the gate on."""
+    CI subset that validate-gate measures the gate on, in the CPU gate's workflow and the GPU gate's alike."""
     from benchmarks.configs import configs
     from benchmarks.profiles import CI_SUBSET
 
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "regress.yml").read_text())
-    assert workflow["env"]["GATE_BENCH"] == CI_SUBSET
     names = [config.name for config in configs()]
-    for alternative in workflow["env"]["GATE_BENCH"].split("|"):
+    for alternative in CI_SUBSET.split("|"):
         assert any(re.search(alternative, name) for name in names), (alternative, names)
-    for job, spec in workflow["jobs"].items():
-        gate = next(step["run"] for step in spec["steps"] if "run" in step and "make regress" in step["run"])
-        assert 'BENCH="$GATE_BENCH"' in gate, job
+    for name in ("regress.yml", "regress-gpu.yml"):
+        workflow = _load(name)
+        assert workflow["env"]["GATE_BENCH"] == CI_SUBSET, name
+        for job, spec in workflow["jobs"].items():
+            gate = next(step["run"] for step in spec["steps"] if "run" in step and "make regress" in step["run"])
+            assert 'BENCH="$GATE_BENCH"' in gate, (name, job)
 
 
 def test_the_job_that_deploys_pages_declares_the_pages_environment():
@@ -135,9 +143,54 @@ def test_code_from_a_fork_reaches_a_self_hosted_runner_only_after_an_approval():
     assert "workflow_run" in comment[True]
 
 
-def test_the_gpu_gate_starts_when_labelled_and_the_publish_legs_fan_in_once():
-    regress = _load("regress.yml")
-    assert "labeled" in regress[True]["pull_request"]["types"]
+def _evaluate(condition: str, event_name: str, action: str = "", label: str = "", labels: tuple = ()) -> bool:
+    """A job's ``if`` for one event, with the few parts of GitHub's expressions it uses: the event's name, action
+    and added label, ``contains`` over the pull request's labels, ``==``, ``!=``, ``&&``, ``||`` and parentheses."""
+    values = {"github.event_name": event_name, "github.event.action": action, "github.event.label.name": label}
+    expression = re.sub(
+        r"contains\(github\.event\.pull_request\.labels\.\*\.name, '([^']*)'\)",
+        lambda match: repr(match[1] in labels),
+        " ".join(condition.split()),
+    )
+    for name, value in values.items():
+        expression = expression.replace(name, repr(value))
+    expression = expression.replace("&&", " and ").replace("||", " or ")
+    assert "github." not in expression and "!" not in expression.replace("!=", ""), expression
+    return eval(expression, {"__builtins__": {}})
+
+
+def test_the_gpu_gate_is_a_workflow_of_its_own_that_the_gpu_bench_label_starts():
+    """The comment waits for the whole CPU gate workflow, so the GPU job, which waits for a maintainer's approval,
+    is in another. Adding the label "gpu-bench" starts it and any other label nothing; each new commit of a pull
+    request that carries the label starts it, and a run by hand; the CPU gate does not rerun when a label is added."""
+    cpu, gpu = _load("regress.yml"), _load("regress-gpu.yml")
+    assert not any("self-hosted" in job["runs-on"] for job in cpu["jobs"].values())
+    assert "labeled" not in cpu[True]["pull_request"]["types"]
+    (job,) = gpu["jobs"].values()
+    assert "self-hosted" in job["runs-on"] and job["environment"] == "gpu-runner"
+    assert set(gpu[True]["pull_request"]["types"]) == {"opened", "synchronize", "reopened", "labeled"}
+    assert "workflow_dispatch" in gpu[True]
+    starts = functools.partial(_evaluate, job["if"])
+    assert starts("pull_request", "labeled", "gpu-bench", ("gpu-bench",))
+    assert not starts("pull_request", "labeled", "docs", ("gpu-bench", "docs"))  # another label on a GPU pull request
+    assert starts("pull_request", "synchronize", labels=("gpu-bench",))
+    assert not starts("pull_request", "synchronize", labels=("docs",))
+    assert not starts("pull_request", "opened")
+    assert starts("workflow_dispatch")
+    upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["with"]["name"] != "regression-gate-cpu"  # the comment posts the CPU gate's verdict only
+
+
+def test_the_comment_job_follows_the_cpu_gate_and_downloads_what_it_uploads():
+    comment, cpu = _load("gate-comment.yml"), _load("regress.yml")
+    assert comment[True]["workflow_run"]["workflows"] == [cpu["name"]]
+    download = next(step for step in comment["jobs"]["comment"]["steps"] if step.get("id") == "download")
+    upload = next(step for step in cpu["jobs"]["cpu"]["steps"] if step.get("uses", "").startswith("actions/upload"))
+    assert download["with"]["name"] == upload["with"]["name"]
+    assert "gate/" in upload["with"]["path"].split()  # the artifact holds gate/pr-number and gate/comment.md
+
+
+def test_the_publish_legs_fan_in_once():
     publish = _load("publish.yml")
     assert publish["jobs"]["bench"]["strategy"]["fail-fast"] is False
     fan_in = publish["jobs"]["publish"]
