@@ -102,6 +102,26 @@ def test_the_tests_workflow_checks_out_the_history_the_suite_walks():
     assert checkout.get("with", {}).get("fetch-depth") == 0
 
 
+def test_every_compile_cache_is_saved_by_each_run_and_restores_the_newest_of_the_same_sources():
+    """actions/cache saves nothing after an exact hit, so a key that only the sources decide would keep the first
+    run's caches for good: each run's key ends with its run id, and the restore keys, prefixes of it, pick the
+    newest cache of the same workflow and sources, else of any sources. The sources include the Makefile, which
+    pins torch (a compiled kernel is torch's)."""
+    assert re.search(r"^TORCH_SPEC \?= torch==", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    caches = []
+    for workflow in WORKFLOWS:
+        for job in yaml.safe_load(workflow.read_text())["jobs"].values():
+            caches += [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/cache")]
+    assert len(caches) == 3  # test.yml, regress.yml, publish.yml's legs
+    for cache in caches:
+        key = cache["key"]
+        assert key.endswith("-${{ github.run_id }}") and "${{ github.workflow }}" in key, key
+        (sources,) = re.findall(r"hashFiles\(([^)]*)\)", key)
+        assert {"'pyproject.toml'", "'Makefile'", "'impls/**'"} <= {s.strip() for s in sources.split(",")}
+        restore = cache["restore-keys"].splitlines()
+        assert restore == [key.removesuffix("${{ github.run_id }}"), key.split("${{ hashFiles")[0]], restore
+
+
 def test_every_workflow_grants_the_least_permissions_it_needs():
     """Read-only by default; write access only where a job needs it: the results branch and Pages in the publish
     fan-in, pull-request comments in the comment job (which runs no pull-request code)."""
