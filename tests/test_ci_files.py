@@ -50,6 +50,32 @@ def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_
     assert "--mode" not in gate  # the gate's default, the paired mode (tests/test_paired.py)
 
 
+@pytest.mark.parametrize(("recorded", "expected"), [(0, 0), (1, 1), (2, 2), (None, 2)])
+def test_rehearsal_the_gate_step_exits_with_the_status_its_verdict_file_records(tmp_path, recorded, expected):
+    """make reports the gate's 1 and 2 alike as its own 2: the step exits with verdict.json's status, and with 2
+    when the gate wrote none. A stand-in for make exits 2 after writing the verdict file."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    verdict = "" if recorded is None else f"mkdir -p gate; echo '{{\"status\": {recorded}}}' > gate/verdict.json\n"
+    (bin_dir / "make").write_text(f"#!/bin/sh\n{verdict}exit 2\n")
+    (bin_dir / "make").chmod(0o755)
+    step = _step(_load("regress.yml"), "cpu", "Regression gate")
+    env = {"GATE_BENCH": "x", "BASE": "a", "HEAD": "b", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    assert _bash(step["run"], tmp_path, env).returncode == expected
+
+
+def test_every_upload_of_a_hidden_folder_includes_hidden_files():
+    """upload-artifact leaves out files under a folder whose name starts with a dot unless told otherwise."""
+    for workflow in WORKFLOWS:
+        for name, job in yaml.safe_load(workflow.read_text())["jobs"].items():
+            for step in job["steps"]:
+                if step.get("uses", "").startswith("actions/upload-artifact"):
+                    hidden = any(
+                        part.startswith(".") for path in step["with"]["path"].split() for part in path.split("/")
+                    )
+                    assert not hidden or step["with"].get("include-hidden-files") is True, (workflow.name, name)
+
+
 def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():
     """A renamed config must not leave the pull-request gate judging nothing: each alternative of GATE_BENCH
     matches a config of ``benchmarks/configs.py``, and every job's gate passes it to ``make regress``. It is the
