@@ -1,8 +1,9 @@
 """Benchmark profiles: the same suite at the configs' real batch size (``full``) or scaled down (``quick``).
 
 A profile is part of every benchmark's name (``unfold.Full.time_forward`` vs ``unfold.Quick.time_forward``),
-so asv stores, compares and plots the two separately and they can never be mixed on one chart. Both are
-built from one code path; only the batch cap and asv's sampling attributes differ.
+so asv stores, compares and plots the two separately and they can never be mixed on one chart. Both are built
+from one code path and differ only in ``Profile``'s fields: the batch cap, the configs (``config_names``,
+``compile_time_configs``), asv's sampling and timeouts (``gate_timeout`` too) and the paired ratios' sampling (below).
 
 How noise is kept in check (asv's sampling, see docs/methodology.md "Noise"): every cell runs in fresh processes
 (``rounds``), each process first makes untimed warm-up calls for ``warmup_time`` seconds (at least one: a first

@@ -1,8 +1,9 @@
-"""The static website: every asv result in a results directory, as five linked HTML pages.
+"""The static website: every asv result in a results directory, as six linked HTML pages (``PAGES``).
 
-``build_site(results_dir, out_dir)`` writes ``index.html`` (which to ship), ``trends.html`` (across commits,
-steps flagged by asv's step detection), ``tradeoff.html`` (time vs memory, Pareto front), ``strategies.html`` (each
-strategy's registry entry and history) and ``machines.html`` (what measured), plus ``plotly.min.js`` once.
+``build_site(results_dir, out_dir)`` writes ``index.html`` (which to ship), ``findings.html`` (every claim and
+target with its verdict, ``reports.findings``), ``trends.html`` (across commits, steps flagged by asv's step
+detection), ``tradeoff.html`` (time vs memory, Pareto front), ``strategies.html`` (each strategy's registry entry
+and history) and ``machines.html`` (what measured), plus ``plotly.min.js`` once.
 Pages load that file by a relative path and nothing else, so the site works opened from disk and served by
 GitHub Pages, with no network. If ``asv publish`` has written its own site to ``out_dir/asv``, the pages
 link to it (that site loads its scripts from public CDNs: asv's choice, not ours).
