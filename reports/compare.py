@@ -15,9 +15,9 @@ For every benchmark cell measured at both revisions on one machine:
 - **failed**: a cell that fails at the new revision is a failure, never a pass; one failing only at the old
   revision is ``fixed``.
 
-Every default is a field of ``Thresholds``; every verdict comes from ``ratio_verdict`` or ``FAILED_VERDICTS``.
-
-Details: docs/internals.md#reportscomparepy.
+Every default is a field of ``Thresholds``. Verdicts come from ``ratio_verdict`` and ``FAILED_VERDICTS``, except
+``unresolved``, ``failed (a round)``, ``new``, ``not measured``, ``removed`` and an ``unchanged`` for a change not
+significant or within the floor, set where they arise (which where: docs/internals.md#reportscomparepy).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ FAILED_VERDICTS = {
 def ratio_verdict(low: float, high: float, threshold: float) -> str:
     """The verdict on a change whose ratio head / base lies in [``low``, ``high``] (a point estimate: both the
     ratio): ``regression`` when all of it is above ``1 + threshold``, ``improvement`` when all of it is below
-    ``1 / (1 + threshold)``, else ``unchanged``. Every mode of the gate ends here."""
+    ``1 / (1 + threshold)``, else ``unchanged``. Every mode of the gate that judges a ratio ends here."""
     if low > 1 + threshold:
         return "regression"
     if high < 1 / (1 + threshold):
