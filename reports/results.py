@@ -1,10 +1,12 @@
 """Every asv result in a results directory as one tidy pandas table.
 
 One row per result file x benchmark x parameter combination: commit, date, started, machine, env, profile, suite,
-metric, strategy, config, device, value, unit, spread, interval and status (``ok``, ``skipped``: asv's n/a, or
-``failed``); only ``ok`` rows have a value, so a skipped or failed cell can never be read as zero. A timing's
-``low``/``high`` are asv's 99% interval. A paired ratio (unit ``ratio``) holds one sample per process: its
-``value`` is their geometric mean and ``low``/``high`` its 95% Student-t interval across the processes
+metric, strategy, config, device, value, unit, asv's quartiles (``q_25``/``q_75``) and 99% interval
+(``ci_99_low``/``ci_99_high``), the interval the reports use (``low``/``high``), a paired ratio's processes, df,
+run level, samples and lost replicates, and status (``ok``, ``skipped``: asv's n/a, or ``failed``), then the
+machine's details (``COLUMNS``); only ``ok`` rows have a value, so a skipped or failed cell can never be read as
+zero. A timing's ``low``/``high`` are asv's 99% interval. A paired ratio (unit ``ratio``) holds one sample per
+process: its ``value`` is their geometric mean and ``low``/``high`` its 95% Student-t interval across the processes
 (``ratio_interval``), widened by the machine's recorded run level (``reports.run_level``); the process, not the
 call, is the unit of replication.
 
