@@ -3,11 +3,12 @@
 ``track_compile_seconds`` is the wall time of the first forward-backward call of a fresh process with Dynamo's
 state reset and Inductor's caches off (``force_disable_caches``): what a user pays once per shape, dtype and
 layout on a machine that never compiled it (Triton's on-disk kernel cache, from which a Triton strategy's
-kernels would otherwise be loaded, points at an empty directory). It includes one call, which is milliseconds
-against seconds. The timed benchmarks (``benchmarks.unfold``) make their compiling calls in setup, so their
-figures are the compiled code alone. Params are the compiling strategies x the profile's compile-time configs
-(one in the quick profile, every config in the full) x devices, identical on every machine; a CUDA cell without
-a GPU is skipped in setup (``unfold-bench bench`` does not plan it there). The correctness gate is not run here:
+kernels would otherwise be loaded, points at an empty directory). It includes that one call, whose own time the
+timed suite measures, so the call's share of the figure can be read there. The timed benchmarks
+(``benchmarks.unfold``) make their compiling calls in setup, so their figures are the compiled code alone. Params
+are the compiling strategies x the profile's compile-time configs (one in the quick profile, every config in the
+full) x devices, identical on every machine; a CUDA cell without a GPU is skipped in setup (``unfold-bench bench``
+does not plan it there). The correctness gate is not run here:
 a compile time is a cost, not a figure that a wrong answer could flatter, and the timed suite gates the same
 cells.
 """

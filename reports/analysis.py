@@ -42,8 +42,9 @@ STEP_THRESHOLD = 0.05  # asv's default `regressions_thresholds`: steps below 5% 
 MIN_TIME_SERIES = 3  # the fewest commits a time without an interval across processes needs for a step (``steps``)
 # A strategy's own calls one after another (asv's samples, over native's) and its paired ratio time one call after
 # different work. Where the first is slower than the second by more than this factor, beyond both spreads, its time
-# depends on what ran before it: a margin above the 90th percentile of how far a quotient of medians moved between
-# runs of one commit (docs/stability-quick.txt), since the two figures come from different processes.
+# depends on what ran before it. The two figures come from different processes, so the margin has to exceed how far
+# a quotient of medians moves between runs of one commit, which ``unfold-bench stability`` measures
+# (docs/stability-*.txt).
 CONTEXT_FACTOR = 2.0
 CONTEXT_TEXT = (
     f"its own calls one after another over {CONTEXT_FACTOR:g}x slower than its paired ratio to native (to copy_ "
