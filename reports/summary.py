@@ -5,9 +5,9 @@ forward-backward), each followed by its ratio to ``native`` on the same config a
 (runtime: the ``copy_`` roofline; memory: the analytic minimum). Skipped and failed cells say so instead of
 showing a number. Below the table, physics checks: a forward faster than the write-only ``fill_`` floor, or a
 net peak below the analytic minimum by more than a net peak's resolution, means the measurement is wrong and is
-listed. (Where the analytic
-minimum is 0, as for a 1x1 stride-1 kernel, the output can be a view of the input and writes nothing, so
-the ``fill_`` floor does not apply.) Then the compile times of the strategies that compile.
+listed. (The analytic minimum, ``benchmarks.traffic.analytic_minimum_bytes``, is never 0 now; older committed
+results recorded 0 where it allowed the output to be a view of the input, which writes nothing, and for those the
+``fill_`` floor is not applied.) Then the compile times of the strategies that compile.
 """
 
 from __future__ import annotations
