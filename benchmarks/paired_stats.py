@@ -1,23 +1,21 @@
-"""The paired timing statistic: the ratio of two revisions' times from adjacent calls, with an interval.
+"""A ratio from paired log-ratios with a signed-rank interval: the statistic of ``unfold-bench advise``'s race.
 
-A cell timed in blocks of four adjacent calls, A B B A (revision A's and revision B's), gives one log-ratio per
-block, :math:`d_i = \\tfrac12 [\\log(t^{B}_1 / t^{A}_1) + \\log(t^{B}_2 / t^{A}_2)]`. Drift of the machine and a
-neighbour's load hit the calls of a block alike, and the order within a pair cancels between its two pairs.
+Its one caller is ``benchmarks.advise`` (``race.ratio``): each round times every strategy once, the order reversed
+every round, and a strategy's log-ratio to the baseline's call of the same round is one paired sample :math:`d_i`,
+so drift and load that hit a round hit both. ``EARLY_ROUNDS``/``FAR_BEHIND`` are the race's too; ``ALPHA`` and
+``POWER`` are the regression gate's per-cell false-alarm rate and power, read by its design and reports.
 
 - **Estimate**: the Hodges-Lehmann estimator, the median of the Walsh averages :math:`(d_i + d_j) / 2`,
-  :math:`i \\le j`; the ratio is its exponential. It is robust to the odd slow call (a breakdown point of 29%)
-  and nearly as efficient as the mean on normal data (95%).
+  :math:`i \\le j`; the ratio is its exponential, robust to the odd slow call (a breakdown point of 29%).
 - **Interval**: the inversion of the Wilcoxon signed-rank test (Hollander & Wolfe, *Nonparametric Statistical
-  Methods*, 3.2): of the :math:`M = n(n+1)/2` sorted Walsh averages, the bounds are the :math:`(C+1)`-th
-  smallest and largest, with :math:`C = \\lfloor n(n+1)/4 - z \\sqrt{n(n+1)(2n+1)/24} \\rfloor` (the normal
-  approximation of the signed-rank distribution, close from :math:`n \\approx 15`). With
-  :math:`z = z_{1-\\alpha}` the lower bound exceeds a value :math:`\\delta` exactly when the signed-rank test
-  rejects "the median log-ratio is :math:`\\delta`" against "greater" at level :math:`\\alpha`. It needs the
-  :math:`d_i` symmetric about their centre, which two revisions that run the same code satisfy by exchange.
+  Methods*, 3.2): of the :math:`n(n+1)/2` sorted Walsh averages, the bounds are the :math:`(C+1)`-th smallest and
+  largest, :math:`C` the largest count whose signed-rank tail is at most :math:`\\alpha`: from the exact
+  distribution below ``MIN_PAIRS`` pairs (advise asks for at least its ``MIN_ROUNDS``), from the normal
+  approximation :math:`C = \\lfloor n(n+1)/4 - z_{1-\\alpha} \\sqrt{n(n+1)(2n+1)/24} \\rfloor` from there on. It
+  assumes the :math:`d_i` symmetric about their centre.
 - **Resolution**: the smallest slowdown this rule flags with probability ``POWER`` at the noise measured,
-  :math:`(1 + m) \\exp((z_{1-\\alpha} + z_{\\text{power}})\\, s)`, where :math:`s` is the estimator's standard
-  error read off the interval, :math:`s = (\\text{high} - \\text{low}) / (2 z_{1-\\alpha})`, and :math:`m` the
-  margin a slowdown must clear (normal approximation).
+  :math:`(1 + m) \\exp((z_{1-\\alpha} + z_{\\text{power}})\\, s)`, with :math:`s = (\\text{high} - \\text{low}) /
+  (2 z_{1-\\alpha})` the standard error read off the interval and :math:`m` the margin (normal approximation).
 """
 
 from __future__ import annotations
