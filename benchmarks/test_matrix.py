@@ -3,9 +3,9 @@
 Each test is one cell (parametrised in ``benchmarks/conftest.py``): it is skipped with the harness's reason
 where the cell cannot run, checked against the reference once (a wrong strategy fails and is not timed),
 then timed with ``benchmark.pedantic``: one warm-up round, and ``Workload.reset`` between rounds outside
-the timed region, as in the asv suite. Benchmarks are grouped by config and device, so pytest-benchmark's
-table compares the strategies of one config. asv remains the suite of record (results across commits,
-memory); this is the fast loop while editing a strategy.
+the timed region, as in the asv suite. Benchmarks are grouped by config, device and pass (forward or
+forward-backward), so pytest-benchmark's table compares the strategies of one config in one pass. asv remains
+the suite of record (results across commits, memory); this is the fast loop while editing a strategy.
 """
 
 from __future__ import annotations
