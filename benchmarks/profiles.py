@@ -75,7 +75,7 @@ QUICK = Profile(
     gate_timeout=300,
     # chosen with unfold-bench stability's forecast (reports.forecast) on the Intel Xeon VM and measured there at
     # this count: docs/stability-quick-intel.txt, whose forecast says what fewer would give; docs/stability-quick.txt
-    # measures it on the AMD EPYC VM, whose processes scatter more, and forecasts what other counts would give there
+    # measures it on the AMD EPYC VM and forecasts what other counts would give there
     ratio_processes=7,
     placements=2,
     blocks=16,
