@@ -56,7 +56,7 @@ from benchmarks.cells import (
 from benchmarks.children import run_json_child
 from benchmarks.configs import LayerConfig
 from benchmarks.paired import measures, share_inputs, timed_call
-from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND, PairedRatio, paired_ratio
+from benchmarks.paired_stats import EARLY_ROUNDS, FAR_BEHIND, MIN_ROUNDS, PairedRatio, paired_ratio
 from benchmarks.runner import PAIRED_REFERENCE
 from benchmarks.vocabulary import DEVICES, PASSES, peak_metric
 from impls import STRATEGIES, Strategy
@@ -124,11 +124,16 @@ def _factory(path: str) -> Callable[[], torch.nn.Module]:
     try:
         module = importlib.import_module(module_name) if module_name else None
         factory = getattr(module, attribute)
-    except (ImportError, AttributeError, ValueError) as error:
+    except Exception as error:  # whatever importing it raises (a missing operator, a syntax error): the user's module
         raise AdviceError(f"--model {path!r}: cannot import it ({type(error).__name__}: {error})") from None
     if not callable(factory):
         raise AdviceError(f"--model {path!r}: not callable")
     return factory
+
+
+def _per_dim(value: int | tuple[int, ...], spatial: int) -> tuple[int, ...]:
+    """An ``nn.Unfold`` parameter per spatial dim, as a convolution holds it, so that both merge by geometry."""
+    return tuple(value) if isinstance(value, tuple | list) else (value,) * spatial
 
 
 def _padding(module: torch.nn.Module, spatial: int) -> tuple[int, ...] | None:
@@ -159,10 +164,11 @@ def model_layers(path: str, input_shape: tuple[int, ...], dtype: str = "float32"
     def hook(name: str) -> Callable:
         def record(module: torch.nn.Module, inputs: tuple) -> None:
             shape = tuple(inputs[0].shape)
+            spatial = len(shape) - 2
             if isinstance(module, torch.nn.Unfold):
-                key = (shape, module.kernel_size, module.stride, module.padding, module.dilation)
+                parts = (module.kernel_size, module.stride, module.padding, module.dilation)
+                key = (shape, *(_per_dim(part, spatial) for part in parts))
             else:
-                spatial = len(shape) - 2
                 padding = _padding(module, spatial)
                 if padding is None:
                     notes.append(f"{name}: 'same' padding with an odd total is asymmetric; not an unfold, left out")
@@ -198,7 +204,6 @@ def model_layers(path: str, input_shape: tuple[int, ...], dtype: str = "float32"
 
 
 CONFIDENCE = 0.95  # of each ratio's interval (two-sided): a ranking, not a gate
-MIN_ROUNDS = 6  # the fewest rounds with a 95% signed-rank interval (the exact tail 2^-6 < 0.025)
 TARGET = 1.05  # a strategy is timed until its interval is within this factor of its ratio, or it is out of the race
 
 
@@ -210,6 +215,7 @@ class Race:
     baseline: str
     times: dict[str, list[float]]
     far_behind: set[str] = dataclasses.field(default_factory=set)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)  # strategy -> the error its call raised
 
     def ratio(self, name: str) -> PairedRatio:
         """The strategy's ratio to the baseline: its interval from the signed-rank statistics of its per-round
@@ -238,7 +244,9 @@ def race(
     over ``FAR_BEHIND`` times the leader's slowest (it is no contender, whatever the noise); after
     ``MIN_ROUNDS`` once its ratio is resolved to ``target``, or its interval lies wholly above the leader's;
     the race ends when none is left or ``budget`` seconds have passed. The leader is the fastest so far of the
-    strategies not ``set_aside`` (those the advice will not pick), so every contender for the pick is resolved."""
+    strategies not ``set_aside`` (those the advice will not pick), so every contender for the pick is resolved. A
+    strategy whose call raises leaves the race with its error (``Race.failed``) and the others go on; the
+    baseline's error ends the race."""
     names = list(workloads)
     leaders = [name for name in names if name not in set_aside] or names
     calls = tuple(workloads.values())
@@ -248,10 +256,17 @@ def race(
     while racing or rounds < MIN_ROUNDS:
         order = [baseline, *racing]
         for name in reversed(order) if rounds % 2 else order:
-            found.times[name].append(timed_call(calls, names.index(name), which))
+            try:
+                found.times[name].append(timed_call(calls, names.index(name), which))
+            except Exception as error:
+                if name == baseline:
+                    raise
+                found.failed[name] = f"{type(error).__name__}: {error}"
+                racing.remove(name)
         rounds += 1
+        live = [name for name in leaders if name not in found.failed] or [baseline]
         if rounds >= EARLY_ROUNDS:
-            leader = min(leaders, key=lambda name: statistics.median(found.times[name]))
+            leader = min(live, key=lambda name: statistics.median(found.times[name]))
             limit = FAR_BEHIND * max(found.times[leader])
             found.far_behind.update(name for name in racing if min(found.times[name]) > limit)
             racing = [name for name in racing if name not in found.far_behind]
@@ -259,8 +274,9 @@ def race(
             continue
         if clock() - start > budget:
             break
-        ratios = {name: found.ratio(name) for name in names if name not in found.far_behind}
-        leader_high = min(r.high for name, r in ratios.items() if name in leaders)
+        out = found.far_behind | set(found.failed)
+        ratios = {name: found.ratio(name) for name in names if name not in out}
+        leader_high = min(r.high for name, r in ratios.items() if name in live)
         racing = [n for n in racing if ratios[n].high / ratios[n].low > target**2 and ratios[n].low <= leader_high]
     for workload in calls:
         workload.reset()
@@ -278,7 +294,9 @@ def measure(
 ) -> Iterator[dict]:
     """Rows of the layer's measurements (module docstring), in a process started in the warm regime:
     per strategy its problem (why it cannot run the layer) or its compile time; per regime and strategy its
-    times and ratios to the baseline with intervals; per strategy its net peaks (the threshold pinned)."""
+    times and ratios to the baseline with intervals; per strategy its net peaks (the threshold pinned). A strategy
+    that fails (its check, or an error while timed or measured) gets a problem row marked ``failed`` and is not
+    measured further; the others are."""
     use_exact_float32(device)
     workloads: dict[str, Workload] = {}
     reference = None
@@ -286,14 +304,21 @@ def measure(
         cell = Cell(strategy, config, device)
         started = time.monotonic()
         problem = cell.skip_reason()
-        if problem is None:
-            reference = reference_for(cell) if reference is None else reference
-            problem = check_cell(cell, reference).problem(backward=True)  # a first call compiles here
         if problem is not None:
             yield {"strategy": name, "problem": problem}
             continue
-        workloads[name] = Workload(cell, backward=True)
-        workloads[name].compile()
+        reference = reference_for(cell) if reference is None else reference
+        problem = check_cell(cell, reference).problem(backward=True)  # a first call compiles here
+        if problem is None:
+            try:
+                workloads[name] = Workload(cell, backward=True)
+                workloads[name].compile()
+            except Exception as error:
+                workloads.pop(name, None)
+                problem = f"its set-up for timing raised {type(error).__name__}: {error}"
+        if problem is not None:
+            yield {"strategy": name, "problem": problem, "failed": True}
+            continue
         seconds = time.monotonic() - started
         progress(f"checked {name} in {seconds:.1f} s")
         yield {"strategy": name, "compile_seconds": seconds if strategy.compiles else 0.0}
@@ -313,9 +338,20 @@ def measure(
             apply_regime_now()
         for which in PASSES:
             started = time.monotonic()
-            for workload in workloads.values():  # untimed: lazy set-up, and the allocator's state, as in the suite
-                timed_call((workload,), 0, which)
-            found = race(workloads, baseline, which, budget, set_aside=set_aside)
+            failed = {}
+            for name, workload in workloads.items():  # untimed: lazy set-up, the allocator's state, as in the suite
+                try:
+                    timed_call((workload,), 0, which)
+                except Exception as error:
+                    if name == baseline:
+                        raise
+                    failed[name] = f"{type(error).__name__}: {error}"
+            racing = {name: workload for name, workload in workloads.items() if name not in failed}
+            found = race(racing, baseline, which, budget, set_aside=set_aside)
+            failed.update(found.failed)
+            for name, error in failed.items():
+                yield {"strategy": name, "problem": f"failed while timed ({regime}, {which}): {error}", "failed": True}
+                del workloads[name]
             base_time = statistics.median(found.times[baseline])
             for name in workloads:
                 result = found.ratio(name)
@@ -336,12 +372,23 @@ def measure(
     started = time.monotonic()
     warm_up = FRESH_PAGES.name not in regimes  # else each strategy's calls already ran with the threshold pinned
     for name, workload in workloads.items():
-        yield {
-            "strategy": name,
-            "regime": "memory",
-            **{peak_metric(w): charged_net_peak(workload, w != "forward", warm_up) for w in PASSES},
-        }
+        try:
+            peaks = {peak_metric(w): charged_net_peak(workload, w != "forward", warm_up) for w in PASSES}
+        except Exception as error:
+            yield {"strategy": name, "problem": f"failed while its net peak was measured: {error}", "failed": True}
+            continue
+        yield {"strategy": name, "regime": "memory", **peaks}
     progress(f"net peaks in {time.monotonic() - started:.1f} s")
+
+
+SETUP_SECONDS = 900.0  # a layer's process, besides its races: every strategy's check and first compile, net peaks
+
+
+def layer_timeout(budget: float, regimes: Sequence[str]) -> float:
+    """Seconds a layer's process may take: ``SETUP_SECONDS``, plus twice the races' budget (a race of slow calls
+    runs its first ``MIN_ROUNDS`` rounds whatever the budget, and ends with the round in flight), per pass and
+    regime."""
+    return SETUP_SECONDS + 2 * budget * len(PASSES) * len(regimes)
 
 
 def measure_layer(
@@ -350,12 +397,14 @@ def measure_layer(
     regimes: Sequence[str] = tuple(REGIMES),
     device: str = "cpu",
     set_aside: Collection[str] = (),
-    timeout: float = 900.0,
+    timeout: float | None = None,
     progress: Callable[[str], None] = print,
 ) -> dict[str, dict]:
     """The layer's measurements from a process of its own (a crash fails this layer only), started with the
     allocator as a user's process has it: ``{"time:<regime>": {strategy: row}, "memory": {strategy: row}}``,
-    rows keyed as ``reports.advice`` reads them; a failed process leaves its strategies the reason as problem."""
+    rows keyed as ``reports.advice`` reads them; a failed process leaves its strategies the reason as problem,
+    marked ``failed``. ``timeout`` (default ``layer_timeout``): seconds the process may take."""
+    timeout = layer_timeout(budget, regimes) if timeout is None else timeout
     command = [
         sys.executable,
         "-m",
@@ -382,7 +431,7 @@ def measure_layer(
         name = row["strategy"]
         if "problem" in row:
             for key in found:
-                found[key][name] = {"strategy": name, "problem": row["problem"]}
+                found[key][name] = {"strategy": name, "problem": row["problem"], "failed": row.get("failed", False)}
         elif "compile_seconds" in row:
             compile_seconds[name] = row["compile_seconds"]
         elif row["regime"] == "memory":
@@ -398,7 +447,7 @@ def measure_layer(
         for name in STRATEGIES:
             row = table.get(name, {})
             if why and "problem" not in row and not set(wanted) <= set(row):
-                table[name] = {"strategy": name, "problem": why}
+                table[name] = {"strategy": name, "problem": why, "failed": True}
     return found
 
 

@@ -31,6 +31,7 @@ POWER = 0.95  # the probability with which a slowdown of the cell's resolution i
 # advise's race: after EARLY_ROUNDS rounds a strategy is out when its fastest call is over FAR_BEHIND x the leader's
 # slowest (no contender, whatever the noise)
 EARLY_ROUNDS, FAR_BEHIND = 3, 2.0
+MIN_ROUNDS = 6  # advise's fewest rounds with a 95% signed-rank interval (the exact tail 2^-6 < 0.025)
 MIN_PAIRS = 16  # below this the normal approximation of the signed-rank distribution is poor
 
 

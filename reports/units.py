@@ -80,10 +80,15 @@ def format_ratio_interval(
 
 
 def format_interval(low: float | None, high: float | None, decimals: int = 2, missing: str = "") -> str:
-    """An interval ``[low, high]`` to ``decimals`` decimals; ``missing`` when an end is missing."""
+    """An interval ``[low, high]`` to ``decimals`` decimals, a positive end too small for them to two significant
+    digits (never ``[0.00, 0.00]``); ``missing`` when an end is missing."""
     if is_missing(low) or is_missing(high):
         return missing
-    return f"[{low:.{decimals}f}, {high:.{decimals}f}]"
+
+    def end(value: float) -> str:
+        return f"{value:.2g}" if 0 < value < 10**-decimals else f"{value:.{decimals}f}"
+
+    return f"[{end(low)}, {end(high)}]"
 
 
 def is_missing(value: float | None) -> bool:

@@ -11,7 +11,7 @@ import torch
 
 from benchmarks.advise import Layer, layer_config, model_layers
 from benchmarks.paired_stats import EARLY_ROUNDS
-from reports.advice import advice, format_text
+from reports.advice import advice, format_text, picks_text
 from unfold_bench.cli import main
 
 MODELS = "tests.fixtures.models"
@@ -36,6 +36,8 @@ MIB = 2**20
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--needs", "telepathy"], "telepathy: unknown"),
         (["--input-shape", "2,3,8,8", "--kernel-size", "3", "--stride", "0"], "--dilation 1: stride=0 must be"),
         (["--input-shape", "2,3,8,8"], "--kernel-size"),
+        (["--input-shape", "2,3,8,8", "--model", "tests.fixtures.broken_model.resnet"], "RuntimeError: operator"),
+        (["--input-shape", "2,4,9,9", "--model", f"{MODELS}.two_blocks", "--stride", "2"], "--stride 2: a model's"),
     ],
 )
 def test_bad_input_exits_2_naming_the_parameter_before_any_measurement(arguments, named, capsys):
@@ -61,28 +63,25 @@ def test_a_models_layers_are_collected_merged_and_counted():
     assert found == [
         ((2, 4, 9, 9), (3, 3), (1, 1), (1, 1), 2),
         ((2, 4, 9, 9), (3, 3), (2, 2), (0, 0), 1),
-        ((2, 6, 4, 4), (3, 3), (1, 1), (1, 1), 1),
-        ((2, 6, 4, 4), 2, 1, 0, 1),
+        ((2, 6, 4, 4), (3, 3), (1, 1), (1, 1), 2),  # the 'same' convolution and an nn.Unfold of its geometry
+        ((2, 6, 4, 4), (2, 2), (1, 1), (0, 0), 1),
     ]
-    assert layers[0].names == ("0", "2") and notes == []
+    assert layers[0].names == ("0", "2") and layers[2].names == ("4.patches", "4.same") and notes == []
 
 
-def _measured(times: dict[str, float], peaks: dict[str, int]) -> dict[str, dict]:
-    rows = {
-        s: {
-            "strategy": s,
-            "time_forward": t,
-            "time_forward_backward": 2 * t,
-            "ratio_forward": 1.0,
-            "low_forward": 1.0,
-            "high_forward": 1.0,
-            "ratio_forward_backward": 1.0,
-            "low_forward_backward": 1.0,
-            "high_forward_backward": 1.0,
-            "compile_seconds": 0.0,
-        }
-        for s, t in times.items()
-    }
+def _measured(
+    times: dict[str, float], peaks: dict[str, int], spread: dict[str, float] | None = None
+) -> dict[str, dict]:
+    """A layer's measurements: each strategy's ratio to the first (the baseline), without an interval unless its
+    ``spread`` (a factor) gives it one."""
+    baseline = next(iter(times))
+    rows = {}
+    for s, t in times.items():
+        ratio, factor = t / times[baseline], (spread or {}).get(s, 1.0)
+        rows[s] = {"strategy": s, "baseline": baseline, "compile_seconds": 0.0}
+        for which, time in (("forward", t), ("forward_backward", 2 * t)):
+            rows[s].update({f"time_{which}": time, f"ratio_{which}": ratio, f"rounds_{which}": 10})
+            rows[s].update({f"low_{which}": ratio / factor, f"high_{which}": ratio * factor})
     memory = {s: {"strategy": s, "net_peak_forward": p, "net_peak_forward_backward": 2 * p} for s, p in peaks.items()}
     return {"time:warm": rows, "memory": memory}
 
@@ -95,7 +94,7 @@ def test_the_model_pick_weighs_each_layer_by_how_often_it_occurs_and_respects_th
     report = advice(layers, measured, ["warm"], {})
     forward = {rule["rule"]: rule for rule in report["rules"]}["forward only (e.g. KFAC statistics)"]
     assert forward["layer_picks"] == {"rare": "a", "common": "b"}  # c is fastest but over 1.2x the lowest memory
-    assert forward["model_pick"] == "b"  # b: 3 + 10 * 0.5 = 8 s against a: 1 + 10 * 1 = 11 s
+    assert forward["model_pick"] == "b" and forward["model_tied"] == []  # b: 3 + 10 * 0.5 = 8 s, a: 1 + 10 * 1 = 11 s
     assert [r["strategy"] for r in forward["model_ranking"]][:2] == ["b", "a"]
     set_aside = advice(layers, measured, ["warm"], {"b": "no vmap (made up)"})
     assert {rule["rule"]: rule for rule in set_aside["rules"]}["forward only (e.g. KFAC statistics)"][
@@ -119,6 +118,59 @@ def test_a_strategy_that_cannot_run_a_layer_is_listed_with_its_reason_and_never_
     report = advice(layers, [measured], ["warm"], {})
     assert all(rule["model_pick"] == "a" for rule in report["rules"])
     assert "b               cannot: wrong output: made up" in format_text(report)
+
+
+FORWARD = "forward only (e.g. KFAC statistics)"
+
+
+def test_overlapping_intervals_are_a_tie_broken_by_memory_then_simplicity_per_layer_and_for_the_model():
+    layers = [Layer(layer_config((2, 3, 8, 8), 3, name="one"), 1), Layer(layer_config((2, 3, 8, 8), 1, name="two"), 3)]
+    same = {"native": 100 * MIB, "compiled": 100 * MIB, "slow": 100 * MIB}
+    times = {"native": 1.0, "compiled": 0.98, "slow": 2.0}
+    measured = [_measured(times, same, spread={"compiled": 1.08})] * 2
+    report = advice(layers, measured, ["warm"], {}, complexity={"compiled": 1, "native": 0, "slow": 0})
+    forward = {rule["rule"]: rule for rule in report["rules"]}[FORWARD]
+    # compiled's point estimate is the lowest, but inside the noise of native's; native is simpler
+    assert forward["layer_picks"] == {"one": "native", "two": "native"}
+    assert forward["layer_ties"] == {"one": ["compiled", "native"], "two": ["compiled", "native"]}
+    assert forward["model_pick"] == "native" and forward["model_tied"] == ["compiled", "native"]
+    ranking = {row["strategy"]: row for row in forward["model_ranking"]}
+    assert math.isclose(ranking["compiled"]["time"], 4 * 0.98)  # one of "one", three of "two"
+    assert math.isclose(ranking["compiled"]["time_high"], 4 * 0.98 * 1.08)
+    text = "\n".join(picks_text(report))
+    assert "ship native; a statistical tie between compiled, native" in text and "one native (tie: compiled" in text
+    apart = advice(layers, [_measured(times, same, spread={"compiled": 1.01})] * 2, ["warm"], {}, {"compiled": 1})
+    assert {rule["rule"]: rule for rule in apart["rules"]}[FORWARD]["model_pick"] == "compiled"
+
+
+def test_the_text_says_where_the_regimes_picks_differ_and_names_the_baseline():
+    layers = [Layer(layer_config((2, 3, 8, 8, 8), 3, name="vol"), 1)]
+    warm = _measured({"onehot": 1.0, "gather": 0.5}, {"onehot": 100, "gather": 100})
+    fresh = _measured({"onehot": 1.0, "gather": 2.0}, {"onehot": 100, "gather": 100})
+    both = {"time:warm": warm["time:warm"], "time:fresh-pages": fresh["time:warm"], "memory": warm["memory"]}
+    report = advice(layers, [both], ["warm", "fresh-pages"], {})
+    text = format_text(report)
+    assert f"The regimes' picks differ for {FORWARD}: warm gather, fresh-pages onehot" in text
+    assert "ratio to the baseline (onehot)" in text and "onehot          forward 1,000 ms (the baseline)" in text
+
+
+def test_a_failed_strategy_is_listed_the_others_judged_and_the_command_exits_2(monkeypatch, capsys):
+    from benchmarks import advise
+
+    measured = _measured({"native": 1.0, "gather": 0.5}, {"native": 100, "gather": 100})
+    broken = {"strategy": "cpp", "problem": "failed while timed (warm, forward): RuntimeError: boom", "failed": True}
+    measured["time:warm"]["cpp"] = measured["memory"]["cpp"] = broken
+    monkeypatch.setattr(advise, "measure_layer", lambda *args, **kwargs: measured)
+    status = main(["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--regime", "warm"])
+    out = capsys.readouterr().out
+    assert status == 2 and "ship gather" in out and "Failed: layer cpp: failed while timed" in out
+
+
+def test_a_layers_time_limit_grows_with_the_budget():
+    from benchmarks.advise import SETUP_SECONDS, layer_timeout
+
+    assert layer_timeout(250.0, ["warm", "fresh-pages"]) > 2 * 2 * 250.0 > SETUP_SECONDS
+    assert layer_timeout(3.0, ["warm"]) < layer_timeout(3.0, ["warm", "fresh-pages"])
 
 
 @pytest.mark.slow
@@ -204,3 +256,23 @@ def test_a_commands_own_message_on_exit_is_printed_not_lost(capsys):
     # a command that stops with a message (SystemExit("...")) exits 1 with the message on stderr
     assert main(["context", "--cells", "native:example:forward"]) == 1
     assert "every cell is the reference" in capsys.readouterr().err
+
+
+def test_a_strategy_whose_call_raises_leaves_the_race_and_the_others_are_resolved(monkeypatch):
+    from benchmarks import advise
+
+    calls = {"n": 0}
+
+    def timed(workloads, index, which):
+        calls["n"] += 1
+        if workloads[index].seconds is None:
+            if calls["n"] > 8:  # it ran a few rounds first
+                raise RuntimeError("boom")
+            return 1.0
+        return workloads[index].seconds
+
+    monkeypatch.setattr(advise, "timed_call", timed)
+    workloads = {"native": _Fake(1.0), "fast": _Fake(0.5), "broken": _Fake(None)}
+    found = advise.race(workloads, "native", "forward", budget=1e9)
+    assert found.failed == {"broken": "RuntimeError: boom"}
+    assert len(found.times["native"]) >= advise.MIN_ROUNDS and found.ratio("fast").ratio == 0.5

@@ -757,6 +757,7 @@ def test_every_report_writes_a_ratio_and_its_interval_one_way():
     assert units.format_ratio(1.23456) == "1.23x"
     assert units.format_ratio(1.23456, 3, suffix="") == "1.235"
     assert units.format_ratio(0.004) == "0.004x"  # a small miss is not shown as 0.00x
+    assert units.format_interval(0.00197, 0.0031) == "[0.002, 0.0031]" and units.format_interval(0, 1) == "[0.00, 1.00]"
     assert units.format_ratio(math.nan) == "-" and units.format_ratio(None, missing="") == ""
     assert units.format_ratio_interval(1.2, 1.1, 1.3, suffix="x native") == "1.20x native [1.10, 1.30]"
     assert units.format_ratio_interval(1.2, 1.2, 1.2) == "1.20x"  # one process: no interval to show

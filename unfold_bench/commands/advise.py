@@ -7,8 +7,11 @@ For each geometry (given, or collected from the model's convolutions and ``nn.Un
 counted): the correctness check of every strategy, then its forward and forward-backward time in each timing
 regime, raced against the baseline in rounds of one call each, the order reversed every round, with a signed-rank
 interval (``benchmarks.advise``), and its net peak memory; then a ranked table per geometry and a pick per layer
-and for the whole model under the site's rules (``reports.advice``). ``--json`` and ``--html`` write the report.
-Bad input exits with status 2 and a message naming the parameter.
+and for the whole model by the site's rules and verdict, statistical ties and their tie-break included
+(``reports.advice``). ``--json`` and ``--html`` write the report. Bad input exits with status 2 and a message naming
+the parameter, before any measurement; a strategy that fails on a layer (its correctness check, an error while
+measured, the layer's process) is listed with the reason, the others are judged, and the command exits with
+status 2; a plugin that could not be loaded, status 1.
 """
 
 from __future__ import annotations
@@ -44,15 +47,22 @@ def _needs(text: str) -> list[str]:
     return names
 
 
+def _records() -> dict[str, dict]:
+    """Each strategy's record (``benchmarks.catalogue``), as the site reads it."""
+    from benchmarks.catalogue import strategy_record
+    from impls import STRATEGIES
+
+    return {name: strategy_record(strategy) for name, strategy in STRATEGIES.items()}
+
+
 def _set_aside(needs: list[str], device: str) -> dict[str, str]:
     """The site's set-aside strategies (those that overwrite their result), and those lacking what is needed,
     from the capability checks on ``device``."""
-    from benchmarks.catalogue import strategy_record
     from impls import STRATEGIES
     from impls.capabilities import NEEDS, WORKS, check
     from reports.set_aside import set_aside
 
-    aside = set_aside({name: strategy_record(strategy) for name, strategy in STRATEGIES.items()})
+    aside = set_aside(_records())
     for need in needs:
         for name, strategy in STRATEGIES.items():
             cell = check(strategy, NEEDS[need], device)
@@ -61,10 +71,14 @@ def _set_aside(needs: list[str], device: str) -> dict[str, str]:
     return aside
 
 
+GEOMETRY = {"stride": 1, "padding": 0, "dilation": 1}  # the options of one geometry, with F.unfold's defaults
+
+
 def main(argv: list[str] | None = None) -> int:
     """Which strategy to ship for your own layers or model (ranked, measured here)."""
     from benchmarks.advise import (
         BUDGET,
+        DTYPES,
         MIN_ROUNDS,
         AdviceError,
         Layer,
@@ -80,11 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="unfold-bench advise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--input-shape", type=_ints, required=True, help="N,C,*spatial (of the model's input)")
-    parser.add_argument("--kernel-size", type=_int_or_tuple, help="int or comma-separated per spatial dim")
-    parser.add_argument("--stride", type=_int_or_tuple, default=1)
-    parser.add_argument("--padding", type=_int_or_tuple, default=0)
-    parser.add_argument("--dilation", type=_int_or_tuple, default=1)
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument(
+        "--kernel-size", type=_int_or_tuple, help="one geometry's kernel: an int, or one per spatial dim (3,3)"
+    )
+    for option, default in GEOMETRY.items():
+        parser.add_argument(
+            f"--{option}",
+            type=_int_or_tuple,
+            help=f"with --kernel-size: an int or one per spatial dim (default {default})",
+        )
+    parser.add_argument("--dtype", default="float32", help=f"one of {', '.join(DTYPES)} (default float32)")
     add_device(parser, why="the device type to measure the strategies on")
     parser.add_argument("--model", help="an importable nn.Module factory, e.g. torchvision.models.resnet18")
     parser.add_argument("--needs", type=_needs, default=[], help="capabilities the strategy must have, e.g. vmap")
@@ -101,6 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.model is None) == (args.kernel_size is None):
         parser.error("give either --kernel-size (one geometry) or --model (its layers), not both or neither")
+    given = [option for option in GEOMETRY if getattr(args, option) is not None]
+    if args.model and given:
+        parser.error(
+            f"--{given[0]} {getattr(args, given[0])}: a model's layers have their own; give it with --kernel-size"
+        )
+    geometry = {
+        option: default if getattr(args, option) is None else getattr(args, option)
+        for option, default in GEOMETRY.items()
+    }
     if args.budget <= 0:
         parser.error(f"--budget {args.budget}: must be above 0 seconds")
     try:
@@ -111,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             for note in notes:
                 print(f"note: {note}")
         else:
-            config = layer_config(
-                args.input_shape, args.kernel_size, args.stride, args.padding, args.dilation, args.dtype
-            )
+            config = layer_config(args.input_shape, args.kernel_size, **geometry, dtype=args.dtype)
             layers = [Layer(config)]
     except AdviceError as error:
         print(f"unfold-bench advise: error: {error}", file=sys.stderr)
@@ -138,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         measured.append(measure_layer(layer.config, args.budget, regimes, args.device, set_aside))
         print(f"  {layer.config.name}: measured in {time.monotonic() - layer_started:.0f} s", flush=True)
     from reports.advice import advice, format_text, write_html
+    from reports.set_aside import complexity
 
-    report = advice(layers, measured, regimes, set_aside)
+    report = advice(layers, measured, regimes, set_aside, complexity(_records()))
     report["seconds"] = time.monotonic() - started
     print(format_text(report))
     print(f"measured in {report['seconds'] / 60:.1f} min")
@@ -148,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(report, out, indent=1, default=str)
     if args.html:
         write_html(report, args.html)
+    if report["failed"]:  # judged without them: the picks stand, but a strategy failed on your layer
+        print(f"{len(report['failed'])} strategy and layer pairs failed (listed above): exit status 2")
+        return 2
     if PLUGIN_PROBLEMS:  # as bench does: the others were measured, a strategy you named was not
         print(set_aside_count(PLUGIN_PROBLEMS))
         return 1
