@@ -246,7 +246,7 @@ def race(
     the race ends when none is left or ``budget`` seconds have passed. The leader is the fastest so far of the
     strategies not ``set_aside`` (those the advice will not pick), so every contender for the pick is resolved. A
     strategy whose call raises leaves the race with its error (``Race.failed``) and the others go on; the
-    baseline's error ends the race."""
+    baseline's error is raised (it fails the layer's process)."""
     names = list(workloads)
     leaders = [name for name in names if name not in set_aside] or names
     calls = tuple(workloads.values())
@@ -264,7 +264,7 @@ def race(
                 found.failed[name] = f"{type(error).__name__}: {error}"
                 racing.remove(name)
         rounds += 1
-        live = [name for name in leaders if name not in found.failed] or [baseline]
+        live = [name for name in leaders if name not in found.failed and name not in found.far_behind] or [baseline]
         if rounds >= EARLY_ROUNDS:
             leader = min(live, key=lambda name: statistics.median(found.times[name]))
             limit = FAR_BEHIND * max(found.times[leader])
@@ -375,7 +375,8 @@ def measure(
         try:
             peaks = {peak_metric(w): charged_net_peak(workload, w != "forward", warm_up) for w in PASSES}
         except Exception as error:
-            yield {"strategy": name, "problem": f"failed while its net peak was measured: {error}", "failed": True}
+            problem = f"failed while its net peak was measured: {type(error).__name__}: {error}"
+            yield {"strategy": name, "problem": problem, "failed": True}
             continue
         yield {"strategy": name, "regime": "memory", **peaks}
     progress(f"net peaks in {time.monotonic() - started:.1f} s")

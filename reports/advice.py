@@ -14,7 +14,8 @@ interval of its paired ratio to the layer's baseline, and its net peaks), with t
   where they are independent, so that no tie is hidden.
 
 ``--needs`` sets aside the strategies that the capability matrix (``impls.capabilities``) does not show working
-for a capability the user names. Each regime is judged on its own; the text says where their picks differ.
+for a capability the user names. Each regime is judged on its own; the text says where their picks differ. A strategy
+that failed on a layer (``benchmarks.advise``) is listed as failed there in every regime.
 """
 
 from __future__ import annotations
@@ -46,14 +47,15 @@ MODEL_RULE = (
     "weighted sum of the layers' interval ends), among the strategies that run every layer, with the net peak summed "
     "over the layers (a resolution per layer)"
 )
-NOTHING = "nothing (no strategy ran every layer)"
+NOTHING = "nothing (no strategy that may be picked ran every layer)"
 
 
 def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> pd.DataFrame:
     """One row per layer x strategy in the columns of ``analysis.cell_table`` (figures and their status), each
     time's paired ratio to the layer's baseline with its interval in the columns the verdict ranks paired ratios by
-    (``<time>:x_native``, ``_low``, ``_high``, ``_paired``: the baseline is native where it runs the layer), plus
-    the reason a strategy could not run the layer and whether that was a failure rather than a refusal."""
+    (``<time>:x_native``, ``_low``, ``_high``, ``_paired``: the baseline is native where it runs the layer; no
+    interval for one that left the race far behind, so that it ties with no one), plus the reason a strategy could
+    not run the layer and whether that was a failure rather than a refusal."""
     rows = []
     for layer, found in zip(layers, measured):
         times, memory = found.get(f"time:{regime}", {}), found.get("memory", {})
@@ -74,7 +76,9 @@ def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> 
                 row[f"far_behind_{which}"] = bool(t.get(f"far_behind_{which}", False))
                 metric = timed_metric(which)
                 for end, suffix in analysis.RATIO_ENDS:
-                    row[f"{metric}:x_native{suffix}"] = math.nan if problem else row[f"{_PART[end]}_{which}"]
+                    # one that left the race far behind is no contender: its range of a few rounds ties with no one
+                    hidden = problem or (end != "relative" and row[f"far_behind_{which}"])
+                    row[f"{metric}:x_native{suffix}"] = math.nan if hidden else row[f"{_PART[end]}_{which}"]
                 row[f"{metric}:x_native_paired"] = not problem
             row["compile_seconds"] = t.get("compile_seconds", 0.0)
             rows.append(row)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from benchmarks.vocabulary import COPY_FLOOR, MIB
@@ -58,14 +59,20 @@ def format_number(value: float, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
 
 
+def _decimals_or_digits(value: float, decimals: int) -> str:
+    """``value`` to ``decimals`` decimals; a positive one too small for them to two significant digits, never in
+    exponent form (``0.0031``, ``0.000041``), so that a small ratio and its interval's ends stay apart."""
+    if 0 < value < 10**-decimals:
+        return np.format_float_positional(value, precision=2, unique=False, fractional=False, trim="-")
+    return f"{value:.{decimals}f}"
+
+
 def format_ratio(value: float | None, decimals: int = 2, missing: str = "-", suffix: str = "x") -> str:
-    """A ratio to ``decimals`` decimals and ``suffix``; a positive one too small for them to one significant digit
+    """A ratio to ``decimals`` decimals and ``suffix``; a positive one too small for them to two significant digits
     (never ``0.00x``); ``missing`` when there is none."""
     if is_missing(value):
         return missing
-    if 0 < value < 10**-decimals:
-        return f"{value:.1g}{suffix}"
-    return f"{value:.{decimals}f}{suffix}"
+    return f"{_decimals_or_digits(value, decimals)}{suffix}"
 
 
 def format_ratio_interval(
@@ -85,10 +92,7 @@ def format_interval(low: float | None, high: float | None, decimals: int = 2, mi
     if is_missing(low) or is_missing(high):
         return missing
 
-    def end(value: float) -> str:
-        return f"{value:.2g}" if 0 < value < 10**-decimals else f"{value:.{decimals}f}"
-
-    return f"[{end(low)}, {end(high)}]"
+    return f"[{_decimals_or_digits(low, decimals)}, {_decimals_or_digits(high, decimals)}]"
 
 
 def is_missing(value: float | None) -> bool:

@@ -143,6 +143,20 @@ def test_overlapping_intervals_are_a_tie_broken_by_memory_then_simplicity_per_la
     assert {rule["rule"]: rule for rule in apart["rules"]}[FORWARD]["model_pick"] == "compiled"
 
 
+def test_a_strategy_that_left_the_race_far_behind_ties_with_no_one():
+    layers = [Layer(layer_config((2, 3, 8, 8), 3, name="one"), 1)]
+    same = {"native": 100 * MIB, "gather": 100 * MIB, "slow": 100 * MIB}
+    measured = _measured({"native": 1.0, "gather": 0.5, "slow": 1.2}, same, spread={"gather": 1.1})
+    for which in ("forward", "forward_backward"):  # a range of three rounds, one of them with a slow baseline call
+        measured["time:warm"]["slow"].update({f"low_{which}": 0.4, f"high_{which}": 1.3, f"far_behind_{which}": True})
+        measured["time:warm"]["slow"][f"rounds_{which}"] = 3
+    report = advice(layers, [measured], ["warm"], {}, complexity={"gather": 1})
+    forward = {rule["rule"]: rule for rule in report["rules"]}[FORWARD]
+    assert forward["layer_picks"] == {"one": "gather"} and forward["layer_ties"] == {}
+    assert forward["model_pick"] == "gather" and forward["model_tied"] == []
+    assert "1.20x [0.40, 1.30], the range of its 3 rounds: left far behind" in format_text(report)
+
+
 def test_the_text_says_where_the_regimes_picks_differ_and_names_the_baseline():
     layers = [Layer(layer_config((2, 3, 8, 8, 8), 3, name="vol"), 1)]
     warm = _measured({"onehot": 1.0, "gather": 0.5}, {"onehot": 100, "gather": 100})
@@ -276,3 +290,22 @@ def test_a_strategy_whose_call_raises_leaves_the_race_and_the_others_are_resolve
     found = advise.race(workloads, "native", "forward", budget=1e9)
     assert found.failed == {"broken": "RuntimeError: boom"}
     assert len(found.times["native"]) >= advise.MIN_ROUNDS and found.ratio("fast").ratio == 0.5
+
+
+def test_the_race_goes_on_when_the_leader_fails_and_the_only_other_contender_is_far_behind(monkeypatch):
+    from benchmarks import advise
+
+    calls = {"n": 0}
+
+    def timed(workloads, index, which):
+        calls["n"] += 1
+        if workloads[index].seconds is None:
+            if calls["n"] > 18:  # the leader, after a few rounds unresolved (its calls scatter)
+                raise RuntimeError("boom")
+            return 0.4 if calls["n"] % 2 else 0.6
+        return workloads[index].seconds
+
+    monkeypatch.setattr(advise, "timed_call", timed)
+    workloads = {"onehot": _Fake(1.0), "lead": _Fake(None), "slow": _Fake(5.0)}
+    found = advise.race(workloads, "onehot", "forward", budget=1e9, set_aside=["onehot"])
+    assert found.failed == {"lead": "RuntimeError: boom"} and found.far_behind == {"slow"}

@@ -11,7 +11,7 @@ and for the whole model by the site's rules and verdict, statistical ties and th
 (``reports.advice``). ``--json`` and ``--html`` write the report. Bad input exits with status 2 and a message naming
 the parameter, before any measurement; a strategy that fails on a layer (its correctness check, an error while
 measured, the layer's process) is listed with the reason, the others are judged, and the command exits with
-status 2; a plugin that could not be loaded, status 1.
+status 2; else a plugin that could not be loaded makes it status 1.
 """
 
 from __future__ import annotations
@@ -122,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give either --kernel-size (one geometry) or --model (its layers), not both or neither")
     given = [option for option in GEOMETRY if getattr(args, option) is not None]
     if args.model and given:
-        parser.error(
-            f"--{given[0]} {getattr(args, given[0])}: a model's layers have their own; give it with --kernel-size"
-        )
+        value = getattr(args, given[0])
+        text = ",".join(map(str, value)) if isinstance(value, tuple) else value
+        parser.error(f"--{given[0]} {text}: a model's layers have their own; give it with --kernel-size")
     geometry = {
         option: default if getattr(args, option) is None else getattr(args, option)
         for option, default in GEOMETRY.items()
@@ -175,13 +175,12 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(report, out, indent=1, default=str)
     if args.html:
         write_html(report, args.html)
-    if report["failed"]:  # judged without them: the picks stand, but a strategy failed on your layer
-        print(f"{len(report['failed'])} strategy and layer pairs failed (listed above): exit status 2")
-        return 2
     if PLUGIN_PROBLEMS:  # as bench does: the others were measured, a strategy you named was not
         print(set_aside_count(PLUGIN_PROBLEMS))
-        return 1
-    return 0
+    if report["failed"]:  # judged without them: the picks stand, but a strategy failed on your layer
+        print(f"failed on a layer: {len(report['failed'])} (listed above): exit status 2")
+        return 2
+    return 1 if PLUGIN_PROBLEMS else 0
 
 
 if __name__ == "__main__":
