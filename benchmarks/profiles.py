@@ -117,8 +117,9 @@ class SampledByProfile:
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (QUICK, FULL)}
 DEFAULT_PROFILE = QUICK.name  # what every command runs when none is named (the Makefile's PROFILE too)
-# The cells the regression gate judges on a pull request (.github/workflows/regress.yml's GATE_BENCH, checked by
-# tests/test_ci_files.py) and that validate-gate measures it on: a regex over asv's cell names
+# The cells the regression gate judges on a pull request (GATE_BENCH in .github/workflows/regress.yml and
+# regress-gpu.yml, checked by tests/test_ci_files.py) and that validate-gate measures it on: a regex over asv's
+# cell names
 CI_SUBSET = "allcnnc-conv2|allcnnc-conv3"
 
 
