@@ -204,16 +204,19 @@ def _check_in_child(expected_files: dict[str, str | None], pickled_cells: list[b
             why = f"{type(error).__name__}: {error}"
             cells.append(Verdict(error=f"the checking process could not unpickle the cell: {why}"))
     connection.send(_STARTED)  # the cells' deadlines start now, not while torch and the strategies are imported
-    for name, expected in expected_files.items():
-        found = _module_file(name)
-        if found != expected:  # checking other code than the benchmarks time would make the gate a lie
-            for _ in cells:
-                connection.send(Verdict(error=f"the checking process imported {name} from {found}, not {expected}"))
-            return
+    elsewhere = {  # checking other code than the benchmarks time would make the gate a lie
+        name: f"the checking process imported {name} from {found}, not {expected}"
+        for name, expected in expected_files.items()
+        if (found := _module_file(name)) != expected
+    }
     shared: dict[tuple[str, str], Reference] = {}
     for cell in cells:  # grouped by config (checked_in_isolation): one config's reference answers at a time
         if isinstance(cell, Verdict):
             connection.send(cell)
+            continue
+        wrong = [elsewhere[name] for name in _modules_of([cell]) if name in elsewhere]  # this cell's code only
+        if wrong:
+            connection.send(Verdict(error=wrong[0]))
             continue
         key = (cell.config.name, cell.device)
         if key not in shared:
@@ -264,8 +267,11 @@ def _check_in_one_child(cells: list[Cell], deadline: float) -> Iterator[Verdict]
         for i in range(len(cells) + 1):  # the start, then one verdict per cell
             if not receiver.poll(deadline if i else START_SECONDS):
                 child.kill()
-                late = _late(deadline) if i else f"the checking process did not start within {START_SECONDS:g} s"
-                yield Verdict(error=late)
+                if not i:  # no cell was reached: each gets the reason (a plugin whose import hangs, say)
+                    not_started = Verdict(error=f"the checking process did not start within {START_SECONDS:g} s")
+                    yield from [not_started] * len(cells)
+                    return
+                yield Verdict(error=_late(deadline))
                 return
             try:
                 message = receiver.recv()
@@ -277,7 +283,10 @@ def _check_in_one_child(cells: list[Cell], deadline: float) -> Iterator[Verdict]
                 yield message
     finally:
         receiver.close()
-        child.join()
+        child.join(START_SECONDS)  # a child held at its exit (a plugin's thread) is not waited for forever
+        if child.is_alive():
+            child.kill()
+            child.join()
 
 
 def check_deadline(cells: list[Cell]) -> float:
@@ -304,9 +313,17 @@ def checked_in_isolation(cells: list[Cell], deadline: float | None = None) -> It
     is more than the whole gate may take (``Profile.gate_timeout``). A cell whose strategy does not pickle (a
     lambda or a closure) cannot be handed to that process: it gets an error verdict saying so, and the others are
     checked. CUDA cells are checked in-process, with no deadline: CUDA's out-of-memory is an exception that
-    ``check_cell`` catches, and a CUDA context does not survive into a forked child.
+    ``check_cell`` catches, and a CUDA context does not survive into a forked child; a strategy that ran out of
+    time on the CPU is not checked there either. A C++ extension the cells' strategies build on first use is built
+    here first (``impls.cpp.build``, what ``make cpp`` does): a build killed at a deadline would leave its lock
+    behind, and every later call would wait on it.
     """
     deadline = check_deadline(cells) if deadline is None else deadline
+    if any(cell.strategy.builds_extension for cell in cells):
+        from impls import cpp
+
+        with suppress(Exception):  # no compiler: each check then fails with the reason, as the call does
+            cpp.build()
     isolated = "forkserver" in multiprocessing.get_all_start_methods()
     # grouped by config (a stable sort), so the strategies on one config share the reference's answers
     on_cpu = sorted((cell for cell in cells if isolated and cell.device == "cpu"), key=lambda c: c.config.name)
@@ -318,6 +335,7 @@ def checked_in_isolation(cells: list[Cell], deadline: float | None = None) -> It
             pending.append(cell)
         else:
             yield cell, Verdict(error=why)
+    out_of_time: list[Cell] = []
     while pending:
         checked, late = 0, None
         for cell, verdict in zip(pending, _check_in_one_child(pending, deadline)):
@@ -326,12 +344,19 @@ def checked_in_isolation(cells: list[Cell], deadline: float | None = None) -> It
             yield cell, verdict
         pending = pending[checked:]
         if late is not None:
-            why = f"not checked: its check on {late.config.name} did not finish within {deadline:g} s"
+            out_of_time.append(late)
             for cell in [c for c in pending if c.strategy.name == late.strategy.name]:
-                yield cell, Verdict(error=why)
+                yield cell, Verdict(error=_not_checked(late, deadline))
             pending = [c for c in pending if c.strategy.name != late.strategy.name]
+    late_strategies = {cell.strategy.name: cell for cell in out_of_time}
     for cell in in_process:
-        yield cell, check_cell(cell)
+        late = late_strategies.get(cell.strategy.name)
+        yield cell, check_cell(cell) if late is None else Verdict(error=_not_checked(late, deadline))
+
+
+def _not_checked(late: Cell, deadline: float) -> str:
+    """The error of a cell whose strategy's check ran out of time on ``late``'s config."""
+    return f"not checked: its check on {late.config.name} did not finish within {deadline:g} s"
 
 
 def _verdict_file(cell: Cell, directory: Path) -> Path:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from functools import cached_property
 
 import torch
@@ -180,7 +181,8 @@ def problems(
     try:
         return _problems(fn, x, kwargs, backward, reference, expected, modified)
     except BaseException:
-        modified()  # restored for whatever is checked next on x
+        with suppress(Exception):  # restored for whatever is checked next on x; the first error is the one raised
+            modified()
         raise
 
 
