@@ -268,8 +268,11 @@ def test_the_command_lists_every_subcommand_and_runs_each_from_its_module():
 
 def test_a_commands_own_message_on_exit_is_printed_not_lost(capsys):
     # a command that stops with a message (SystemExit("...")) exits 1 with the message on stderr
-    assert main(["context", "--cells", "native:example:forward"]) == 1
-    assert "every cell is the reference" in capsys.readouterr().err
+    assert main(["gpu-check", "run"]) == 1
+    assert "--out is required" in capsys.readouterr().err
+    # a usage error of its own arguments is argparse's: exit 2, naming the option
+    assert main(["context", "--cells", "native:example:forward"]) == 2
+    assert "--cells: every cell is the reference" in capsys.readouterr().err
 
 
 def test_a_strategy_whose_call_raises_leaves_the_race_and_the_others_are_resolved(monkeypatch):

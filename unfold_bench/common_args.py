@@ -201,9 +201,9 @@ def add_cells(parser: argparse.ArgumentParser, default: tuple[str, ...] = DEFAUL
     )
 
 
-def parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
-    """``--cells`` as (strategy, config, call) triples that run on this machine's CPU; exits naming the cell that is
-    malformed, unknown or does not run here."""
+def parse_cells(text: str, profile_name: str, parser: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
+    """``--cells`` as (strategy, config, call) triples that run on this machine's CPU; a usage error of ``parser``
+    (exit 2) naming the cell that is malformed, unknown or does not run here."""
     from benchmarks.cells import Cell
     from benchmarks.vocabulary import PASSES, split_cell
 
@@ -223,12 +223,12 @@ def parse_cells(text: str, profile_name: str) -> list[tuple[str, str, str]]:
         try:
             parts = split_cell(item.strip())
         except ValueError as error:
-            raise SystemExit(f"--cells: {error}") from None
+            parser.error(f"--cells: {error}")
         try:
             reason = Cell.from_names(parts[0], parts[1], "cpu", profile).skip_reason()
         except KeyError as error:
-            raise SystemExit(f"--cells: {item!r}: {error.args[0]}") from None
+            parser.error(f"--cells: {item!r}: {error.args[0]}")
         if reason is not None:
-            raise SystemExit(f"--cells: {item!r} does not run here: {reason}")
+            parser.error(f"--cells: {item!r} does not run here: {reason}")
         cells.append(parts)
     return cells

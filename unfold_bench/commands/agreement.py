@@ -64,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
     if args.rounds < 1:
-        raise SystemExit(f"--rounds {args.rounds}: must be at least 1")
-    cells = parse_cells(args.cells, args.profile)
+        parser.error(f"--rounds {args.rounds}: must be at least 1")
+    cells = parse_cells(args.cells, args.profile, parser)
     regime = get_regime(args.regime)
     env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
     profile = PROFILES[args.profile]

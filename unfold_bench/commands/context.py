@@ -97,9 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
-    cells = [cell for cell in parse_cells(args.cells, args.profile) if cell[0] != PAIRED_REFERENCE]
+    cells = [cell for cell in parse_cells(args.cells, args.profile, parser) if cell[0] != PAIRED_REFERENCE]
     if not cells:
-        raise SystemExit(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")
+        parser.error(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")
     regime = get_regime(args.regime)
     env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
     keys = [":".join(cell) for cell in cells]

@@ -91,12 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     if args.regime is not None and (args.from_gate_runs is not None or args.from_json):
         parser.error(f"--regime {args.regime}: only for a measurement (the runs read back were timed in their own)")
+    if args.target <= 1:
+        parser.error(f"--target {args.target}: a resolution is a slowdown factor above 1")
     if args.from_gate_runs is not None:
         return _size_gate(parser, args, defaults, "unfold-bench variance " + shlex.join(arguments))
     if args.record or args.machine:
         parser.error("--record and --machine size the gate from its runs: give --from-gate-runs DIR")
-    if args.target <= 1:
-        parser.error(f"--target {args.target}: a resolution is a slowdown factor above 1")
     if args.from_json and not Path(args.from_json).is_file():
         parser.error(f"--from-json {args.from_json}: no such file")
     if args.against != "self":
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from benchmarks.machine import machine_name
 
-        cells = parse_cells(args.cells, DEFAULT_PROFILE)  # exits naming a bad one
+        cells = parse_cells(args.cells, DEFAULT_PROFILE, parser)  # exits naming a bad one
         units = components.units_for(cells, args.against, str(ROOT))
 
         regime = get_regime(args.regime or DEFAULT_REGIME)
