@@ -1,8 +1,9 @@
 """pytest-benchmark's matrix, generated from the same registry, config table and devices as the asv suite.
 
-``pytest benchmarks/ --benchmark-only`` (``make bench-pytest``) runs every cell of the profile named by
-``UNFOLD_BENCH_PROFILE`` (default ``quick``). No pytest import at module level: asv imports every module
-of ``benchmarks/`` during discovery, also in per-commit environments that have no pytest.
+``make bench-pytest`` (``pytest benchmarks/ --benchmark-only`` started through ``benchmarks.allocator``, so that
+it times in a regime) runs every cell of the profile named by ``UNFOLD_BENCH_PROFILE`` (default ``quick``). No
+pytest import at module level: asv imports every module of ``benchmarks/`` during discovery, also in per-commit
+environments that have no pytest.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ PROFILE_VARIABLE = "UNFOLD_BENCH_PROFILE"
 
 def pytest_generate_tests(metafunc) -> None:  # metafunc: pytest.Metafunc (pytest is not imported here)
     if "cell_names" in metafunc.fixturenames:
-        profile = get_profile(os.environ.get(PROFILE_VARIABLE, DEFAULT_PROFILE))
+        name = os.environ.get(PROFILE_VARIABLE, DEFAULT_PROFILE)
+        try:
+            profile = get_profile(name)
+        except KeyError as error:
+            import pytest
+
+            raise pytest.UsageError(f"{PROFILE_VARIABLE}={name}: {error.args[0]}") from None
         names = list(itertools.product(STRATEGIES, [c.name for c in profile.configs()], DEVICES))
         metafunc.parametrize("cell_names", names, ids=["-".join(n) for n in names])
         metafunc.parametrize("profile", [profile], ids=[profile.name])

@@ -3,14 +3,18 @@
 Each test is one cell (parametrised in ``benchmarks/conftest.py``): it is skipped with the harness's reason
 where the cell cannot run, checked against the reference once (a wrong strategy fails and is not timed),
 then timed with ``benchmark.pedantic``: one warm-up round, and ``Workload.reset`` between rounds outside
-the timed region, as in the asv suite. Benchmarks are grouped by config, device and pass (forward or
-forward-backward), so pytest-benchmark's table compares the strategies of one config in one pass. asv remains
+the timed region, as in the asv suite. Benchmarks are grouped by config, device, pass (forward or
+forward-backward) and timing regime (``make bench-pytest REGIME=...``; a run not started through
+``benchmarks.allocator`` says "unset"), so pytest-benchmark's table compares the strategies of one config in one
+pass and one regime, and a saved run records its regime (``extra_info``). asv remains
 the suite of record (results across commits, memory); this is the fast loop while editing a strategy.
 """
 
 from __future__ import annotations
 
-from benchmarks.allocator import apply_regime_now
+import os
+
+from benchmarks.allocator import REGIME_VARIABLE, apply_regime_now
 from benchmarks.cells import Cell, Workload, check_cell, use_exact_float32
 from benchmarks.profiles import Profile
 
@@ -26,8 +30,9 @@ def _prepare(cell_names: tuple[str, str, str], profile: Profile, benchmark, back
     if problem is not None:
         pytest.fail(f"{'/'.join(cell.key)}: {problem}")
     use_exact_float32(cell.device)
-    benchmark.group = f"{cell.config.name} {cell.device} {'forward-backward' if backward else 'forward'}"
-    benchmark.extra_info.update(profile=profile.name, batch_size=cell.config.batch_size)
+    regime = os.environ.get(REGIME_VARIABLE) or "unset (not run through benchmarks.allocator)"
+    benchmark.group = f"{cell.config.name} {cell.device} {'forward-backward' if backward else 'forward'}, {regime}"
+    benchmark.extra_info.update(profile=profile.name, batch_size=cell.config.batch_size, regime=regime)
     apply_regime_now()  # the warm regime's thresholds, before the timed inputs exist, as in the asv suite
     return Workload(cell, backward=backward)
 

@@ -54,9 +54,9 @@ def b_times(orders: dict) -> dict[str, float]:
 
 
 def geometric(values: list[float]) -> str:
-    """The geometric mean of ``values`` with their range, e.g. ``0.251 (0.22-0.29)``."""
+    """The geometric mean of ``values`` with their range, to one precision, e.g. ``0.251 (0.223-0.287)``."""
     mean = statistics.geometric_mean(values)
-    return f"{mean:.3g} ({min(values):.2g}-{max(values):.2g})"
+    return f"{mean:.3g} ({min(values):.3g}-{max(values):.3g})"
 
 
 def table(rows: list[dict], keys: list[str]) -> list[str]:

@@ -376,6 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = []
     for index, directory in enumerate(directories, 1):
         if args.from_runs:
+            if not (directory / "results").is_dir():
+                parser.error(f"--from-runs: {directory} holds no kept run (--keep {args.keep}, --runs {args.runs})")
             seconds_file, selection = directory / "seconds", directory / SELECTION_FILE
             seconds.append(float(seconds_file.read_text()) if seconds_file.exists() else float("nan"))
             measured_with = selection.read_text() if selection.exists() else args.bench
