@@ -50,6 +50,7 @@ CellKey = tuple[str, str, str]  # (strategy, config, device)
 # Seconds a checking process may take to start (import torch and the strategies' modules, unpickle the cells): a few
 # seconds are usual, many times that on a loaded machine
 START_SECONDS = 120.0
+EXIT_SECONDS = 10.0  # a checking process that sent every verdict and has not exited by then is killed
 _STARTED = "started"  # what a checking process sends once it has started
 
 
@@ -283,7 +284,7 @@ def _check_in_one_child(cells: list[Cell], deadline: float) -> Iterator[Verdict]
                 yield message
     finally:
         receiver.close()
-        child.join(START_SECONDS)  # a child held at its exit (a plugin's thread) is not waited for forever
+        child.join(EXIT_SECONDS)  # a child held at its exit (a plugin's thread) is not waited for forever
         if child.is_alive():
             child.kill()
             child.join()
@@ -314,12 +315,12 @@ def checked_in_isolation(cells: list[Cell], deadline: float | None = None) -> It
     lambda or a closure) cannot be handed to that process: it gets an error verdict saying so, and the others are
     checked. CUDA cells are checked in-process, with no deadline: CUDA's out-of-memory is an exception that
     ``check_cell`` catches, and a CUDA context does not survive into a forked child; a strategy that ran out of
-    time on the CPU is not checked there either. A C++ extension the cells' strategies build on first use is built
-    here first (``impls.cpp.build``, what ``make cpp`` does): a build killed at a deadline would leave its lock
-    behind, and every later call would wait on it.
+    time on the CPU is not checked there either. The project's C++ kernel, which its ``cpp`` strategies build on
+    first use, is built here first (``impls.cpp.build``, what ``make cpp`` does): a build killed at a deadline
+    would leave its lock behind, and every later call would wait on it.
     """
     deadline = check_deadline(cells) if deadline is None else deadline
-    if any(cell.strategy.builds_extension for cell in cells):
+    if any(cell.strategy.builds_extension and cell.strategy.origin is None for cell in cells):  # the project's own
         from impls import cpp
 
         with suppress(Exception):  # no compiler: each check then fails with the reason, as the call does

@@ -18,15 +18,19 @@ from impls import STRATEGIES
 PROFILE_VARIABLE = "UNFOLD_BENCH_PROFILE"
 
 
+def pytest_configure(config) -> None:  # config: pytest.Config; a bad profile is a usage error, before collection
+    name = os.environ.get(PROFILE_VARIABLE, DEFAULT_PROFILE)
+    try:
+        get_profile(name)
+    except KeyError as error:
+        import pytest
+
+        raise pytest.UsageError(f"{PROFILE_VARIABLE}={name}: {error.args[0]}") from None
+
+
 def pytest_generate_tests(metafunc) -> None:  # metafunc: pytest.Metafunc (pytest is not imported here)
     if "cell_names" in metafunc.fixturenames:
-        name = os.environ.get(PROFILE_VARIABLE, DEFAULT_PROFILE)
-        try:
-            profile = get_profile(name)
-        except KeyError as error:
-            import pytest
-
-            raise pytest.UsageError(f"{PROFILE_VARIABLE}={name}: {error.args[0]}") from None
+        profile = get_profile(os.environ.get(PROFILE_VARIABLE, DEFAULT_PROFILE))
         names = list(itertools.product(STRATEGIES, [c.name for c in profile.configs()], DEVICES))
         metafunc.parametrize("cell_names", names, ids=["-".join(n) for n in names])
         metafunc.parametrize("profile", [profile], ids=[profile.name])

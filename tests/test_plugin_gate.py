@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from benchmarks.cells import Cell, gate
+from benchmarks.cells import Cell, checked_in_isolation, gate
 from benchmarks.profiles import QUICK
 from benchmarks.trees import ROOT
 from impls import STRATEGIES
@@ -134,6 +134,25 @@ def test_a_plugin_that_never_returns_fails_its_cells_after_the_deadline_and_the_
     assert verdicts[("native", "example", "cpu")].problem(backward=True) is None
 
 
+@pytest.mark.slow
+def test_a_strategy_late_on_the_cpu_is_not_checked_on_cuda_and_a_process_that_never_starts_fails_every_cell(
+    outside_path, monkeypatch
+):
+    """A CUDA cell is checked in the benchmark's process, with no deadline: one of a strategy that ran out of time
+    on the CPU is not checked at all. A checking process that does not start in time gives each of its cells the
+    reason, not the first alone."""
+    from benchmarks import cells as cells_module
+
+    found, _ = load("outside_misbehaving:hangs")
+    late = list(checked_in_isolation([Cell(found["hangs"], EXAMPLE, "cuda"), Cell(found["hangs"], EXAMPLE, "cpu")], 2))
+    assert [verdict.error for _, verdict in late][-1] == "not checked: its check on example did not finish within 2 s"
+    monkeypatch.setattr(cells_module, "START_SECONDS", 0.001)
+    cells = [Cell(STRATEGIES[name], EXAMPLE, "cpu") for name in ("native", "gather")]
+    errors = [verdict.error for _, verdict in checked_in_isolation(cells, 60)]
+    assert errors == ["the checking process did not start within 0.001 s"] * 2
+
+
+@pytest.mark.slow
 def test_a_cell_whose_module_is_not_the_one_timed_fails_alone(monkeypatch):
     """The checking process checks each cell's own modules against the files the benchmarks import: a strategy
     whose module it imports from elsewhere fails, and the others are checked."""

@@ -62,7 +62,7 @@ def geometric(values: list[float]) -> str:
 def table(rows: list[dict], keys: list[str]) -> list[str]:
     """One line per cell: B's median ms per position (the median over placements) and B / A per order."""
     header = f"{'cell':<42}" + "".join(f"{name:>9}" for name in ("loop", "after A", "paused", "1st", "2nd"))
-    header += "".join(f"{order:>20}" for order in RATIO_ORDERS) + f"{'faults':>14}"
+    header += "".join(f"{order:>24}" for order in RATIO_ORDERS) + f"{'faults':>14}"
     lines = [header]
     for key in keys:
         mine = [row for row in rows if row["key"] == key]
@@ -75,7 +75,7 @@ def table(rows: list[dict], keys: list[str]) -> list[str]:
         line = f"{key:<42}" + "".join(
             f"{statistics.median(t[position] for t in times) * 1e3:>9.3g}" for position in POSITIONS
         )
-        line += "".join(f"{geometric([orders[o]['ratio'] for orders in placements]):>20}" for o in RATIO_ORDERS)
+        line += "".join(f"{geometric([orders[o]['ratio'] for orders in placements]):>24}" for o in RATIO_ORDERS)
         faults = [orders["blocks"]["faults"] for orders in placements]
         line += f"{f'{statistics.median(faults):.0f} ({max(faults):.0f})':>14}"
         lines.append(line)

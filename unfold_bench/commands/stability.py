@@ -79,6 +79,10 @@ def run_table(directory: Path, profile: str, run_levels: RunLevels | None = None
     processes alone, or with ``run_levels`` ((machine, profile, suite) -> ``RunLevel``) added."""
     table = load_results(directory / "results", run_levels=run_levels or {})
     table = table[table.profile == profile]
+    if table.empty:
+        raise SystemExit(
+            f"{directory / 'results'}: no {profile}-profile run there (a run cut off before asv saved it?)"
+        )
     newest = analysis.runs(table).iloc[-1]
     return analysis.select_run(table, newest)
 
