@@ -189,6 +189,31 @@ def test_code_from_a_fork_reaches_a_self_hosted_runner_only_after_an_approval():
     assert "workflow_run" in comment[True]
 
 
+COMPILE_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "UNFOLD_BENCH_EXTENSIONS_DIR")
+
+
+def test_every_self_hosted_job_compiles_into_its_own_temporary_folder():
+    """The GPU runner is shared by approved pull requests' gates and main's publish job, and outlives each job:
+    compiled code left in its defaults (the runner's home, /tmp) by one run would be loaded by the next. Every step
+    that runs code in a self-hosted job points each compile cache under ``runner.temp``, which the runner empties
+    before and after each job. ``runner`` is not a context a job's own ``env`` may read (GitHub rejects the file),
+    so it is set on the steps."""
+    jobs = 0
+    for workflow in WORKFLOWS:
+        for name, job in yaml.safe_load(workflow.read_text())["jobs"].items():
+            assert "runner." not in json.dumps(job.get("env", {})), (workflow.name, name)
+            if "self-hosted" not in job["runs-on"]:
+                continue
+            jobs += 1
+            running = [step for step in job["steps"] if "make " in step.get("run", "")]
+            assert running, (workflow.name, name)
+            for step in running:
+                for variable in COMPILE_CACHES:
+                    value = step.get("env", {}).get(variable, "")
+                    assert value.startswith("${{ runner.temp }}/"), (workflow.name, name, step["name"], variable)
+    assert jobs == 2  # regress-gpu.yml's gate, publish.yml's bench-gpu
+
+
 def _evaluate(condition: str, event_name: str, action: str = "", label: str = "", labels: tuple = ()) -> bool:
     """A job's ``if`` for one event, with the few parts of GitHub's expressions it uses: the event's name, action
     and added label, ``contains`` over the pull request's labels, ``==``, ``!=``, ``&&``, ``||`` and parentheses."""
