@@ -271,8 +271,30 @@ def test_the_publish_legs_fan_in_once():
     for leg in ("bench", "bench-gpu"):
         bench = _step(publish, leg, "Benchmark")
         assert bench["continue-on-error"] is True  # a failed cell still uploads what was measured
-        upload = next(s for s in publish["jobs"][leg]["steps"] if s.get("uses", "").startswith("actions/upload"))
-        assert upload["if"] == "always()"
+        uploads = [s for s in publish["jobs"][leg]["steps"] if s.get("uses", "").startswith("actions/upload")]
+        assert all(upload["if"] == "always()" for upload in uploads)
+        # make bench writes the capability matrix beside the results, and the site shows it
+        assert {(u["with"]["name"].split("-")[0], u["with"]["path"]) for u in uploads} == {
+            ("results", "results/"),
+            ("capabilities", "reports/capabilities/"),
+        }
+
+
+def test_the_fan_in_lays_every_legs_artifacts_where_the_site_reads_them_before_building_it():
+    """Each kind of artifact a leg uploads is downloaded, every leg's merged, into the folder it came from, before
+    the site is built: results/ (``build_site``'s results) and reports/capabilities/ (its ``CAPABILITIES_DIR``)."""
+    from reports.site import CAPABILITIES_DIR
+
+    publish = _load("publish.yml")
+    steps = publish["jobs"]["publish"]["steps"]
+    build = steps.index(_step(publish, "publish", "Build the site"))
+    downloads = {
+        step["with"]["pattern"]: step["with"]["path"]
+        for step in steps[:build]
+        if step.get("uses", "").startswith("actions/download-artifact") and step["with"].get("merge-multiple")
+    }
+    assert downloads == {"results-*": "results", "capabilities-*": "reports/capabilities"}
+    assert CAPABILITIES_DIR == ROOT / "reports" / "capabilities"
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -439,22 +461,33 @@ def test_rehearsal_the_comment_job_refuses_a_pull_request_number_that_is_not_a_n
 
 
 def test_rehearsal_the_fan_in_merges_two_machines_folders_into_one_site(tmp_path):
-    """The publish fan-in: each leg uploads its results/ (one machine folder each); download-artifact with
-    merge-multiple lays them into one results/; the site built from it shows both machines."""
+    """The publish fan-in: each leg uploads its results/ (one machine folder each) and its capability matrix
+    (reports/capabilities/<machine>.json); download-artifact with merge-multiple lays each kind into one folder,
+    over the matrices committed there; the site built from them shows both machines and both matrices."""
     from reports.site import build_site
 
     fixture = ROOT / "tests" / "fixtures" / "report_results"
     machines = [p.name for p in fixture.iterdir() if p.is_dir()]
     assert len(machines) == 2
-    merged = tmp_path / "results"
-    for machine in machines:  # one leg's artifact each, then merged as download-artifact does
+    merged, capabilities = tmp_path / "results", tmp_path / "reports" / "capabilities"
+    capabilities.mkdir(parents=True)
+    (capabilities / f"{machines[0]}.json").write_text("{}")  # the checkout's, older: the leg's replaces it
+    for machine in machines:  # one leg's artifacts each, then merged as download-artifact does
         leg = tmp_path / f"results-{machine}"
         shutil.copytree(fixture / machine, leg / machine)
         shutil.copy(fixture / "benchmarks.json", leg / "benchmarks.json")
         shutil.copytree(leg, merged, dirs_exist_ok=True)
-    build_site(merged, tmp_path / "site")
+        matrix = tmp_path / f"capabilities-{machine}"
+        matrix.mkdir()
+        record = {"machine": machine, "commit": "a" * 40, "torch": "2.13.0", "date": "2026-11-25"}
+        record |= {"capabilities": ["vmap"], "cells": {"cpu": {"native": {"vmap": "works"}}}}
+        (matrix / f"{machine}.json").write_text(json.dumps(record))
+        shutil.copytree(matrix, capabilities, dirs_exist_ok=True)
+    build_site(merged, tmp_path / "site", capabilities_dir=capabilities)
     page = (tmp_path / "site" / "machines.html").read_text()
     assert all(machine in page for machine in machines)
+    overview = (tmp_path / "site" / "index.html").read_text()
+    assert all(f"<b>cpu</b> on {machine}: commit <code>aaaaaaaa</code>" in overview for machine in machines)
 
 
 @pytest.mark.parametrize("earlier", [False, True])
