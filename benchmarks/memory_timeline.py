@@ -17,9 +17,14 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from benchmarks.allocator import NET_PEAK_RESOLUTION, mmap_threshold_setting
 from benchmarks.cells import Cell, Workload, use_exact_float32
+from benchmarks.machine import machine_name
 from benchmarks.memory import release_free_heap
+from benchmarks.trees import head_commit
 from benchmarks.vocabulary import MIB
+
+DECIMALS = 1  # of memory_profiler's MiB figures
 
 
 def _driver(workload: Workload) -> Any:
@@ -41,7 +46,7 @@ def line_by_line(workload: Workload) -> str:
     del result
     workload.reset()
     stream = io.StringIO()
-    show_results(profiler, stream=stream, precision=1)
+    show_results(profiler, stream=stream, precision=DECIMALS)
     return stream.getvalue()
 
 
@@ -84,6 +89,9 @@ def profile_cell(cell: Cell, interval: float = 0.005) -> str:
     item = cell.config.torch_dtype.itemsize
     header = (
         f"{cell.strategy.name} on {cell.config.name} {tuple(cell.config.input_shape)} ({cell.device}): "
-        f"input {geometry.input_numel * item / MIB:.1f} MiB, output {geometry.output_numel * item / MIB:.1f} MiB"
+        f"input {geometry.input_numel * item / MIB:.1f} MiB, output {geometry.output_numel * item / MIB:.1f} MiB\n"
+        f"machine {machine_name()}, commit {head_commit()[:8] or 'unknown'}; glibc: {mmap_threshold_setting()}; "
+        f"the figures are the process's resident memory, to {10**-DECIMALS:g} MiB; a difference within "
+        f"{NET_PEAK_RESOLUTION // 1024} KiB is within the allocator's own resolution"
     )
     return "\n\n".join([header, line_by_line(workload), timeline(workload, interval)])

@@ -90,19 +90,22 @@ def test_the_command_refuses_a_selection_of_the_reference_alone(monkeypatch, cap
 
 
 def test_each_paused_call_follows_one_pause_as_long_as_the_references_call_and_outside_its_timing(monkeypatch):
-    from benchmarks import call_context
+    from benchmarks import call_context, paired
 
-    pauses = []
+    pauses, clock = [], [0.0]
 
-    def pause(seconds: float) -> None:  # recorded, then held for far longer than the calls take
+    def perf_counter() -> float:  # the timed calls' clock: each call reads half a millisecond
+        clock[0] += 0.0005
+        return clock[0]
+
+    def pause(seconds: float) -> None:  # recorded, and an hour passes on the calls' clock
         pauses.append(seconds)
-        end = time.perf_counter() + 0.05
-        while time.perf_counter() < end:
-            pass
+        clock[0] += 3600.0
 
+    monkeypatch.setattr(paired, "time", types.SimpleNamespace(perf_counter=perf_counter, monotonic=time.monotonic))
     monkeypatch.setattr(call_context, "time", types.SimpleNamespace(sleep=pause))
     cells = (Cell(NATIVE, EXAMPLE, "cpu"), Cell(slower_native(4.0), EXAMPLE, "cpu"))
     found = measure_orders(cells, "forward", calls=4, seed=1)
     assert len(pauses) == 4 + call_context.WARM_REPEATS  # one before every paused call, the untimed ones included
-    assert len(set(pauses)) == 1 and pauses[0] > 0  # A's median call, measured once per placement
-    assert found["paused"]["times"]["B after a pause"] < 0.05  # the pause is not inside the timed call
+    assert pauses == [pytest.approx(0.0005)] * len(pauses)  # A's median call, measured once per placement
+    assert found["paused"]["times"]["B after a pause"] == pytest.approx(0.0005)  # the pause is not in the timing

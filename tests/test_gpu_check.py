@@ -117,3 +117,10 @@ def test_asv_records_under_the_carried_commit_where_git_is_unavailable(carried, 
     assert (into / "results" / machine.name / result_file.name).read_text() == result_file.read_text()
     catalogue = machine / CATALOGUE_FILE  # the reports' records of the registry come back with the results
     assert (into / "results" / machine.name / CATALOGUE_FILE).read_text() == catalogue.read_text()
+
+
+@pytest.mark.parametrize("budget", ["0.3", "5000"])
+def test_a_budget_the_device_call_cannot_hold_is_refused(budget, capsys):
+    with pytest.raises(SystemExit) as exit:
+        gpu_check.main(["run", "--dry-run", "--budget", budget])
+    assert exit.value.code == 2 and f"--budget {budget}: must be 1 to" in capsys.readouterr().err

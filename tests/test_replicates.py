@@ -306,3 +306,6 @@ def test_the_variance_command_reads_its_cells_as_every_command_does_and_refuses_
         with pytest.raises(SystemExit) as exit:
             variance.main(["--cells", cell, "--runs", "1", "--processes", "4"])
         assert exit.value.code == 2 and "--cells: " in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit:  # one placement a process: the placements' level cannot be estimated
+        variance.main(["--cells", "gather:example:forward", "--rounds", "1", "--processes", "4"])
+    assert exit.value.code == 2 and "--rounds 1: the placements' level needs" in capsys.readouterr().err

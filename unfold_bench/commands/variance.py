@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("runs", "processes", "rounds", "blocks"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    if args.rounds < 2:
+        parser.error(f"--rounds {args.rounds}: the placements' level needs at least 2 rounds a process")
     if args.processes % 2 or args.processes < 4:
         parser.error(f"--processes {args.processes}: must be even and at least 4 (half per set-up order)")
     if args.round_seconds <= 0:
