@@ -296,7 +296,7 @@ def test_the_variance_command_refuses_a_regime_for_runs_it_only_reads_back(tmp_p
 
 
 def test_the_variance_command_reads_its_cells_as_every_command_does_and_refuses_a_bad_one_before_any_work(
-    monkeypatch, capsys
+    monkeypatch, capsys, tmp_path
 ):
     from benchmarks import variance as variance_module
     from unfold_bench.commands import variance
@@ -306,6 +306,12 @@ def test_the_variance_command_reads_its_cells_as_every_command_does_and_refuses_
         with pytest.raises(SystemExit) as exit:
             variance.main(["--cells", cell, "--runs", "1", "--processes", "4"])
         assert exit.value.code == 2 and "--cells: " in capsys.readouterr().err
+    foreign = tmp_path / "foreign.jsonl"
+    for text in ("not json\n", '{"cells": 1}\n'):  # not JSON lines, or no header --json would write
+        foreign.write_text(text)
+        with pytest.raises(SystemExit) as exit:
+            variance.main(["--from-json", str(foreign)])
+        assert exit.value.code == 2 and f"--from-json {foreign}: " in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit:  # one placement a process: the placements' level cannot be estimated
         variance.main(["--cells", "gather:example:forward", "--rounds", "1", "--processes", "4"])
     assert exit.value.code == 2 and "--rounds 1: the placements' level needs" in capsys.readouterr().err

@@ -242,8 +242,8 @@ def report(
     """The stability report of the runs' ``frames`` (``ratios``, intervals across processes alone), picks and wall
     ``seconds``, the run ``levels`` they show per suite and the calibration of the ``widened`` frames (intervals
     with those levels) and of the ``held_out`` ones (with the level recorded from the other sets of runs: the check
-    that a recorded level holds; empty where none was); ``provenance`` names the machine, commit and date on its first
-    line."""
+    that a recorded level holds; empty where none was); ``provenance`` names the machine and its timing regime, the
+    commit and the date on its first line."""
     both = pd.concat([f.assign(run=i) for i, f in enumerate(frames)], ignore_index=True)
     lines = [
         invocation(args)
@@ -395,7 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tables = [run_table(d, args.profile) for d in directories]  # intervals across processes alone
     first = tables[0]
     machine, commit = first.machine.iloc[0], first.commit.iloc[0]
-    provenance = f"{machine}, commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
+    provenance = f"{machine} ({analysis.regime_label(first)}), commit {commit[:8]}, {time.strftime('%Y-%m-%d')}"
     measured = first.started.min()  # a time of this set's first run, not its commit's: two sets are two records
     if pd.isna(measured):
         raise SystemExit(f"{directories[0]}: its results record no start time (asv's started_at) to key the set by")

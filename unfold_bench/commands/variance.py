@@ -114,7 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.round_seconds <= 0:
         parser.error(f"--round-seconds {args.round_seconds:g}: must be above 0 seconds")
     if args.from_json:
-        saved = [json.loads(line) for line in Path(args.from_json).read_text().splitlines() if line.strip()]
+        try:
+            saved = [json.loads(line) for line in Path(args.from_json).read_text().splitlines() if line.strip()]
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            parser.error(f"--from-json {args.from_json}: not the JSON lines that --json writes ({error})")
+        wanted = {"command", "machine", "commit", "date"}
+        if not saved or not isinstance(saved[0], dict) or not wanted <= set(saved[0]):
+            parser.error(
+                f"--from-json {args.from_json}: no header line with {', '.join(sorted(wanted))} (--json writes one)"
+            )
         header, rows = saved[0], saved[1:]
     else:
         from benchmarks.machine import machine_name
