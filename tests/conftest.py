@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
 from hypothesis import settings
 
 from impls import PLUGIN_PROBLEMS, STRATEGIES, TESTED_STRATEGIES, Strategy
+from tests.helpers import OUTSIDE
 
 # Locally hypothesis draws new examples each run (that is how the known defects in impls/onehot.py were
 # found); CI (CI=true) replays a fixed sequence so a submission's verdict does not depend on luck.
@@ -122,3 +124,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=[item for item in items if name not in strategies_of(item)])
         items[:] = kept
     items.sort(key=_start_rank)
+
+
+@pytest.fixture
+def outside_path(monkeypatch):
+    """The outside strategies' folder first on sys.path, and none of its modules imported yet."""
+    monkeypatch.syspath_prepend(str(OUTSIDE))
+    for name in [n for n in sys.modules if n.startswith("outside_")]:
+        monkeypatch.delitem(sys.modules, name)

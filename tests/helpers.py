@@ -7,8 +7,11 @@ import time
 import pytest
 import torch
 
+from benchmarks.trees import ROOT
 from impls.parity import mismatch
 from impls.strategy import Strategy
+
+OUTSIDE = ROOT / "tests" / "fixtures" / "outside"  # strategies from outside the project (test fixtures)
 
 
 def assert_matches_reference(fn, x: torch.Tensor, kwargs: dict, *, backward: bool = True) -> None:

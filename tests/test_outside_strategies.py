@@ -22,15 +22,7 @@ from benchmarks.trees import ROOT
 from impls import STRATEGIES
 from impls.capabilities import CAPABILITIES, WORKS, check
 from impls.plugins import GROUP, VARIABLE, load
-
-OUTSIDE = ROOT / "tests" / "fixtures" / "outside"
-
-
-@pytest.fixture
-def outside_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(OUTSIDE))
-    for name in [n for n in sys.modules if n.startswith("outside_")]:
-        monkeypatch.delitem(sys.modules, name)
+from tests.helpers import OUTSIDE
 
 
 def test_a_plain_callable_becomes_a_strategy_that_passes_the_correctness_gate_on_every_quick_config(outside_path):

@@ -16,16 +16,9 @@ from benchmarks.trees import ROOT
 from impls import STRATEGIES
 from impls.parity import problems
 from impls.plugins import PICKLABLE, VARIABLE, load, wrap
+from tests.helpers import OUTSIDE
 
-OUTSIDE = ROOT / "tests" / "fixtures" / "outside"
 EXAMPLE = next(c for c in QUICK.configs() if c.name == "example")
-
-
-@pytest.fixture
-def outside_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(OUTSIDE))
-    for name in [n for n in sys.modules if n.startswith("outside_")]:
-        monkeypatch.delitem(sys.modules, name)
 
 
 def test_a_plugin_whose_implementation_does_not_pickle_is_set_aside_when_loaded_saying_why(outside_path):
