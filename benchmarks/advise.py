@@ -295,8 +295,11 @@ def measure(
     """Rows of the layer's measurements (module docstring), in a process started in the warm regime:
     per strategy its problem (why it cannot run the layer) or its compile time; per regime and strategy its
     times and ratios to the baseline with intervals; per strategy its net peaks (the threshold pinned). A strategy
-    that fails (its check, or an error while timed or measured) gets a problem row marked ``failed`` and is not
-    measured further; the others are."""
+    that fails gets a problem row marked ``failed``, the others are measured on: one that fails its check or its
+    set-up is not measured further (a row for every regime); one whose call raises while timed gets that regime's
+    row (``regime`` named), is not timed further in it, and is timed in the other regime, its net peak measured if
+    it ran every call of some regime; one whose net peak measurement raises gets the ``memory`` row, which holds
+    for every regime (a net peak is measured once, the threshold pinned, whatever the regime)."""
     use_exact_float32(device)
     workloads: dict[str, Workload] = {}
     reference = None
@@ -329,6 +332,7 @@ def measure(
     for name, workload in workloads.items():
         if name != baseline:
             share_inputs(workload, workloads[baseline])
+    completed: dict[str, set[str]] = {}  # per regime timed, the strategies that ran every call of it
     for regime in REGIMES:  # warm first: pinning the threshold cannot be undone
         if regime not in regimes:
             continue
@@ -336,24 +340,26 @@ def measure(
             raise RuntimeError("cannot pin glibc's mmap threshold here (no mallopt): no fresh-pages regime")
         if regime == WARM.name:
             apply_regime_now()
+        timed = dict(workloads)  # those that have not failed in this regime
         for which in PASSES:
             started = time.monotonic()
             failed = {}
-            for name, workload in workloads.items():  # untimed: lazy set-up, the allocator's state, as in the suite
+            for name, workload in timed.items():  # untimed: lazy set-up, the allocator's state, as in the suite
                 try:
                     timed_call((workload,), 0, which)
                 except Exception as error:
                     if name == baseline:
                         raise
                     failed[name] = f"{type(error).__name__}: {error}"
-            racing = {name: workload for name, workload in workloads.items() if name not in failed}
+            racing = {name: workload for name, workload in timed.items() if name not in failed}
             found = race(racing, baseline, which, budget, set_aside=set_aside)
             failed.update(found.failed)
-            for name, error in failed.items():
-                yield {"strategy": name, "problem": f"failed while timed ({regime}, {which}): {error}", "failed": True}
-                del workloads[name]
+            for name, error in failed.items():  # failed in this regime only: timed in the other, judged there
+                problem = f"failed while timed ({regime}, {which}): {error}"
+                yield {"strategy": name, "regime": regime, "problem": problem, "failed": True}
+                del timed[name]
             base_time = statistics.median(found.times[baseline])
-            for name in workloads:
+            for name in timed:
                 result = found.ratio(name)
                 yield {
                     "strategy": name,
@@ -369,14 +375,18 @@ def measure(
                 }
             rounds = len(found.times[baseline])
             progress(f"{regime} {which}: {rounds} rounds in {time.monotonic() - started:.1f} s")
+        completed[regime] = set(timed)
     started = time.monotonic()
-    warm_up = FRESH_PAGES.name not in regimes  # else each strategy's calls already ran with the threshold pinned
     for name, workload in workloads.items():
+        if not any(name in names for names in completed.values()):
+            continue  # it failed in every regime: judged in none, its net peak would tell nothing
+        # no warm-up where its calls all ran with the threshold pinned (the fresh-pages regime)
+        warm_up = name not in completed.get(FRESH_PAGES.name, ())
         try:
             peaks = {peak_metric(w): charged_net_peak(workload, w != "forward", warm_up) for w in PASSES}
-        except Exception as error:
+        except Exception as error:  # one net peak for every regime: a failure here holds in each of them
             problem = f"failed while its net peak was measured: {type(error).__name__}: {error}"
-            yield {"strategy": name, "problem": problem, "failed": True}
+            yield {"strategy": name, "regime": "memory", "problem": problem, "failed": True}
             continue
         yield {"strategy": name, "regime": "memory", **peaks}
     progress(f"net peaks in {time.monotonic() - started:.1f} s")
@@ -403,8 +413,10 @@ def measure_layer(
 ) -> dict[str, dict]:
     """The layer's measurements from a process of its own (a crash fails this layer only), started with the
     allocator as a user's process has it: ``{"time:<regime>": {strategy: row}, "memory": {strategy: row}}``,
-    rows keyed as ``reports.advice`` reads them; a failed process leaves its strategies the reason as problem,
-    marked ``failed``. ``timeout`` (default ``layer_timeout``): seconds the process may take."""
+    rows keyed as ``reports.advice`` reads them; a strategy that failed while timed has its problem, marked
+    ``failed``, in that regime's table only, one whose net peak failed in ``memory`` only (``reports.advice``
+    applies it to every regime); a failed process leaves its strategies the reason as problem, marked ``failed``,
+    wherever they were not measured. ``timeout`` (default ``layer_timeout``): seconds the process may take."""
     timeout = layer_timeout(budget, regimes) if timeout is None else timeout
     command = [
         sys.executable,
@@ -430,9 +442,12 @@ def measure_layer(
     compile_seconds = {}
     for row in rows:
         name = row["strategy"]
-        if "problem" in row:
-            for key in found:
-                found[key][name] = {"strategy": name, "problem": row["problem"], "failed": row.get("failed", False)}
+        if "problem" in row:  # one regime's (named), the net peak's ("memory": every regime's), or all
+            problem = {"strategy": name, "problem": row["problem"], "failed": row.get("failed", False)}
+            regime = row.get("regime")
+            keys = list(found) if regime is None else ["memory" if regime == "memory" else f"time:{regime}"]
+            for key in keys:
+                found[key][name] = dict(problem)  # in place of what that regime had timed before it failed
         elif "compile_seconds" in row:
             compile_seconds[name] = row["compile_seconds"]
         elif row["regime"] == "memory":

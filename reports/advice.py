@@ -15,7 +15,10 @@ interval of its paired ratio to the layer's baseline, and its net peaks), with t
 
 ``--needs`` sets aside the strategies that the capability matrix (``impls.capabilities``) does not show working
 for a capability the user names. Each regime is judged on its own; the text says where their picks differ. A strategy
-that failed on a layer (``benchmarks.advise``) is listed as failed there in every regime.
+that failed on a layer (``benchmarks.advise``) is listed as failed there, with its reason, in the regime it failed
+in: one whose call raised while timed in one regime is failed in that regime (the reason names it) and judged like
+any other in a regime where it ran every call; one that failed its check or set-up, or whose net peak could not be
+measured (one net peak serves every regime), is failed in every regime.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def cells(layers: list[Layer], measured: list[dict[str, dict]], regime: str) -> 
             t, m = times.get(name, {}), memory.get(name, {})
             problem = t.get("problem") or m.get("problem") or ("" if t and m else "not measured")
             row = {"config": layer.config.name, "strategy": name, "count": layer.count, "problem": problem}
-            row["failed"] = bool(t.get("failed") or m.get("failed"))
+            row["failed"] = bool(t.get("failed") or m.get("failed"))  # this regime's time, or the one net peak
             row["baseline"] = t.get("baseline", "")
             for metric in METRICS:
                 source = m if metric.startswith("track_") else t

@@ -180,6 +180,85 @@ def test_a_failed_strategy_is_listed_the_others_judged_and_the_command_exits_2(m
     assert status == 2 and "ship gather" in out and "Failed: layer cpp: failed while timed" in out
 
 
+REGIMES = ("warm", "fresh-pages")
+
+
+def _measured_in_process(monkeypatch, failing: dict[str, set[str]]) -> tuple[dict[str, dict], list[str]]:
+    """One layer measured as ``advise`` does (``measure``'s rows, read by ``measure_layer``), in this process and
+    without timing anything: ``native`` takes 1 s a call, ``gather`` 0.5 s, and a call raises where ``failing``
+    (which -> regimes, "memory" for the net peak) says; the net peak measurements' ``warm_up`` are recorded."""
+    from benchmarks import advise
+    from impls import STRATEGIES
+
+    config = layer_config((2, 3, 6, 6), 3)
+    regime = {"now": "warm"}
+    warm_ups: list[str] = []
+
+    def timed(workloads, index, which):
+        name = workloads[index].cell.strategy.name
+        if name == "gather" and regime["now"] in failing.get("time", ()):
+            raise RuntimeError("boom")
+        return {"native": 1.0, "gather": 0.5}[name]
+
+    def net_peak(workload, backward, warm_up):
+        name = workload.cell.strategy.name
+        if name == "gather" and failing.get("memory"):
+            raise RuntimeError("no peak")
+        warm_ups.append(f"{name} {warm_up}")
+        return 100 * MIB
+
+    monkeypatch.setattr(advise, "timed_call", timed)
+    monkeypatch.setattr(advise, "charged_net_peak", net_peak)
+    monkeypatch.setattr(advise, "apply_regime_now", lambda: None)  # nothing of this process's allocator is changed
+    monkeypatch.setattr(advise, "pin_mmap_threshold_now", lambda: regime.update(now="fresh-pages") or True)
+    strategies = {name: STRATEGIES[name] for name in ("native", "gather")}
+    rows = [json.loads(json.dumps(row)) for row in advise.measure(config, 1e9, REGIMES, strategies=strategies)]
+    monkeypatch.setattr(advise, "run_json_child", lambda *args, **kwargs: (rows, ""))
+    return advise.measure_layer(config, 1e9, REGIMES, progress=lambda line: None), warm_ups
+
+
+@pytest.mark.parametrize("failed, judged", [("warm", "fresh-pages"), ("fresh-pages", "warm")])
+def test_a_strategy_that_fails_while_timed_in_one_regime_is_failed_there_and_judged_in_the_other(
+    monkeypatch, failed, judged
+):
+    measured, warm_ups = _measured_in_process(monkeypatch, {"time": {failed}})
+    mine = measured[f"time:{failed}"]["gather"]
+    assert mine["failed"] and mine["problem"] == f"failed while timed ({failed}, forward): RuntimeError: boom"
+    other = measured[f"time:{judged}"]["gather"]
+    assert "problem" not in other and math.isclose(other["ratio_forward_backward"], 0.5)
+    assert measured["memory"]["gather"]["net_peak_forward"] == 100 * MIB  # its net peak, for the regime it ran in
+    # no warm-up call before a net peak only where every call of it ran with the threshold pinned (fresh pages)
+    assert f"gather {failed == 'fresh-pages'}" in warm_ups and "native False" in warm_ups
+    report = advice([Layer(layer_config((2, 3, 6, 6), 3))], [measured], list(REGIMES), {})
+    picks = {(rule["regime"], rule["rule"]): rule["model_pick"] for rule in report["rules"]}
+    assert {regime for (regime, _), pick in picks.items() if pick == "gather"} == {judged}
+    assert {regime for (regime, _), pick in picks.items() if pick == "native"} == {failed}
+    assert report["failed"] == [f"layer gather: failed while timed ({failed}, forward): RuntimeError: boom"]
+    text = format_text(report)
+    assert f"gather          cannot: failed while timed ({failed}, forward)" in text
+    assert "gather          forward 500 ms" in text  # its figures in the regime it ran in
+
+
+def test_a_strategy_that_fails_in_every_regime_is_listed_per_regime_and_its_net_peak_not_measured(monkeypatch):
+    measured, warm_ups = _measured_in_process(monkeypatch, {"time": set(REGIMES)})
+    assert all(measured[f"time:{regime}"]["gather"]["failed"] for regime in REGIMES)
+    assert "gather" not in measured["memory"] and not any(line.startswith("gather") for line in warm_ups)
+    report = advice([Layer(layer_config((2, 3, 6, 6), 3))], [measured], list(REGIMES), {})
+    assert all(rule["model_pick"] == "native" for rule in report["rules"])
+    assert report["failed"] == [f"layer gather: failed while timed ({r}, forward): RuntimeError: boom" for r in REGIMES]
+
+
+def test_a_net_peak_that_cannot_be_measured_fails_the_strategy_in_every_regime(monkeypatch):
+    # one net peak serves both regimes (measured once, the threshold pinned): without it, neither can judge it
+    measured, _ = _measured_in_process(monkeypatch, {"memory": {"memory"}})
+    assert measured["memory"]["gather"]["failed"]
+    assert all("problem" not in measured[f"time:{regime}"]["gather"] for regime in REGIMES)  # its times kept
+    report = advice([Layer(layer_config((2, 3, 6, 6), 3))], [measured], list(REGIMES), {})
+    assert all(rule["model_pick"] == "native" for rule in report["rules"])
+    assert all(row["failed"] for rows in report["tables"].values() for row in rows if row["strategy"] == "gather")
+    assert report["failed"] == ["layer gather: failed while its net peak was measured: RuntimeError: no peak"]
+
+
 def test_a_layers_time_limit_grows_with_the_budget():
     from benchmarks.advise import SETUP_SECONDS, layer_timeout
 
