@@ -118,3 +118,24 @@ def test_an_unknown_strategy_to_check_is_refused_by_name_before_any_check(monkey
     assert refused.value.code == 2
     assert "--strategies 'gather,gahter': unknown 'gahter'; known: native" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_an_out_folder_the_record_cannot_be_written_into_is_refused_by_name_before_any_check(
+    monkeypatch, capsys, tmp_path
+):
+    def probed(*args):
+        raise AssertionError("the capabilities were checked before --out was")
+
+    monkeypatch.setattr("impls.capabilities.matrix", probed)
+    monkeypatch.setattr("benchmarks.machine.machine_name", lambda: "vm-a")
+    a_file = tmp_path / "capabilities.json"
+    a_file.write_text("")
+    (tmp_path / "out" / "vm-a.json").mkdir(parents=True)  # the machine's record is a folder
+    for out, named in (
+        (a_file, f"argument --out: '{a_file}' is a file, not a folder"),
+        (tmp_path / "out", f"--out {tmp_path / 'out'}: '{tmp_path / 'out' / 'vm-a.json'}' is a folder, not a file"),
+    ):
+        with pytest.raises(SystemExit) as refused:
+            capabilities_script.main(["--out", str(out)])
+        assert refused.value.code == 2
+        assert named in capsys.readouterr().err

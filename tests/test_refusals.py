@@ -11,6 +11,10 @@ from unfold_bench.cli import main
     ("arguments", "named"),
     [
         (["stability", "--bench", "zzz"], "--bench 'zzz': no quick-profile cell matches"),
+        (["capabilities", "--out", "/etc/hostname"], "--out: '/etc/hostname' is a file, not a folder"),
+        (["report", "--out", "/proc/no-such/site"], "--out: '/proc/no-such/site': it cannot be made"),
+        (["report", "--config", "/no/such/asv.conf.json"], "--config: '/no/such/asv.conf.json': no such file"),
+        (["bench", "--config", "/no/such/asv.conf.json"], "--config: '/no/such/asv.conf.json': no such file"),
         (["validate-gate", "--aa", "-1"], "--aa -1: a number of runs"),
         (["validate-gate", "--aa", "0", "--injected", "0"], "nothing to run"),
         (["validate-gate", "--margin", "0.1"], "give --rejudge DIR"),

@@ -820,3 +820,31 @@ def test_report_refuses_a_results_folder_without_results_before_touching_the_sit
     assert main(["report", "--results", str(missing), "--out", str(tmp_path / "site"), "--no-asv-publish"]) == 2
     assert f"--results {missing}: no asv results there" in capsys.readouterr().err
     assert (tmp_path / "site" / "index.html").read_text() == "the published site"
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("--out", "argument --out: '{file}' is a file, not a folder"),
+        ("--config", "argument --config: '{missing}': no such file"),
+        ("--config", "argument --config: '{folder}' is a folder, not a file"),
+        ("--config", "argument --config: '{file}' is not asv's configuration: "),
+    ],
+)
+def test_report_refuses_an_unusable_out_or_config_naming_it_before_any_work(
+    option, named, tmp_path, monkeypatch, capsys
+):
+    from unfold_bench.cli import main
+    from unfold_bench.commands import report
+
+    def work(*args, **kwargs):
+        raise AssertionError("the report began before its options were checked")
+
+    monkeypatch.setattr(report, "build_site", work)
+    monkeypatch.setattr(report.subprocess, "run", work)  # asv publish
+    paths = {"file": tmp_path / "site.txt", "missing": tmp_path / "no-such.json", "folder": tmp_path}
+    paths["file"].write_text("not a folder, nor asv's configuration")
+    value = str(paths[re.search(r"\{(\w+)\}", named).group(1)])
+    arguments = ["report", "--results", str(FIXTURE), "--out", str(tmp_path / "site"), option, value]
+    assert main(arguments) == 2
+    assert named.format(**paths) in capsys.readouterr().err

@@ -64,22 +64,59 @@ def cell_regex(text: str) -> str:
     return text
 
 
+def _make_folder(text: str, folder: Path, what: str) -> None:
+    """Make ``folder`` (``what`` the option's value ``text`` names) where it does not exist yet; an argparse error
+    where the nearest folder of it that exists is not a folder or cannot be written, or it cannot be made."""
+    existing = next(f for f in (folder, *folder.parents) if f.exists())
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} is not a folder")
+    if not os.access(existing, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {what} cannot be made ({error.strerror})") from None
+
+
 def output_file(text: str) -> str:
     """argparse type of a file a command writes when its work is done: refused before the work where it names a
     folder or cannot be written (the work would be lost at the end); a folder of it that does not exist yet is made
     now, where the nearest one that does can be written."""
     path = Path(text).absolute()
-    existing = next(folder for folder in path.parents if folder.exists())
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
-    if not existing.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} is not a folder")
-    if not os.access(existing, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
+    _make_folder(text, path.parent, "its folder")
+    return text
+
+
+def output_folder(text: str) -> str:
+    """argparse type of a folder a command writes into when its work is done: refused before the work where it names
+    a file or cannot be written; made now where it does not exist yet, as ``output_file``'s folder is."""
+    path = Path(text).absolute()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
+    _make_folder(text, path, "it")
+    return text
+
+
+def config_file(text: str) -> str:
+    """argparse type of ``--config``: asv's configuration file, refused before any work where it is missing, cannot
+    be read or is not asv's configuration (asv would stop on it only once the command reaches it)."""
+    from asv.config import Config
+    from asv.util import UserError
+
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: no such file")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        Config.load(text)
     except OSError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: its folder cannot be made ({error.strerror})") from None
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be read ({error.strerror})") from None
+    except (UserError, ValueError) as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not asv's configuration: {error}") from None
     return text
 
 
@@ -168,7 +205,9 @@ def add_commit(parser: argparse.ArgumentParser) -> None:
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv configuration file")
+    parser.add_argument(
+        "--config", type=config_file, default=str(ROOT / "asv.conf.json"), help="asv configuration file"
+    )
 
 
 DEFAULT_CELLS = (

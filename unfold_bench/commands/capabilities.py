@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import add_commit
+from unfold_bench.common_args import add_commit, output_file, output_folder
 
 
 def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
@@ -51,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="unfold-bench capabilities", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", default=str(ROOT / "reports" / "capabilities"), help="directory to write into")
+    parser.add_argument(
+        "--out", type=output_folder, default=str(ROOT / "reports" / "capabilities"), help="directory to write into"
+    )
     parser.add_argument("--devices", default="cpu,cuda", help="comma-separated devices to check (default cpu,cuda)")
     add_commit(parser)
     parser.add_argument(
@@ -84,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     commit = args.commit or head_commit()
     machine = machine_name()
+    path = Path(args.out) / f"{machine}.json"
+    try:  # the machine's own file there, before the checks it would hold
+        output_file(str(path))
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"--out {args.out}: {error}")
     try:
         cells = matrix(chosen, tuple(args.devices.split(",")))
     except ValueError as error:
@@ -97,7 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cells": cells,
         "checked_at": {device: dict.fromkeys(rows, commit) for device, rows in cells.items()},
     }
-    path = Path(args.out) / f"{machine}.json"
     kept = ""
     if args.strategies is not None and path.exists():
         record, kept = merged(json.loads(path.read_text()), record, list(STRATEGIES))

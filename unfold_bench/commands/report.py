@@ -17,7 +17,7 @@ from pathlib import Path
 
 from benchmarks.trees import ROOT
 from reports.site import build_site
-from unfold_bench.common_args import add_config
+from unfold_bench.common_args import add_config, output_folder
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,7 +25,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="unfold-bench report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--results", default=str(ROOT / "results"), help="asv results directory")
-    parser.add_argument("--out", default=str(ROOT / "reports" / "site"), help="where to write the site")
+    parser.add_argument(
+        "--out", type=output_folder, default=str(ROOT / "reports" / "site"), help="where to write the site"
+    )
     add_config(parser)
     parser.add_argument("--no-asv-publish", action="store_true", help="skip asv's own site")
     args = parser.parse_args(argv)
