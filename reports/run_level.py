@@ -95,22 +95,31 @@ def pool(levels: Iterable[RunLevel]) -> RunLevel:
     return RunLevel(max(sum(level.variance * level.df for level in levels) / df, 0.0), float(df))
 
 
-def write_run_levels(
-    machine_dir: Path, profile: str, levels: dict[str, RunLevel], measured: str, provenance: dict
-) -> Path:
-    """Record the estimates ``levels`` of one set of runs of ``profile``, first ``measured`` at that date and time,
-    in ``machine_dir`` beside the other sets' (a set recorded again replaces its own records); ``provenance``
-    (command, runs, commit) goes into each record. The file's path."""
-    path = Path(machine_dir) / RUN_LEVEL_FILE
-    kept = [r for r in read_records(path) if (r.get("profile"), r.get("measured")) != (profile, measured)]
+def with_set(
+    records: list[dict], profile: str, levels: dict[str, RunLevel], measured: str, provenance: dict
+) -> list[dict]:
+    """A machine's ``records`` with the estimates ``levels`` of one set of runs of ``profile``, first ``measured`` at
+    that date and time, in place of that set's own earlier records; ``provenance`` (command, runs, commit) goes into
+    each of its records."""
+    kept = [r for r in records if (r.get("profile"), r.get("measured")) != (profile, measured)]
     written = time.strftime("%Y-%m-%d")
     new = [
         {"profile": profile, "suite": s, **asdict(v), "measured": measured, "date": written, **provenance}
         for s, v in levels.items()
     ]
+    return [*kept, *new]
+
+
+def write_run_levels(
+    machine_dir: Path, profile: str, levels: dict[str, RunLevel], measured: str, provenance: dict
+) -> Path:
+    """Record the estimates ``levels`` of one set of runs in ``machine_dir`` beside the other sets' (``with_set``: a
+    set recorded again replaces its own records). The file's path."""
+    path = Path(machine_dir) / RUN_LEVEL_FILE
+    records = with_set(read_records(path), profile, levels, measured, provenance)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
-    partial.write_text("".join(json.dumps(r) + "\n" for r in [*kept, *new]))
+    partial.write_text("".join(json.dumps(r) + "\n" for r in records))
     partial.replace(path)
     return path
 
@@ -120,15 +129,22 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def load_run_levels(results_dir: str | Path, leave_out: str | None = None) -> RunLevels:
-    """The run levels recorded under ``results_dir``: (machine, profile, suite) -> the ``pool`` of every set of
-    runs recorded for it (but the set first ``measured`` at ``leave_out``), the machine named by its results
-    directory (asv's machine name)."""
+def pooled(records: list[dict], machine: str, leave_out: str | None = None) -> RunLevels:
+    """The run levels of ``machine``'s ``records``: (machine, profile, suite) -> the ``pool`` of every set of runs
+    recorded for it (but the set first ``measured`` at ``leave_out``)."""
     found: dict[tuple[str, str, str], list[RunLevel]] = {}
-    for path in Path(results_dir).glob(f"*/{RUN_LEVEL_FILE}"):
-        for record in read_records(path):
-            if leave_out is not None and record.get("measured") == leave_out:
-                continue
-            key = (path.parent.name, record["profile"], record["suite"])
-            found.setdefault(key, []).append(RunLevel(record["variance"], record["df"]))
+    for record in records:
+        if leave_out is not None and record.get("measured") == leave_out:
+            continue
+        key = (machine, record["profile"], record["suite"])
+        found.setdefault(key, []).append(RunLevel(record["variance"], record["df"]))
     return {key: pool(levels) for key, levels in found.items()}
+
+
+def load_run_levels(results_dir: str | Path, leave_out: str | None = None) -> RunLevels:
+    """The run levels recorded under ``results_dir`` (``pooled``), each machine named by its results directory (asv's
+    machine name)."""
+    found: RunLevels = {}
+    for path in Path(results_dir).glob(f"*/{RUN_LEVEL_FILE}"):
+        found.update(pooled(read_records(path), path.parent.name, leave_out))
+    return found

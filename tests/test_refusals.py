@@ -11,6 +11,7 @@ from unfold_bench.cli import main
     ("arguments", "named"),
     [
         (["stability", "--bench", "zzz"], "--bench 'zzz': no quick-profile cell matches"),
+        (["stability", "--record"], "--record: a measurement records its run level anyway"),
         (["capabilities", "--out", "/etc/hostname"], "--out: '/etc/hostname' is a file, not a folder"),
         (["report", "--out", "/proc/no-such/site"], "--out: '/proc/no-such/site': it cannot be made"),
         (["report", "--config", "/no/such/asv.conf.json"], "--config: '/no/such/asv.conf.json': no such file"),

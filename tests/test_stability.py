@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student
 
-from reports.run_level import RunLevel, write_run_levels
+from reports.run_level import RUN_LEVEL_FILE, RunLevel, read_records, write_run_levels
 from unfold_bench.commands import stability
 
 
@@ -69,6 +69,56 @@ def test_the_recorded_levels_are_this_machines_and_profiles_keyed_as_the_results
     assert found["vm-a", "full", "ratios"].df == pytest.approx(4.0)  # two sets pooled
     held_out = stability.recorded_levels(tmp_path, "vm-a", "full", leave_out="2026-01-02 00:00:00+00:00")
     assert held_out["vm-a", "full", "ratios"].df == pytest.approx(2.0)
+
+
+def _kept_runs(tmp_path, monkeypatch) -> list[str]:
+    """Two runs kept in ``tmp_path / "keep"``, read back by stand-ins that give each suite one run level and time
+    nothing, and a record of another set of runs of the machine in ``tmp_path / "results"``: the arguments that
+    report the runs again."""
+    for index in range(2):
+        (tmp_path / "keep" / f"quick-run-{index}" / "results").mkdir(parents=True)
+    first = pd.DataFrame({"machine": ["vm-a"], "commit": ["c" * 40], "started": [pd.Timestamp("2026-01-02", tz="UTC")]})
+    chosen = dict.fromkeys([rule.name for rule in stability.analysis.RULES], ("cpp", ()))
+    monkeypatch.setattr(stability, "run_table", lambda *args: first)
+    monkeypatch.setattr(stability, "ratios", lambda *args: pd.DataFrame())
+    monkeypatch.setattr(stability, "picks", lambda *args: chosen)
+    monkeypatch.setattr(stability, "estimate", lambda tables: {"ratios": RunLevel(0.01, 1.0)})
+    monkeypatch.setattr(stability, "report", lambda *args: "the report\n")
+    monkeypatch.setattr(stability, "process_variances", lambda tables: None)
+    monkeypatch.setattr(stability, "forecast", lambda *args: [])
+    monkeypatch.setattr(stability.analysis, "regime_label", lambda table: "warm")
+    earlier = {"ratios": RunLevel(0.03, 1.0)}
+    write_run_levels(tmp_path / "results" / "vm-a", "quick", earlier, "2026-01-01 00:00:00+00:00", {"command": "c"})
+    return ["--runs", "2", "--from-runs", "--keep", str(tmp_path / "keep"), "--record-in", str(tmp_path / "results")]
+
+
+POOLED_WITH_THESE = "  ratios         sd 0.141 (2 df)"  # the other set's 0.03 and these runs' 0.01, 1 df each
+
+
+def test_kept_runs_reported_again_leave_the_run_level_record_as_it_is(tmp_path, monkeypatch, capsys):
+    """A report again measures nothing and records nothing: the runs' evidence is recorded when they are measured,
+    and once; the report still shows the level that recording them would leave, and says it was not recorded."""
+    arguments = _kept_runs(tmp_path, monkeypatch)
+    record = tmp_path / "results" / "vm-a" / RUN_LEVEL_FILE
+    before = record.read_text()
+    assert stability.main(arguments) == 0
+    out = capsys.readouterr().out
+    assert record.read_text() == before
+    assert "run level not recorded (--from-runs without --record)" in out and POOLED_WITH_THESE in out
+    assert "with the run level recording these runs would leave" in out
+
+
+def test_kept_runs_reported_again_with_record_replace_their_own_record_only(tmp_path, monkeypatch, capsys):
+    arguments = _kept_runs(tmp_path, monkeypatch)
+    for _ in range(2):  # recorded twice: the second replaces the first, never adds to it
+        assert stability.main([*arguments, "--record"]) == 0
+        out = capsys.readouterr().out
+        assert "run level recorded now" in out and POOLED_WITH_THESE in out
+    records = read_records(tmp_path / "results" / "vm-a" / RUN_LEVEL_FILE)
+    assert [(r["measured"], r["variance"]) for r in records] == [
+        ("2026-01-01 00:00:00+00:00", 0.03),
+        ("2026-01-02 00:00:00+00:00", 0.01),
+    ]
 
 
 def test_the_picks_agree_differ_inside_a_declared_tie_or_differ():

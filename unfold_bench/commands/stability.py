@@ -48,7 +48,17 @@ from reports.forecast import (
     processes_for,
 )
 from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
-from reports.run_level import RUN_LEVEL_FILE, RunLevel, RunLevels, estimate, load_run_levels, write_run_levels
+from reports.run_level import (
+    RUN_LEVEL_FILE,
+    RunLevel,
+    RunLevels,
+    estimate,
+    load_run_levels,
+    pooled,
+    read_records,
+    with_set,
+    write_run_levels,
+)
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
 from unfold_bench.common_args import add_bench, add_profile, finite_float, output_file
@@ -249,7 +259,11 @@ def report(
         invocation(args)
         + (f" --target {args.target:g}" if args.target != STABILITY_TARGET else "")
         + (f" --out {args.out}" if args.out else "")
-        + (" --from-runs (reported again from the runs kept)" if args.from_runs else "")
+        + (
+            " --from-runs" + " --record" * args.record + " (reported again from the runs kept)"
+            if args.from_runs
+            else ""
+        )
         + f": {len(frames)} runs of one commit, one after another, CPU cells; {provenance}",
         "run wall times: " + ", ".join(f"{s / 60:.1f} min" for s in seconds),
         "",
@@ -354,6 +368,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=output_file, help="also write the report to this file")
     parser.add_argument("--from-runs", action="store_true", help="report the runs already in --keep, measure nothing")
     parser.add_argument(
+        "--record",
+        action="store_true",
+        help="with --from-runs: record the runs' run level in --record-in too, in place of their own earlier record "
+        "(a measurement always records it; a report again leaves the record as it is)",
+    )
+    parser.add_argument(
         "--target",
         type=finite_float,
         default=STABILITY_TARGET,
@@ -370,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--runs {args.runs}: a spread needs at least 2 runs")
     if args.target <= 1:
         parser.error(f"--target {args.target}: a max/min target must exceed 1")
+    if args.record and not args.from_runs:
+        parser.error("--record: a measurement records its run level anyway; --record is for --from-runs")
     if not args.from_runs:  # before the runs kept in --keep are replaced
         from benchmarks.profiles import get_profile
         from benchmarks.runner import plan
@@ -408,14 +430,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     widened = [ratios(d, args.profile, keyed) for d in directories]
     picked = [picks(d, args.profile) for d in directories]
     text = report(frames, picked, seconds, args, provenance, levels, widened, held_out)
-    write_run_levels(args.record_in / machine, args.profile, levels, measured, record)
-    recorded = recorded_levels(args.record_in, machine, args.profile)
-    pooled = {suite: level for (_, _, suite), level in recorded.items()}
-    text += "\nrun level recorded now, pooled over every set of runs in the record (what later intervals add):\n"
-    text += "".join(f"  {suite:<14} sd {math.sqrt(v.variance):.3f} ({v.df:.0f} df)\n" for suite, v in pooled.items())
-    shown = "with the run level recorded now (as the summary and the site show them)"
+    # the record with these runs in it, written or not: reported again, runs show what their measurement showed
+    records = with_set(read_records(args.record_in / machine / RUN_LEVEL_FILE), args.profile, levels, measured, record)
+    recorded = {key: level for key, level in pooled(records, machine).items() if key[1] == args.profile}
+    by_suite = {suite: level for (_, _, suite), level in recorded.items()}
+    if not args.from_runs or args.record:
+        write_run_levels(args.record_in / machine, args.profile, levels, measured, record)
+        text += "\nrun level recorded now, pooled over every set of runs in the record (what later intervals add):\n"
+        shown = "with the run level recorded now (as the summary and the site show them)"
+    else:
+        text += "\nrun level not recorded (--from-runs without --record), pooled over every set of runs in the record "
+        text += "with these runs' in place of their own record (what recording them would leave):\n"
+        shown = "with the run level recording these runs would leave"
+    text += "".join(f"  {suite:<14} sd {math.sqrt(v.variance):.3f} ({v.df:.0f} df)\n" for suite, v in by_suite.items())
     text += "\n" + "\n".join(pick_lines([picks(d, args.profile, recorded) for d in directories], shown)) + "\n"
-    text += "\n" + "\n".join(forecast(process_variances(tables), pooled, args.runs, args.target)) + "\n"
+    text += "\n" + "\n".join(forecast(process_variances(tables), by_suite, args.runs, args.target)) + "\n"
     print(text)
     if args.out:
         Path(args.out).write_text(text)
