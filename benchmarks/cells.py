@@ -361,18 +361,32 @@ def _not_checked(late: Cell, deadline: float) -> str:
 
 
 def _verdict_file(cell: Cell, directory: Path) -> Path:
-    """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code, torch's
-    version, the cell and its config's size), so a change to any of them misses. The checked code is every source
-    file of the top-level package of each module the check imports (``_code_of``) and this module's file."""
+    """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code and how it is
+    built, ``_builds``; torch's version; the cell and its config's size), so a change to any of them misses. The
+    checked code is every source file of the top-level package of each module the check imports (``_code_of``) and
+    this module's file."""
     modules = _modules_of([cell])
     one_per_package = {name.split(".")[0]: name for name in modules if name != __name__}  # the same files each
     code: dict[str, bytes] = {}
     for name in [*one_per_package.values(), __name__]:
         code |= _code_of(name)
-    digest = hashlib.sha256(json.dumps([torch.__version__, cell.key, asdict(cell.config)], default=str).encode())
+    identity = [torch.__version__, _builds(cell), cell.key, asdict(cell.config)]
+    digest = hashlib.sha256(json.dumps(identity, default=str).encode())
     for key in sorted(code):
         digest.update(key.encode() + b"\0" + code[key])
     return directory / f"{'-'.join(cell.key)}-{digest.hexdigest()[:20]}.pickle"
+
+
+def _builds(cell: Cell) -> dict[str, str]:
+    """What builds ``cell``'s checked code besides its sources and torch, for a verdict's key: the build key of the
+    project's C++ kernel (``impls.cpp.KEY``, which hashes its compile flags, ``UNFOLD_BENCH_CPP_CFLAGS`` among them)
+    for a strategy that builds an extension."""
+    builds = {}
+    if cell.strategy.builds_extension:
+        from impls import cpp
+
+        builds["impls.cpp"] = cpp.KEY
+    return builds
 
 
 # What a change to a strategy's code can be in: Python, and a kernel's sources or build (impls/csrc)

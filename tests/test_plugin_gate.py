@@ -107,6 +107,20 @@ def test_the_key_of_a_kept_verdict_covers_the_cpp_kernels_source():
     assert str((ROOT / "impls" / "csrc" / "unfold_cpu.cpp").resolve()) in _code_of("impls.cpp")
 
 
+def test_a_kept_verdict_of_the_cpp_kernel_is_missed_when_its_compile_flags_change(tmp_path, monkeypatch):
+    """The flags (``UNFOLD_BENCH_CPP_CFLAGS``: ``-ffast-math`` changes results) are part of the kernel's build key,
+    and the key of a kept verdict of a strategy that builds the kernel covers that; native's does not depend on it."""
+    from benchmarks.cells import _verdict_file
+    from impls import cpp
+
+    cells = [Cell(STRATEGIES[name], EXAMPLE, "cpu") for name in ("cpp", "cpp_reuse", "native")]
+    before = [_verdict_file(cell, tmp_path) for cell in cells]
+    monkeypatch.setattr(cpp, "CFLAGS", (*cpp.CFLAGS, "-ffast-math"))
+    monkeypatch.setattr(cpp, "KEY", cpp._build_key())
+    after = [_verdict_file(cell, tmp_path) for cell in cells]
+    assert after[0] != before[0] and after[1] != before[1] and after[2] == before[2]
+
+
 @pytest.mark.slow
 def test_a_plugin_that_never_returns_fails_its_cells_after_the_deadline_and_the_others_are_checked(outside_path):
     """The hanging cell's checking process is killed at the deadline (short here; a profile's per-cell timeout by
