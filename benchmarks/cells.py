@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -380,13 +381,35 @@ def _verdict_file(cell: Cell, directory: Path) -> Path:
 def _builds(cell: Cell) -> dict[str, str]:
     """What builds ``cell``'s checked code besides its sources and torch, for a verdict's key: the build key of the
     project's C++ kernel (``impls.cpp.KEY``, which hashes its compile flags, ``UNFOLD_BENCH_CPP_CFLAGS`` among them)
-    for a strategy that builds an extension."""
+    for a strategy that builds an extension, and Triton's version where Triton is installed (``_triton``)."""
     builds = {}
     if cell.strategy.builds_extension:
         from impls import cpp
 
         builds["impls.cpp"] = cpp.KEY
+    triton = _triton()
+    if triton is not None:
+        builds["triton"] = triton
     return builds
+
+
+def _triton() -> str | None:
+    """The distributions and versions that provide Triton on this ``sys.path`` (read without importing it), or None
+    where it is not importable.
+
+    Triton compiles ``triton_gather``'s kernels and Inductor's on CUDA, and a plain callable from outside declares
+    nothing of what it runs, so every verdict's key takes it."""
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):  # ValueError: a module in sys.modules without a spec
+        return None
+    if spec is None:
+        return None
+    versions = []
+    for name in sorted(set(_packages(tuple(sys.path)).get("triton", []))):
+        with suppress(metadata.PackageNotFoundError):
+            versions.append(f"{name} {metadata.version(name)}")
+    return ", ".join(versions) or f"triton from {spec.origin}"
 
 
 # What a change to a strategy's code can be in: Python, and a kernel's sources or build (impls/csrc)

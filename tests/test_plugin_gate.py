@@ -121,6 +121,26 @@ def test_a_kept_verdict_of_the_cpp_kernel_is_missed_when_its_compile_flags_chang
     assert after[0] != before[0] and after[1] != before[1] and after[2] == before[2]
 
 
+def test_a_kept_verdict_is_missed_when_tritons_version_changes(tmp_path, monkeypatch):
+    """Triton compiles kernels (``triton_gather``'s, Inductor's on CUDA): the key of a kept verdict covers the version
+    of the Triton installed first on the path, read without importing it."""
+    from benchmarks.cells import _verdict_file
+
+    cell = Cell(STRATEGIES["native"], EXAMPLE, "cpu")
+    keys = []
+    for version in ("0.1", "0.2"):  # each a Triton distribution as pip leaves it, first on the path in turn
+        site = tmp_path / version
+        (site / "triton").mkdir(parents=True)
+        (site / "triton" / "__init__.py").write_text("")
+        info = site / f"triton-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: triton\nVersion: {version}\n")
+        (info / "top_level.txt").write_text("triton\n")
+        monkeypatch.syspath_prepend(str(site))
+        keys.append(_verdict_file(cell, tmp_path))
+    assert keys[0] != keys[1]
+
+
 @pytest.mark.slow
 def test_a_plugin_that_never_returns_fails_its_cells_after_the_deadline_and_the_others_are_checked(outside_path):
     """The hanging cell's checking process is killed at the deadline (short here; a profile's per-cell timeout by
