@@ -31,6 +31,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -418,18 +419,80 @@ SOURCE_SUFFIXES = (".py", ".pyi", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".c
 
 def _code_files(module_name: str) -> list[str]:
     """The source files of ``module_name``'s top-level package: every one of its folders (a plugin's helper modules,
-    ``impls/csrc``'s kernel); for a top-level module that is not a package, it and the modules beside it, which it
-    may import as helpers (a module named with ``--strategy``). This module alone for itself."""
+    ``impls/csrc``'s kernel); for a top-level module that is not a package (a module named with ``--strategy``), it,
+    the modules beside it, which it may import as helpers, and the helper packages it imports from its folder
+    (``_helpers_beside``). This module alone for itself."""
     path = _module_file(module_name)
     if module_name == __name__:
         return [] if path is None else [path]
     top = sys.modules.get(module_name.split(".")[0])
     folders = [Path(p).resolve() for p in getattr(top, "__path__", [])]  # a package's (a namespace one's: several)
     if folders:
-        found = (f for folder in folders for f in folder.rglob("*") if f.suffix in SOURCE_SUFFIXES)
-        return sorted({str(f) for f in found if "__pycache__" not in f.parts and f.is_file()})
+        return sorted(_source_files(folders))
     top_file = _module_file(module_name.split(".")[0])
-    return [] if top_file is None else sorted(str(f.resolve()) for f in Path(top_file).parent.glob("*.py"))
+    if top_file is None:
+        return []
+    directory = Path(top_file).parent
+    beside = {str(f.resolve()) for f in directory.glob("*.py")}
+    helpers = _helpers_beside(module_name.split(".")[0], directory)
+    modules = {str(path) for path in helpers if path.is_file()}
+    return sorted(beside | modules | _source_files([path for path in helpers if path.is_dir()]))
+
+
+def _source_files(folders: list[Path]) -> set[str]:
+    """The source files (``SOURCE_SUFFIXES``) in ``folders`` and every folder below them."""
+    found = (f for folder in folders for f in folder.rglob("*") if f.suffix in SOURCE_SUFFIXES)
+    return {str(f) for f in found if "__pycache__" not in f.parts and f.is_file()}
+
+
+def _helpers_beside(module_name: str, directory: Path) -> set[Path]:
+    """The helpers imported from ``directory`` that the top-level module ``module_name`` reaches, each a package's
+    folder or a module's file: a module or package bound in its namespace, or one that defines a name bound there,
+    and so on from each such module of ``directory``.
+
+    Only what it reaches, not every module imported from ``directory`` (which may be a home directory, or the
+    project's, whose packages one process imports and another does not: the key would differ between them)."""
+    seen, reached = set(), []
+    pending = [module_name]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        module = sys.modules.get(name)
+        if module is None or str(directory) not in _import_roots(name):
+            continue
+        reached.append(module)
+        for value in list(vars(module).values()):
+            if isinstance(value, ModuleType):
+                pending.append(value.__name__)
+                continue
+            with suppress(Exception):  # an object whose attributes raise
+                owner = getattr(value, "__module__", None)
+                if isinstance(owner, str):
+                    pending.append(owner)
+    helpers = set()
+    for module in reached:
+        if module.__name__ == module_name:
+            continue
+        if "." in module.__name__ or hasattr(module, "__path__"):
+            helpers.add(directory / module.__name__.split(".")[0])
+        else:
+            helpers.add(Path(module.__file__).resolve())
+    return helpers
+
+
+def _import_roots(module_name: str) -> set[str]:
+    """The ``sys.path`` entries from which ``module_name`` was imported: its file's (``_import_root``), or a namespace
+    package's, one for each of its folders."""
+    root = _import_root(module_name)
+    if root is not None:
+        return {root}
+    roots = set()
+    with suppress(Exception):  # a module with an odd __path__
+        for folder in getattr(sys.modules.get(module_name), "__path__", None) or []:
+            roots.add(str(Path(folder).resolve().parents[module_name.count(".")]))
+    return roots
 
 
 def _code_of(module_name: str) -> dict[str, bytes]:

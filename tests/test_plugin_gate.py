@@ -101,6 +101,49 @@ def test_a_kept_verdict_is_missed_when_a_helper_module_of_the_plugin_changes(tmp
         assert _verdict_file(cell, tmp_path) != before, name
 
 
+def test_a_kept_verdict_is_missed_when_a_helper_package_beside_a_top_level_plugin_module_changes(
+    tmp_path, monkeypatch, request
+):
+    """A top-level module named with ``--strategy`` may import helper packages from its folder (one with
+    ``__init__.py``, a namespace folder): the key of a kept verdict covers each one's source files, those not yet
+    imported among them, and not a package of that folder the plugin does not import (the folder may be a home
+    directory)."""
+    from benchmarks.cells import _verdict_file
+
+    folder = tmp_path / "folder"
+    (folder / "helper_pkg").mkdir(parents=True)
+    (folder / "helper_pkg" / "__init__.py").write_text("")
+    (folder / "helper_pkg" / "core.py").write_text((OUTSIDE / "outside_unfold.py").read_text())
+    (folder / "helper_pkg" / "lazy.py").write_text("LATER = 1\n")  # what the plugin might import on its first call
+    (folder / "ns_helpers").mkdir()
+    (folder / "ns_helpers" / "deep.py").write_text("FLIP = False\n")
+    (folder / "unrelated").mkdir()
+    (folder / "unrelated" / "__init__.py").write_text("")
+    (folder / "top_plugin.py").write_text(
+        "import ns_helpers.deep\nfrom helper_pkg.core import outside_unfold\n\n\n"
+        "def helped(input, kernel_size, dilation=1, padding=0, stride=1):\n"
+        "    out = outside_unfold(input, kernel_size, dilation, padding, stride)\n"
+        "    return out.flip(-1) if ns_helpers.deep.FLIP else out\n"
+    )
+    monkeypatch.syspath_prepend(str(folder))
+    names = ("top_plugin", "helper_pkg", "ns_helpers", "unrelated")
+    request.addfinalizer(lambda: [sys.modules.pop(n) for n in list(sys.modules) if n.startswith(names)])
+    import unrelated  # noqa: F401  (imported from the same folder by someone else)
+
+    found, problems = load("top_plugin:helped")
+    assert problems == {}
+    cell = Cell(found["helped"], EXAMPLE, "cpu")
+    for helper, counts in [
+        (folder / "helper_pkg" / "core.py", True),
+        (folder / "helper_pkg" / "lazy.py", True),
+        (folder / "ns_helpers" / "deep.py", True),
+        (folder / "unrelated" / "__init__.py", False),
+    ]:
+        before = _verdict_file(cell, tmp_path)
+        helper.write_text(helper.read_text() + "\n# a change in a helper\n")
+        assert (_verdict_file(cell, tmp_path) != before) == counts, helper
+
+
 def test_the_key_of_a_kept_verdict_covers_the_cpp_kernels_source():
     from benchmarks.cells import _code_of
 
