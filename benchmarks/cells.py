@@ -363,20 +363,33 @@ def _not_checked(late: Cell, deadline: float) -> str:
 
 
 def _verdict_file(cell: Cell, directory: Path) -> Path:
-    """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code and how it is
-    built, ``_builds``; torch's version; the cell and its config's size), so a change to any of them misses. The
-    checked code is every source file of the top-level package of each module the check imports (``_code_of``) and
-    this module's file."""
-    modules = _modules_of([cell])
-    one_per_package = {name.split(".")[0]: name for name in modules if name != __name__}  # the same files each
-    code: dict[str, bytes] = {}
-    for name in [*one_per_package.values(), __name__]:
-        code |= _code_of(name)
+    """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code,
+    ``_checked_code``, and how it is built, ``_builds``; torch's version; the cell and its config's size), so a change
+    to any of them misses."""
+    code = _checked_code(cell)
     identity = [torch.__version__, _builds(cell), cell.key, asdict(cell.config)]
     digest = hashlib.sha256(json.dumps(identity, default=str).encode())
     for key in sorted(code):
         digest.update(key.encode() + b"\0" + code[key])
     return directory / f"{'-'.join(cell.key)}-{digest.hexdigest()[:20]}.pickle"
+
+
+# The gate's own modules, hashed file by file: the check (this one) and the making of its input
+# (LayerConfig.make_input: asdict hashes a config's fields, not its code). The reference and the comparison
+# (impls.reference, impls.parity) are hashed with the impls package.
+GATE_MODULES = (__name__, LayerConfig.__module__)
+
+
+def _checked_code(cell: Cell) -> dict[str, bytes]:
+    """The code ``cell``'s verdict depends on, by path (``_code_of``): every source file of the top-level package of
+    each module the check imports (``impls``, with the reference; a plugin's own), and the files of
+    ``GATE_MODULES``."""
+    modules = _modules_of([cell])
+    one_per_package = {name.split(".")[0]: name for name in modules if name not in GATE_MODULES}  # the same files each
+    code: dict[str, bytes] = {}
+    for name in [*one_per_package.values(), *GATE_MODULES]:
+        code |= _code_of(name)
+    return code
 
 
 def _builds(cell: Cell) -> dict[str, str]:
@@ -421,9 +434,9 @@ def _code_files(module_name: str) -> list[str]:
     """The source files of ``module_name``'s top-level package: every one of its folders (a plugin's helper modules,
     ``impls/csrc``'s kernel); for a top-level module that is not a package (a module named with ``--strategy``), it,
     the modules beside it, which it may import as helpers, and the helper packages it imports from its folder
-    (``_helpers_beside``). This module alone for itself."""
+    (``_helpers_beside``). For a module of ``GATE_MODULES``, its file alone."""
     path = _module_file(module_name)
-    if module_name == __name__:
+    if module_name in GATE_MODULES:
         return [] if path is None else [path]
     top = sys.modules.get(module_name.split(".")[0])
     folders = [Path(p).resolve() for p in getattr(top, "__path__", [])]  # a package's (a namespace one's: several)
@@ -499,7 +512,7 @@ def _code_of(module_name: str) -> dict[str, bytes]:
     """What the code of ``module_name`` is, for a verdict's key: its source files' contents (``_code_files``) by
     path; or, where it was installed from a distribution (not editable), that distribution's ``RECORD``, which holds
     every installed file's hash (torch's files are too many to read for each cell)."""
-    record = _installed_record(module_name) if module_name != __name__ else None
+    record = _installed_record(module_name) if module_name not in GATE_MODULES else None
     if record is not None:
         return {f"distribution RECORD of {module_name.split('.')[0]}": record}
     return {path: Path(path).read_bytes() for path in _code_files(module_name)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -142,6 +143,34 @@ def test_a_kept_verdict_is_missed_when_a_helper_package_beside_a_top_level_plugi
         before = _verdict_file(cell, tmp_path)
         helper.write_text(helper.read_text() + "\n# a change in a helper\n")
         assert (_verdict_file(cell, tmp_path) != before) == counts, helper
+
+
+def test_the_key_of_a_kept_verdict_covers_how_the_gate_makes_the_input_and_the_reference(outside_path):
+    """The reference and the comparison are hashed with ``impls``, the check with this suite's ``benchmarks.cells``,
+    and the input's making (``LayerConfig.make_input``) with ``benchmarks.configs``, for the project's strategies and
+    a plugin's."""
+    from benchmarks.cells import _checked_code
+
+    found, _ = load("outside_unfold:outside_unfold")
+    expected = [ROOT / "impls" / "reference.py", ROOT / "impls" / "parity.py"]
+    expected += [ROOT / "benchmarks" / "configs.py", ROOT / "benchmarks" / "cells.py"]
+    for strategy in (STRATEGIES["native"], found["outside_unfold"]):
+        code = _checked_code(Cell(strategy, EXAMPLE, "cpu"))
+        assert {str(path.resolve()) for path in expected} <= set(code), strategy.name
+
+
+def test_a_kept_verdict_is_missed_when_the_making_of_the_input_changes(tmp_path, monkeypatch):
+    """``LayerConfig.make_input`` (``benchmarks.configs``) makes every cell's input: a change to it misses."""
+    from benchmarks import configs
+    from benchmarks.cells import _verdict_file
+
+    copy = tmp_path / "configs.py"
+    copy.write_text(Path(configs.__file__).read_text())
+    monkeypatch.setattr(configs, "__file__", str(copy))  # the file read for the key: a copy to change
+    cell = Cell(STRATEGIES["native"], EXAMPLE, "cpu")
+    before = _verdict_file(cell, tmp_path)
+    copy.write_text(copy.read_text().replace("torch.randn(", "torch.rand("))
+    assert _verdict_file(cell, tmp_path) != before
 
 
 def test_the_key_of_a_kept_verdict_covers_the_cpp_kernels_source():
