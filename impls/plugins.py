@@ -10,8 +10,8 @@ and a module on the path is named with ``UNFOLD_BENCH_STRATEGIES="module:attribu
 attribute is a ``Strategy`` (to declare spatial dims, devices and defects) or a plain callable with
 ``torch.nn.functional.unfold``'s signature, which is wrapped: it gets the suite's argument validation and is
 declared for every spatial dim and device, and the correctness gate, the parity tests and the capability matrix
-find what it does not do. Either must pickle (``PICKLABLE``). A plugin that cannot be loaded is left out, its name
-and reason kept in ``impls.PLUGIN_PROBLEMS``.
+find what it does not do. Either must pickle (``PICKLABLE``). A plugin that cannot be loaded, or whose implementation
+another name loaded first, is left out, its name and reason kept in ``impls.PLUGIN_PROBLEMS``.
 """
 
 from __future__ import annotations
@@ -126,12 +126,24 @@ def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: 
 def _add(found: dict[str, Strategy], problems: dict[str, str], strategy: Strategy) -> None:
     """``strategy`` under its own name (a ``Strategy``'s ``name``, which the cells and pages show, may differ from
     the entry point's or attribute's). The same implementation reached twice (an installed entry point also named
-    with ``--strategy``) is kept once; another plugin of a name one took first is set aside, not swapped in."""
+    with ``--strategy``) is kept once: under the same name, silently; under another name (it would be benchmarked
+    twice), the first is kept and the second set aside, naming both. Another plugin of a name one took first is set
+    aside, not swapped in."""
     taken = found.get(strategy.name)
-    if taken is None:
-        found[strategy.name] = strategy
-    elif _implementation(taken) is not _implementation(strategy):
-        set_aside(problems, strategy.name, f"{strategy.origin}: the name {strategy.name!r} is taken by {taken.origin}")
+    if taken is not None:
+        if _implementation(taken) is not _implementation(strategy):
+            why = f"{strategy.origin}: the name {strategy.name!r} is taken by {taken.origin}"
+            set_aside(problems, strategy.name, why)
+        return
+    twin = next((s for s in found.values() if _implementation(s) is _implementation(strategy)), None)
+    if twin is not None:
+        why = (
+            f"{strategy.origin}: the same implementation as {twin.name!r} ({twin.origin}), kept under that name: "
+            f"as {strategy.name!r} too it would be benchmarked twice"
+        )
+        set_aside(problems, strategy.name, why)
+        return
+    found[strategy.name] = strategy
 
 
 def _implementation(strategy: Strategy) -> object:

@@ -51,7 +51,7 @@ if len({**_BUILT_IN, **UNVERIFIED}) != len(_REGISTERED) + len(_UNVERIFIED):
     raise RuntimeError("two strategies share a name")
 
 # Strategies from outside the repository (impls.plugins): added after the built-in ones; one that cannot be loaded,
-# or whose name is taken, is left out and listed in PLUGIN_PROBLEMS (name -> why).
+# or whose name or implementation is taken, is left out and listed in PLUGIN_PROBLEMS (name -> why).
 _OUTSIDE, PLUGIN_PROBLEMS = plugins.load()
 for _name in [n for n in _OUTSIDE if n in _BUILT_IN or n in UNVERIFIED]:
     _why = f"{_OUTSIDE.pop(_name).origin}: the name {_name!r} is taken by a built-in strategy"

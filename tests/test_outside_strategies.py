@@ -84,6 +84,39 @@ def test_a_plugin_is_registered_under_its_strategys_name_and_a_second_one_of_tha
     }
 
 
+def test_one_function_under_two_names_is_kept_under_the_first_and_the_second_is_set_aside_naming_both(
+    outside_path, tmp_path, monkeypatch, request
+):
+    """Under two names one function would be two strategies, each benchmarked: two attributes of it named with
+    ``--strategy``, or an installed entry point named again with ``--strategy`` under the attribute's name, keep the
+    first name (entry points load first) and set the second aside, saying which name keeps it."""
+    import outside_bad
+    import outside_unfold
+
+    from impls.plugins import describe
+
+    monkeypatch.setattr(outside_bad, "alias", outside_unfold.outside_unfold, raising=False)
+    found, problems = load("outside_unfold:outside_unfold,outside_bad:alias")
+    assert set(found) == {"outside_unfold"} and set(problems) == {"alias"}
+    assert problems["alias"] == (
+        "outside_bad (module): the same implementation as 'outside_unfold' (outside_unfold (module)), kept under "
+        "that name: as 'alias' too it would be benchmarked twice"
+    )
+    site = tmp_path / "site"
+    (site / "their_unfold").mkdir(parents=True)
+    (site / "their_unfold" / "__init__.py").write_text("from outside_unfold import outside_unfold\n")
+    info = site / "their_unfold-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: their-unfold\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\ntheirs = their_unfold:outside_unfold\n")
+    monkeypatch.syspath_prepend(str(site))
+    request.addfinalizer(lambda: sys.modules.pop("their_unfold", None))
+    found, problems = load("their_unfold:outside_unfold")
+    assert set(found) == {"theirs"} and set(problems) == {"outside_unfold"}
+    assert "the same implementation as 'theirs' (their-unfold 1.0)" in problems["outside_unfold"]
+    assert f"set aside: strategy 'outside_unfold': {problems['outside_unfold']}" in describe(found, problems)
+
+
 @pytest.mark.parametrize("name", ["", "my unfold", "mine:v2", "mine, v2", "<b>mine</b>", "-mine", "'mine'"])
 def test_a_name_that_would_break_a_cell_a_table_or_a_page_is_refused_naming_it(outside_path, name):
     """An entry point's name becomes the strategy's: one holding a separator or markup is refused, so that plugin is
