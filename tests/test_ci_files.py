@@ -149,10 +149,12 @@ def test_every_compile_cache_is_saved_by_each_run_and_restores_the_newest_of_the
 
 
 def test_every_workflow_grants_the_least_permissions_it_needs():
-    """Read-only by default; write access only where a job needs it: the results branch and Pages in the publish
-    fan-in, pull-request comments in the comment job (which runs no pull-request code)."""
+    """Read-only by default; write access only where a job needs it, and each job only its own: the results branch
+    in publish's push-results, Pages in its deploy-site (its build-site keeps the workflow's read-only token),
+    pull-request comments in the comment job (which runs no pull-request code)."""
     allowed = {
-        ("publish.yml", "publish"): {"contents": "write", "pages": "write", "id-token": "write"},
+        ("publish.yml", "push-results"): {"contents": "write"},
+        ("publish.yml", "deploy-site"): {"pages": "write", "id-token": "write"},
         ("gate-comment.yml", None): {"actions": "read", "pull-requests": "write"},
     }
     for workflow in WORKFLOWS:
@@ -261,13 +263,21 @@ def test_the_comment_job_follows_the_cpu_gate_and_downloads_what_it_uploads():
     assert "gate/" in upload["with"]["path"].split()  # the artifact holds gate/pr-number and gate/comment.md
 
 
+FAN_IN = ("push-results", "build-site", "deploy-site")  # publish.yml's jobs after the legs, in their order
+
+
 def test_the_publish_legs_fan_in_once():
+    """The legs fan in to push-results, which runs whichever leg failed; build-site follows it and deploy-site
+    build-site, each only where the job before it succeeded (``success()`` alone would also ask every leg's)."""
     publish = _load("publish.yml")
     assert publish["jobs"]["bench"]["strategy"]["fail-fast"] is False
-    fan_in = publish["jobs"]["publish"]
-    assert set(fan_in["needs"]) == {"bench", "bench-gpu"} and "!cancelled()" in fan_in["if"]  # a leg may fail
-    # pushes take turns on the branch, and a third does not cancel the second's waiting run (GitHub's default)
-    assert fan_in["concurrency"]["cancel-in-progress"] is False and fan_in["concurrency"]["queue"] == "max"
+    fan_in = publish["jobs"]["push-results"]
+    assert set(fan_in["needs"]) == {"bench", "bench-gpu"} and fan_in["if"] == "${{ !cancelled() }}"  # a leg may fail
+    for before, job in zip(FAN_IN, FAN_IN[1:]):
+        spec = publish["jobs"][job]
+        assert spec["needs"] == [before], job
+        assert spec["if"] == f"${{{{ !cancelled() && needs.{before}.result == 'success' }}}}", job
+    assert set(publish["jobs"]) == {"bench", "bench-gpu", *FAN_IN}
     for leg in ("bench", "bench-gpu"):
         bench = _step(publish, leg, "Benchmark")
         assert bench["continue-on-error"] is True  # a failed cell still uploads what was measured
@@ -280,21 +290,100 @@ def test_the_publish_legs_fan_in_once():
         }
 
 
-def test_the_fan_in_lays_every_legs_artifacts_where_the_site_reads_them_before_building_it():
-    """Each kind of artifact a leg uploads is downloaded, every leg's merged, into the folder it came from, before
-    the site is built: results/ (``build_site``'s results) and reports/capabilities/ (its ``CAPABILITIES_DIR``)."""
+def test_the_fan_in_jobs_take_turns_in_one_queued_lane():
+    """push-results, build-site and deploy-site share one concurrency group, each waiting job keeping its turn
+    (``queue: max``; by default a third arrival cancels the one waiting, and a cancelled push-results loses its
+    run's results): one of them runs at a time, first come first served, so pushes take turns on the branch, each
+    site is built from the branch after its own run's commit, and sites are deployed in the order they were built
+    (a later deployment never shows fewer results than an earlier one)."""
+    publish = _load("publish.yml")
+    lanes = [publish["jobs"][job].get("concurrency") for job in FAN_IN]
+    assert lanes[0] == {"group": "publish-benchmark-site", "cancel-in-progress": False, "queue": "max"}
+    assert lanes == [lanes[0]] * len(FAN_IN)
+    assert "concurrency" not in publish and all(
+        "concurrency" not in publish["jobs"][leg] for leg in ("bench", "bench-gpu")
+    )
+
+
+def test_the_fan_in_lays_every_legs_artifacts_where_they_are_read():
+    """Each kind of artifact a leg uploads is downloaded, every leg's merged, into the folder it came from: the
+    results into results/ before push-results commits them to the branch, the capability matrices into
+    reports/capabilities/ (``build_site``'s ``CAPABILITIES_DIR``) before build-site builds the site, after it has
+    taken every result from the branch."""
     from reports.site import CAPABILITIES_DIR
 
     publish = _load("publish.yml")
-    steps = publish["jobs"]["publish"]["steps"]
-    build = steps.index(_step(publish, "publish", "Build the site"))
-    downloads = {
-        step["with"]["pattern"]: step["with"]["path"]
-        for step in steps[:build]
-        if step.get("uses", "").startswith("actions/download-artifact") and step["with"].get("merge-multiple")
-    }
-    assert downloads == {"results-*": "results", "capabilities-*": "reports/capabilities"}
+
+    def downloads(job: str, before: str) -> dict:
+        steps = publish["jobs"][job]["steps"]
+        until = steps.index(_step(publish, job, before))
+        return {
+            step["with"]["pattern"]: step["with"]["path"]
+            for step in steps[:until]
+            if step.get("uses", "").startswith("actions/download-artifact") and step["with"].get("merge-multiple")
+        }
+
+    assert downloads("push-results", "Keep the results") == {"results-*": "results"}
+    assert downloads("build-site", "Build the site") == {"capabilities-*": "reports/capabilities"}
+    steps = publish["jobs"]["build-site"]["steps"]
+    branch = steps.index(_step(publish, "build-site", "Every result from the benchmark-results branch"))
+    assert branch < steps.index(_step(publish, "build-site", "Build the site"))
     assert CAPABILITIES_DIR == ROOT / "reports" / "capabilities"
+
+
+WRITES_WITH = {"actions/checkout", "actions/download-artifact", "actions/deploy-pages"}  # GitHub's own, no install
+# an installer, an interpreter, a build, or the project's command at the start of a command line (its name also
+# appears in the gate comment's marker)
+INSTALLS_OR_RUNS = re.compile(
+    r"\b(pip3?|uvx?|python3?|make|npm|npx|node|pytest)\b|\.venv|setup\.py|(^|[;&|(]\s*)unfold-bench\b", re.MULTILINE
+)
+
+
+def _writes(spec: dict, job: dict) -> bool:
+    permissions = job.get("permissions", spec.get("permissions"))
+    if isinstance(permissions, str):  # read-all, write-all
+        return permissions != "read-all"
+    return any(value == "write" for value in permissions.values())
+
+
+def test_no_job_that_holds_a_write_token_installs_a_package_or_runs_project_code():
+    """A compromised package, or the project's code, would run with the job's token: a job that may write (push the
+    results branch, deploy Pages, comment) uses only GitHub's own actions for checking out, downloading artifacts and
+    deploying Pages, and its scripts call no installer, interpreter or build (git, gh and the shell's own tools)."""
+    writers = []
+    for workflow in WORKFLOWS:
+        spec = yaml.safe_load(workflow.read_text())
+        for name, job in spec["jobs"].items():
+            if not _writes(spec, job):
+                continue
+            writers.append((workflow.name, name))
+            for step in job["steps"]:
+                if "uses" in step:
+                    assert step["uses"].split("@")[0] in WRITES_WITH, (workflow.name, name, step["uses"])
+                assert not INSTALLS_OR_RUNS.search(step.get("run", "")), (workflow.name, name, step.get("name"))
+    assert set(writers) == {
+        ("publish.yml", "push-results"),
+        ("publish.yml", "deploy-site"),
+        ("gate-comment.yml", "comment"),
+    }
+
+
+def test_the_pages_deployment_is_split_as_githubs_starter_workflows_do():
+    """build-site, with the workflow's read-only token, installs the project, builds the site and uploads it with
+    actions/upload-pages-artifact; deploy-site, which needs it, holds only ``pages: write`` and ``id-token: write``
+    and runs actions/deploy-pages alone, in the github-pages environment."""
+    publish = _load("publish.yml")
+    build, deploy = publish["jobs"]["build-site"], publish["jobs"]["deploy-site"]
+    assert "permissions" not in build and publish["permissions"] == {"contents": "read"}
+    uses = [step["uses"].split("@")[0] for step in build["steps"] if "uses" in step]
+    assert uses[-1] == "actions/upload-pages-artifact" and build["steps"][-1]["with"]["path"] == "reports/site"
+    assert "pip install" in _step(publish, "build-site", "Build the site")["run"]
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert [step["uses"].split("@")[0] for step in deploy["steps"]] == ["actions/deploy-pages"]
+    assert deploy["environment"]["name"] == "github-pages" and deploy["needs"] == ["build-site"]
+    for name, job in publish["jobs"].items():  # nothing else deploys, and nothing else needs the environment
+        if name != "deploy-site":
+            assert "environment" not in job and not any("deploy-pages" in s.get("uses", "") for s in job["steps"])
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -462,8 +551,9 @@ def test_rehearsal_the_comment_job_refuses_a_pull_request_number_that_is_not_a_n
 
 def test_rehearsal_the_fan_in_merges_two_machines_folders_into_one_site(tmp_path):
     """The publish fan-in: each leg uploads its results/ (one machine folder each) and its capability matrix
-    (reports/capabilities/<machine>.json); download-artifact with merge-multiple lays each kind into one folder,
-    over the matrices committed there; the site built from them shows both machines and both matrices."""
+    (reports/capabilities/<machine>.json); download-artifact with merge-multiple lays each kind into one folder
+    (the results in push-results, which commits them for build-site; the matrices in build-site, over those
+    committed there); the site built from them shows both machines and both matrices."""
     from reports.site import build_site
 
     fixture = ROOT / "tests" / "fixtures" / "report_results"
@@ -513,7 +603,7 @@ def test_rehearsal_the_fan_in_commits_results_alone_to_the_results_branch(tmp_pa
     (repo / "results" / "machine" / "run.json").write_text("{}")
     (repo / "results" / "machine" / "run.json.tmp").write_text("{")  # a replacement cut off by a kill
     (repo / "results" / "benchmarks.json").write_text("{}")
-    step = _step(_load("publish.yml"), "publish", "Keep the results")
+    step = _step(_load("publish.yml"), "push-results", "Keep the results")
     env = {"RUNNER_TEMP": str(tmp_path), "GITHUB_SHA": "c" * 40, "HOME": str(tmp_path)}
     ran = _bash(step["run"], repo, env)
     assert ran.returncode == 0, ran.stderr
@@ -522,6 +612,89 @@ def test_rehearsal_the_fan_in_commits_results_alone_to_the_results_branch(tmp_pa
     parents = _git(origin, "rev-list", "--parents", "-n", "1", "benchmark-results").split()[1:]
     assert len(parents) == (1 if earlier else 0)
     assert _git(repo, "status", "--porcelain", "--untracked-files=no") == ""  # the checkout's index untouched
+
+
+def _run_job(job: str, checkout: Path, artifacts: Path, env: dict, until: str | None = None) -> None:
+    """publish.yml's ``job`` in ``checkout`` (a clone of the origin, as actions/checkout leaves it), up to the step
+    named ``until``: each script in turn, and each download of the run's artifacts as download-artifact does it
+    with ``merge-multiple`` (every artifact matching the pattern, from ``artifacts/<name>``, into one folder)."""
+    publish = _load("publish.yml")
+    for step in publish["jobs"][job]["steps"]:
+        if until and step.get("name", "").startswith(until):
+            return
+        if step.get("uses", "").startswith("actions/download-artifact"):
+            for artifact in sorted(artifacts.glob(step["with"]["pattern"])):
+                shutil.copytree(artifact, checkout / step["with"]["path"], dirs_exist_ok=True)
+        elif "run" in step:
+            ran = _bash(step["run"], checkout, env)
+            assert ran.returncode == 0, (job, step.get("name"), ran.stderr)
+        else:
+            assert step["uses"].split("@")[0] in {"actions/checkout", "actions/setup-python"}, step["uses"]
+
+
+def _leg(artifacts: Path, run: str, machine: str) -> None:
+    """One leg's two artifacts, as publish.yml's legs upload them: results/ and its capability matrix."""
+    results = artifacts / run / f"results-{machine}"
+    (results / machine).mkdir(parents=True)
+    (results / machine / f"{run}.json").write_text("{}")
+    (results / machine / f"{run}.json.tmp").write_text("{")  # a replacement cut off by a kill
+    (results / "benchmarks.json").write_text("{}")
+    capabilities = artifacts / run / f"capabilities-{machine}"
+    capabilities.mkdir(parents=True)
+    (capabilities / f"{machine}.json").write_text(json.dumps({"machine": machine, "run": run}))
+
+
+def test_rehearsal_push_results_merges_onto_the_newest_commit_and_the_site_is_built_from_the_branch(tmp_path):
+    """Two runs of publish.yml's fan-in in the order their shared lane lets them: run A's push-results, run B's
+    push-results (queued while A's ran), then A's build-site. Each push-results, git alone in a fresh checkout,
+    adds its legs' results to the branch's newest commit, so B's keeps A's and the earlier runs' results; build-site
+    takes results/ from the branch (its own run's commit and any later one) and its own legs' capability matrices
+    over the checkout's, and only then builds the site."""
+    origin, sources = tmp_path / "origin.git", tmp_path / "sources"
+    _git(tmp_path, "init", "-q", "--bare", str(origin))
+    _git(tmp_path, "init", "-q", "-b", "main", str(sources))
+    (sources / ".github" / "workflows").mkdir(parents=True)
+    (sources / ".github" / "workflows" / "publish.yml").write_text("name: x\n")
+    (sources / "reports" / "capabilities").mkdir(parents=True)
+    (sources / "reports" / "capabilities" / "x86.json").write_text('{"committed": true}')
+    shutil.copy(ROOT / ".gitignore", sources / ".gitignore")
+    _git(sources, "add", ".")
+    _git(sources, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "sources")
+    _git(sources, "remote", "add", "origin", str(origin))
+    _git(sources, "push", "-q", "origin", "main")
+    # an earlier run's results-only commit on the branch
+    _git(sources, "checkout", "-q", "--orphan", "earlier")
+    _git(sources, "rm", "-q", "-r", "--cached", ".")
+    (sources / "results" / "gpu").mkdir(parents=True)
+    (sources / "results" / "gpu" / "earlier.json").write_text("{}")
+    _git(sources, "add", "results")
+    _git(sources, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "earlier results")
+    _git(sources, "push", "-q", "origin", "earlier:refs/heads/benchmark-results")
+    earlier = _git(origin, "rev-parse", "benchmark-results")
+    artifacts = tmp_path / "artifacts"
+    _leg(artifacts, "A", "x86")
+    _leg(artifacts, "B", "arm")
+
+    def checkout(name: str) -> tuple[Path, dict]:
+        work = tmp_path / name
+        _git(tmp_path, "clone", "-q", "-b", "main", str(origin), str(work))
+        (tmp_path / f"{name}-temp").mkdir()
+        return work, {"RUNNER_TEMP": str(tmp_path / f"{name}-temp"), "GITHUB_SHA": "c" * 40, "HOME": str(tmp_path)}
+
+    for run in ("A", "B"):
+        work, env = checkout(f"push-{run}")
+        _run_job("push-results", work, artifacts / run, env)
+    files = sorted(_git(origin, "ls-tree", "-r", "--name-only", "benchmark-results").splitlines())
+    assert files == ["results/arm/B.json", "results/benchmarks.json", "results/gpu/earlier.json", "results/x86/A.json"]
+    history = _git(origin, "rev-list", "--first-parent", "benchmark-results").splitlines()
+    assert len(history) == 3 and history[-1] == earlier  # B's commit on A's on the earlier one
+
+    work, env = checkout("build-A")
+    _run_job("build-site", work, artifacts / "A", env, until="Build the site")
+    shown = sorted(str(path.relative_to(work / "results")) for path in (work / "results").rglob("*.json"))
+    assert shown == ["arm/B.json", "benchmarks.json", "gpu/earlier.json", "x86/A.json"]
+    matrix = json.loads((work / "reports" / "capabilities" / "x86.json").read_text())
+    assert matrix == {"machine": "x86", "run": "A"}  # the leg's, over the one committed in the sources
 
 
 def test_make_refuses_a_bench_flag_it_cannot_read_and_leaves_other_targets_alone():
@@ -558,9 +731,9 @@ def test_a_bench_selection_reaches_the_command_as_typed(selection):
 
 
 def test_rehearsal_the_publish_job_builds_the_site_without_torch(tmp_path):
-    """The fan-in installs the project without its dependencies and then its ``site`` extra, which holds no torch
+    """build-site installs the project without its dependencies and then its ``site`` extra, which holds no torch
     (the reports import none: ``tests/test_reports.py`` builds the site with torch unimportable)."""
-    run = _step(_load("publish.yml"), "publish", "Build the site")["run"]
+    run = _step(_load("publish.yml"), "build-site", "Build the site")["run"]
     assert "make" not in run and "pip install --no-deps -e ." in run and "unfold_bench.cli report" in run
     requirements = run.split("python -m pip install --no-deps -e .\n", 1)[1].split("python -m pip install -r")[0]
     ran = _bash(requirements.replace("site-requirements.txt", str(tmp_path / "req.txt")), ROOT, {})
