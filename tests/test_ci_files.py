@@ -76,10 +76,14 @@ def test_every_upload_of_a_hidden_folder_includes_hidden_files():
                     assert not hidden or step["with"].get("include-hidden-files") is True, (workflow.name, name)
 
 
+GATE = re.compile(r"make regress|unfold_bench\.cli regress")  # the gate's step: through make, or the command itself
+
+
 def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():
     """A renamed config must not leave the pull-request gate judging nothing: each alternative of GATE_BENCH
-    matches a config of ``benchmarks/configs.py``, and every job's gate passes it to ``make regress``. It is the
-    CI subset that validate-gate measures the gate on, in the CPU gate's workflow and the GPU gate's alike."""
+    matches a config of ``benchmarks/configs.py``, and every job's gate passes it to the gate (``make regress`` in
+    the CPU gate, the command itself in the GPU gate). It is the CI subset that validate-gate measures the gate on,
+    in the CPU gate's workflow and the GPU gate's alike."""
     from benchmarks.configs import configs
     from benchmarks.profiles import CI_SUBSET
 
@@ -90,8 +94,8 @@ def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():
         workflow = _load(name)
         assert workflow["env"]["GATE_BENCH"] == CI_SUBSET, name
         for job, spec in workflow["jobs"].items():
-            gate = next(step["run"] for step in spec["steps"] if "run" in step and "make regress" in step["run"])
-            assert 'BENCH="$GATE_BENCH"' in gate, (name, job)
+            gate = next(step["run"] for step in spec["steps"] if "run" in step and GATE.search(step["run"]))
+            assert re.search(r'make regress BENCH="\$GATE_BENCH"|--bench "\$GATE_BENCH"', gate), (name, job)
 
 
 def test_the_job_that_deploys_pages_declares_the_pages_environment():
@@ -251,16 +255,114 @@ def test_the_gpu_gate_is_a_workflow_of_its_own_that_the_gpu_bench_label_starts()
     assert not starts("pull_request", "opened")
     assert starts("workflow_dispatch")
     upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
-    assert upload["with"]["name"] != "regression-gate-cpu"  # the comment posts the CPU gate's verdict only
+    assert upload["with"]["name"] != "regression-gate-cpu"  # each gate's artifact, and so its comment, its own
 
 
-def test_the_comment_job_follows_the_cpu_gate_and_downloads_what_it_uploads():
-    comment, cpu = _load("gate-comment.yml"), _load("regress.yml")
-    assert comment[True]["workflow_run"]["workflows"] == [cpu["name"]]
+GATES = {"cpu": "regress.yml", "gpu": "regress-gpu.yml"}
+
+
+def _which_gate(tmp_path: Path, workflow_name: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """gate-comment.yml's first step for a completed run of the workflow named ``workflow_name``: its exit and
+    the outputs it gives the later steps (the artifact to download, the comment's marker and title)."""
+    output = tmp_path / f"which-{len(list(tmp_path.glob('which-*')))}"
+    step = _step(_load("gate-comment.yml"), "comment", "Which gate")
+    assert step["env"] == {"WORKFLOW": "${{ github.event.workflow_run.name }}"}
+    ran = _bash(step["run"], tmp_path, {**step["env"], "WORKFLOW": workflow_name, "GITHUB_OUTPUT": str(output)})
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines()) if output.exists() else {}
+    return ran, outputs
+
+
+def test_the_comment_job_follows_both_gates_and_downloads_what_each_uploads(tmp_path):
+    """gate-comment.yml runs after the CPU gate's workflow and after the GPU gate's. The completed workflow's name
+    (GitHub's, not the artifact's) picks the artifact that gate uploads and a marker of its own, neither a prefix
+    of the other (the comment to edit is found by ``startswith``), so each gate keeps one comment and never edits
+    the other's; a name it does not know gets nothing downloaded."""
+    comment = _load("gate-comment.yml")
+    names = {gate: _load(workflow)["name"] for gate, workflow in GATES.items()}
+    assert comment[True]["workflow_run"]["workflows"] == [names["cpu"], names["gpu"]]
     download = next(step for step in comment["jobs"]["comment"]["steps"] if step.get("id") == "download")
-    upload = next(step for step in cpu["jobs"]["cpu"]["steps"] if step.get("uses", "").startswith("actions/upload"))
-    assert download["with"]["name"] == upload["with"]["name"]
-    assert "gate/" in upload["with"]["path"].split()  # the artifact holds gate/pr-number and gate/comment.md
+    assert download["with"]["name"] == "${{ steps.gate.outputs.artifact }}"
+    markers = {}
+    for gate, workflow in GATES.items():
+        (job,) = _load(workflow)["jobs"].values()
+        upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
+        assert "gate/" in upload["with"]["path"].split()  # the artifact holds gate/pr-number and gate/comment.md
+        ran, outputs = _which_gate(tmp_path, names[gate])
+        assert ran.returncode == 0, ran.stderr
+        assert outputs["artifact"] == upload["with"]["name"], gate
+        assert outputs["marker"].startswith("<!--") and outputs["marker"].endswith("-->")
+        assert gate.upper() in outputs["title"]
+        markers[gate] = outputs["marker"]
+    assert markers["cpu"] == MARKER  # the CPU gate's comments made before keep being edited
+    assert not markers["cpu"].startswith(markers["gpu"]) and not markers["gpu"].startswith(markers["cpu"])
+    ran, outputs = _which_gate(tmp_path, "benchmark regression gate (something else)")
+    assert ran.returncode != 0 and outputs == {}
+
+
+@pytest.mark.parametrize("gate", GATES)
+def test_rehearsal_each_gate_writes_what_the_comment_job_reads(tmp_path, gate):
+    """Each gate's step after it, on a pull request, whatever the gate's outcome: the pull request's number in
+    gate/pr-number and, when the gate wrote a verdict, its markdown in gate/comment.md, both in the artifact the
+    gate uploads after it."""
+    workflow = _load(GATES[gate])
+    (name,) = workflow["jobs"]
+    step = _step(workflow, name, "The verdict for the comment job")
+    assert step["if"] == "always() && github.event_name == 'pull_request'"
+    assert step["env"] == {"PR_NUMBER": "${{ github.event.pull_request.number }}"}
+    steps = workflow["jobs"][name]["steps"]
+    assert steps.index(step) < next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload"))
+    verdict = _verdict(tmp_path, status=1)
+    python = tmp_path / ".venv" / "bin" / "python"  # the project's environment, as make venv leaves it
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    ran = _bash(step["run"], tmp_path, {"PR_NUMBER": "17", "PYTHONPATH": str(ROOT)})
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "gate" / "pr-number").read_text() == "17\n"
+    from reports.gate_report import markdown
+
+    assert (tmp_path / "gate" / "comment.md").read_text() == markdown(json.loads(verdict.read_text()))
+
+
+JUDGED, UNJUDGED = "(unfold-bench regress exited {})", "GATE ERROR: {} failed, so the gate did not run"
+
+
+@pytest.mark.parametrize(
+    ("nvidia", "venv", "regress", "expected", "said"),
+    [
+        pytest.param(0, 0, 0, 0, "no regression " + JUDGED.format(0), id="no regression"),
+        pytest.param(0, 0, 1, 1, "REGRESSION " + JUDGED.format(1), id="regression"),
+        pytest.param(0, 0, 2, 2, "GATE ERROR: the gate could not judge " + JUDGED.format(2), id="no verdict"),
+        pytest.param(0, 0, 137, 137, "GATE ERROR: the gate could not judge " + JUDGED.format(137), id="killed"),
+        pytest.param(0, 2, None, 2, UNJUDGED.format("make venv"), id="no environment"),
+        pytest.param(9, None, None, 2, UNJUDGED.format("nvidia-smi"), id="no gpu"),
+    ],
+)
+def test_rehearsal_the_gpu_gate_step_fails_with_the_gates_own_status_and_says_which(
+    tmp_path, nvidia, venv, regress, expected, said
+):
+    """make reports the gate's 1 (a regression) and 2 (no verdict) alike as its own 2, so the GPU gate's step
+    sets up the environment with ``make venv`` and then calls the command itself: the job fails with the gate's
+    own status, 1 only for a regression, and the job summary names the verdict; what fails before the gate runs is
+    a 2. Stand-ins for nvidia-smi, make and the environment's python exit as given and record their arguments."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    stand_ins = {bin_dir / "nvidia-smi": nvidia, bin_dir / "make": venv, tmp_path / ".venv" / "bin" / "python": regress}
+    for path, status in stand_ins.items():
+        path.write_text(f'#!/bin/sh\necho "{path.name} $*" >> "{calls}"\nexit {status or 0}\n')
+        path.chmod(0o755)
+    step = _step(_load("regress-gpu.yml"), "gpu", "Regression gate")
+    summary = tmp_path / "step_summary"
+    env = {"GATE_BENCH": "a|b", "BASE": "base", "HEAD": "head", "GITHUB_STEP_SUMMARY": str(summary)}
+    ran = _bash(step["run"], tmp_path, env | {"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert ran.returncode == expected, ran.stdout + ran.stderr
+    assert summary.read_text() == f"**GPU gate: {said}**\n"
+    called = calls.read_text().splitlines()
+    gate_call = "python -m unfold_bench.cli regress base head --bench a|b --verdict-file gate/verdict.json"
+    assert (
+        called == ["nvidia-smi ", "make venv", gate_call][: len([s for s in (nvidia, venv, regress) if s is not None])]
+    )
 
 
 FAN_IN = ("push-results", "build-site", "deploy-site")  # publish.yml's jobs after the legs, in their order
@@ -480,13 +582,17 @@ if "--jq" in arguments:
     return bin_dir, calls
 
 
-def _comment(id: int, login: str) -> dict:
-    return {"id": id, "user": {"login": login}, "body": f"{MARKER}\nan earlier verdict"}
+GPU_MARKER = "<!-- unfold-bench regression gate: gpu -->"
 
 
-def _rehearse_the_comment(tmp_path: Path, comments: list[list[dict]], pr_head: str = HEAD_SHA):
-    """The comment step on the artifact of pull request 17's gate, with GitHub's answers given: that pull
-    request's head, and its comments page by page."""
+def _comment(id: int, login: str, marker: str = MARKER) -> dict:
+    return {"id": id, "user": {"login": login}, "body": f"{marker}\nan earlier verdict"}
+
+
+def _rehearse_the_comment(tmp_path: Path, comments: list[list[dict]], pr_head: str = HEAD_SHA, gate: str = "cpu"):
+    """The comment step on the artifact of pull request 17's gate (the CPU gate's, or the GPU gate's), with
+    GitHub's answers given: that pull request's head, and its comments page by page."""
+    _, outputs = _which_gate(tmp_path, _load(GATES[gate])["name"])
     _verdict(tmp_path, status=1)
     (tmp_path / "gate" / "pr-number").write_text("17\n")
     (tmp_path / "gate" / "comment.md").write_text("### Benchmark regression gate: REGRESSION\n")
@@ -496,7 +602,9 @@ def _rehearse_the_comment(tmp_path: Path, comments: list[list[dict]], pr_head: s
     bin_dir, calls = _fake_gh(tmp_path, responses)
     step = _step(_load("gate-comment.yml"), "comment", "Post or update")
     assert step["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    assert step["env"]["MARKER"] == "${{ steps.gate.outputs.marker }}"
     env = {"GH_TOKEN": "t", "REPO": "o/r", "RUN_URL": "https://example/run", "HEAD_SHA": HEAD_SHA}
+    env |= {"MARKER": outputs["marker"], "TITLE": outputs["title"]}
     ran = _bash(step["run"], tmp_path, env | {"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     return ran, calls.read_text().splitlines()
 
@@ -525,6 +633,31 @@ def test_rehearsal_the_comment_job_creates_one_comment_and_then_edits_it(tmp_pat
     assert body.startswith(MARKER) and "REGRESSION" in body
 
 
+@pytest.mark.parametrize(
+    ("gate", "comments", "edited"),
+    [
+        # both gates' comments on one pull request: each gate edits its own
+        ("cpu", [[_comment(4242, "github-actions[bot]"), _comment(4343, "github-actions[bot]", GPU_MARKER)]], 4242),
+        ("gpu", [[_comment(4242, "github-actions[bot]"), _comment(4343, "github-actions[bot]", GPU_MARKER)]], 4343),
+        # the GPU gate's first verdict on a pull request the CPU gate commented on: a comment of its own
+        ("gpu", [[_comment(4242, "github-actions[bot]")]], None),
+        ("cpu", [[_comment(4343, "github-actions[bot]", GPU_MARKER)]], None),
+        # anyone can post the GPU gate's marker: only the bot's own is edited
+        ("gpu", [[_comment(4343, "github-actions[bot]", GPU_MARKER), _comment(5555, "someone", GPU_MARKER)]], 4343),
+    ],
+)
+def test_rehearsal_each_gate_edits_only_its_own_comment(tmp_path, gate, comments, edited):
+    """The CPU and the GPU gate each keep one comment on a pull request: the comment job edits the bot's comment
+    that starts with that gate's marker, never the other gate's, and names the gate in it."""
+    ran, made = _rehearse_the_comment(tmp_path, comments, gate=gate)
+    assert ran.returncode == 0, ran.stderr
+    patched, created = f"api -X PATCH repos/o/r/issues/comments/{edited} -F", "api repos/o/r/issues/17/comments -F"
+    assert len(made) == 3 and made[2].startswith(patched if edited else created), made
+    body = (tmp_path / "body.md").read_text().splitlines()
+    assert body[0] == (GPU_MARKER if gate == "gpu" else MARKER)
+    assert body[1].startswith(f"**{gate.upper()} gate") and "REGRESSION" in body[3]
+
+
 def test_rehearsal_the_comment_job_refuses_a_pull_request_whose_head_the_gate_did_not_run_on(tmp_path):
     """The number comes from the pull request's own code: a fork's gate naming another pull request (whose head is
     another commit) gets no comment there."""
@@ -533,10 +666,15 @@ def test_rehearsal_the_comment_job_refuses_a_pull_request_whose_head_the_gate_di
     assert made == ["api repos/o/r/pulls/17 --jq .head.sha"]  # asked who it is, wrote nothing
 
 
-def test_the_comment_job_skips_a_cancelled_gate_and_runs_one_at_a_time_per_branch():
+def test_the_comment_job_skips_a_cancelled_gate_and_runs_one_at_a_time_per_gate_and_branch():
+    """One comment job at a time per gate and branch, so two runs never both create a comment; per gate too, since
+    a group keeps one waiting job and cancels it when another arrives: a CPU gate's comment job arriving must not
+    cancel the GPU gate's waiting one (whose verdict no later run would post)."""
     job = _load("gate-comment.yml")["jobs"]["comment"]
     assert "github.event.workflow_run.conclusion != 'cancelled'" in job["if"]
-    assert "workflow_run.head_branch" in job["concurrency"]["group"]
+    assert "github.event.workflow_run.conclusion != 'skipped'" in job["if"]  # the GPU gate without its label
+    group = job["concurrency"]["group"]
+    assert "workflow_run.head_branch" in group and "workflow_run.workflow_id" in group
 
 
 def test_rehearsal_the_comment_job_refuses_a_pull_request_number_that_is_not_a_number(tmp_path):
@@ -544,7 +682,8 @@ def test_rehearsal_the_comment_job_refuses_a_pull_request_number_that_is_not_a_n
     (tmp_path / "artifact" / "gate" / "pr-number").write_text("17; rm -rf /\n")
     bin_dir, calls = _fake_gh(tmp_path, {})
     step = _step(_load("gate-comment.yml"), "comment", "Post or update")
-    env = {"REPO": "o/r", "RUN_URL": "u", "HEAD_SHA": HEAD_SHA, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = {"REPO": "o/r", "RUN_URL": "u", "HEAD_SHA": HEAD_SHA, "MARKER": MARKER, "TITLE": "CPU gate"}
+    env |= {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     ran = _bash(step["run"], tmp_path, env)
     assert ran.returncode != 0 and "not a pull request number" in ran.stdout and not calls.exists()
 
