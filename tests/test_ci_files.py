@@ -98,6 +98,28 @@ def test_the_gate_narrowing_names_configs_of_the_table_and_both_jobs_use_it():
             assert re.search(r'make regress BENCH="\$GATE_BENCH"|--bench "\$GATE_BENCH"', gate), (name, job)
 
 
+# The first major of each action that runs on Node 24 (GitHub removed Node 20 from its runners in September 2026),
+# from each action's release notes
+NODE_24_MAJORS = {
+    "actions/checkout": 5,
+    "actions/setup-python": 6,
+    "actions/cache": 5,
+    "actions/upload-artifact": 6,
+    "actions/download-artifact": 7,
+    "actions/upload-pages-artifact": 5,  # a composite of upload-artifact v7 from v5
+    "actions/deploy-pages": 5,
+}
+
+
+def test_every_action_of_the_workflows_and_the_example_runs_on_node_24():
+    example = (ROOT / "docs" / "your-own-unfold.md").read_text()
+    texts = [w.read_text() for w in WORKFLOWS] + [example]
+    used = [m for text in texts for m in re.findall(r"uses: ([\w./-]+)@v(\d+)", text)]
+    assert used and {action for action, _ in used} <= set(NODE_24_MAJORS), used
+    old = [f"{action}@v{major}" for action, major in used if int(major) < NODE_24_MAJORS[action]]
+    assert not old, f"actions on Node 20: {old}"
+
+
 def test_the_job_that_deploys_pages_declares_the_pages_environment():
     """actions/deploy-pages fails a job that does not target the ``github-pages`` environment."""
     for workflow in WORKFLOWS:
