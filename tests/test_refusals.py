@@ -13,7 +13,7 @@ from unfold_bench.cli import main
         (["stability", "--bench", "zzz"], "--bench 'zzz': no quick-profile cell matches"),
         (["stability", "--record"], "--record: a measurement records its run level anyway"),
         (["capabilities", "--out", "/etc/hostname"], "--out: '/etc/hostname' is a file, not a folder"),
-        (["report", "--out", "/proc/no-such/site"], "--out: '/proc/no-such/site': it cannot be made"),
+        (["report", "--out", "/etc/hostname/site"], "--out: '/etc/hostname/site': '/etc/hostname' is not a folder"),
         (["report", "--config", "/no/such/asv.conf.json"], "--config: '/no/such/asv.conf.json': no such file"),
         (["bench", "--config", "/no/such/asv.conf.json"], "--config: '/no/such/asv.conf.json': no such file"),
         (["validate-gate", "--aa", "-1"], "--aa -1: a number of runs"),
@@ -24,7 +24,7 @@ from unfold_bench.cli import main
         (["variance", "--against", "nosuch"], "--against 'nosuch'"),
         (["variance", "--target", "0.5"], "--target 0.5"),
         (["variance", "--from-json", "/no/such/rounds.jsonl"], "--from-json /no/such/rounds.jsonl: no such file"),
-        (["agreement", "--out", "/proc/no-such/table.txt"], "--out: '/proc/no-such/table.txt': its folder cannot"),
+        (["agreement", "--out", "/etc/hostname/table.txt"], "--out: '/etc/hostname/table.txt': '/etc/hostname' is not"),
         (["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--json", "/etc/hostname/x"], "not a folder"),
         (["regress", "HEAD", "--verdict-file", "/proc/no-such/v.json"], "--verdict-file: '/proc/no-such/v.json'"),
         (
