@@ -50,13 +50,18 @@ def test_the_pull_request_gate_runs_regress_on_the_cpu_and_fails_the_job_on_its_
     assert "--mode" not in gate  # the gate's default, the paired mode (tests/test_paired.py)
 
 
+def _verdict_script(status: int) -> str:
+    """Shell lines that write a verdict file recording ``status``, as ``unfold-bench regress --verdict-file`` does."""
+    return f"mkdir -p gate; echo '{{\"status\": {status}}}' > gate/verdict.json\n"
+
+
 @pytest.mark.parametrize(("recorded", "expected"), [(0, 0), (1, 1), (2, 2), (None, 2)])
 def test_rehearsal_the_gate_step_exits_with_the_status_its_verdict_file_records(tmp_path, recorded, expected):
     """make reports the gate's 1 and 2 alike as its own 2: the step exits with verdict.json's status, and with 2
     when the gate wrote none. A stand-in for make exits 2 after writing the verdict file."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    verdict = "" if recorded is None else f"mkdir -p gate; echo '{{\"status\": {recorded}}}' > gate/verdict.json\n"
+    verdict = "" if recorded is None else _verdict_script(recorded)
     (bin_dir / "make").write_text(f"#!/bin/sh\n{verdict}exit 2\n")
     (bin_dir / "make").chmod(0o755)
     step = _step(_load("regress.yml"), "cpu", "Regression gate")
@@ -347,32 +352,37 @@ def test_rehearsal_each_gate_writes_what_the_comment_job_reads(tmp_path, gate):
 
 
 JUDGED, UNJUDGED = "(unfold-bench regress exited {})", "GATE ERROR: {} failed, so the gate did not run"
+NO_VERDICT = "GATE ERROR: the gate could not judge "
 
 
 @pytest.mark.parametrize(
-    ("nvidia", "venv", "regress", "expected", "said"),
+    ("nvidia", "venv", "regress", "recorded", "expected", "said"),
     [
-        pytest.param(0, 0, 0, 0, "no regression " + JUDGED.format(0), id="no regression"),
-        pytest.param(0, 0, 1, 1, "REGRESSION " + JUDGED.format(1), id="regression"),
-        pytest.param(0, 0, 2, 2, "GATE ERROR: the gate could not judge " + JUDGED.format(2), id="no verdict"),
-        pytest.param(0, 0, 137, 137, "GATE ERROR: the gate could not judge " + JUDGED.format(137), id="killed"),
-        pytest.param(0, 2, None, 2, UNJUDGED.format("make venv"), id="no environment"),
-        pytest.param(9, None, None, 2, UNJUDGED.format("nvidia-smi"), id="no gpu"),
+        pytest.param(0, 0, 0, 0, 0, "no regression " + JUDGED.format(0), id="no regression"),
+        pytest.param(0, 0, 1, 1, 1, "REGRESSION " + JUDGED.format(1), id="regression"),
+        pytest.param(0, 0, 2, 2, 2, NO_VERDICT + JUDGED.format(2), id="no verdict"),
+        pytest.param(0, 0, 137, None, 2, NO_VERDICT + JUDGED.format(137), id="killed"),
+        # the command's 1 for an error before any verdict (a SystemExit with a message) is no regression
+        pytest.param(0, 0, 1, None, 2, NO_VERDICT + JUDGED.format(1), id="error before a verdict"),
+        pytest.param(0, 2, None, None, 2, UNJUDGED.format("make venv"), id="no environment"),
+        pytest.param(9, None, None, None, 2, UNJUDGED.format("nvidia-smi"), id="no gpu"),
     ],
 )
-def test_rehearsal_the_gpu_gate_step_fails_with_the_gates_own_status_and_says_which(
-    tmp_path, nvidia, venv, regress, expected, said
+def test_rehearsal_the_gpu_gate_step_fails_with_the_status_its_verdict_file_records_and_says_which(
+    tmp_path, nvidia, venv, regress, recorded, expected, said
 ):
-    """make reports the gate's 1 (a regression) and 2 (no verdict) alike as its own 2, so the GPU gate's step
-    sets up the environment with ``make venv`` and then calls the command itself: the job fails with the gate's
-    own status, 1 only for a regression, and the job summary names the verdict; what fails before the gate runs is
-    a 2. Stand-ins for nvidia-smi, make and the environment's python exit as given and record their arguments."""
+    """make reports the gate's 1 (a regression) and 2 (no verdict) alike as its own 2, and the command's own 1 may
+    be an error before any verdict, so the GPU gate's step sets up the environment with ``make venv``, calls the
+    command itself and fails with the status its verdict file records (2 where it wrote none), as the CPU gate
+    does; the job summary names the verdict; what fails before the gate runs is a 2. Stand-ins for nvidia-smi, make
+    and the environment's python exit as given and record their arguments; the python writes the verdict file."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     stand_ins = {bin_dir / "nvidia-smi": nvidia, bin_dir / "make": venv, tmp_path / ".venv" / "bin" / "python": regress}
     for path, status in stand_ins.items():
-        path.write_text(f'#!/bin/sh\necho "{path.name} $*" >> "{calls}"\nexit {status or 0}\n')
+        verdict = "" if recorded is None or path.name != "python" else _verdict_script(recorded)
+        path.write_text(f'#!/bin/sh\necho "{path.name} $*" >> "{calls}"\n{verdict}exit {status or 0}\n')
         path.chmod(0o755)
     step = _step(_load("regress-gpu.yml"), "gpu", "Regression gate")
     summary = tmp_path / "step_summary"
@@ -611,9 +621,15 @@ def _comment(id: int, login: str, marker: str = MARKER) -> dict:
     return {"id": id, "user": {"login": login}, "body": f"{marker}\nan earlier verdict"}
 
 
-def _rehearse_the_comment(tmp_path: Path, comments: list[list[dict]], pr_head: str = HEAD_SHA, gate: str = "cpu"):
+APPROVED = [{"state": "approved", "environments": [{"name": "gpu-runner"}], "user": {"login": "maintainer"}}]
+
+
+def _rehearse_the_comment(
+    tmp_path: Path, comments: list[list[dict]], pr_head: str = HEAD_SHA, gate: str = "cpu", approvals: list = APPROVED
+):
     """The comment step on the artifact of pull request 17's gate (the CPU gate's, or the GPU gate's), with
-    GitHub's answers given: that pull request's head, and its comments page by page."""
+    GitHub's answers given: that pull request's head, its comments page by page, and the review history of the
+    gate's run (run 99)."""
     _, outputs = _which_gate(tmp_path, _load(GATES[gate])["name"])
     _verdict(tmp_path, status=1)
     (tmp_path / "gate" / "pr-number").write_text("17\n")
@@ -621,12 +637,15 @@ def _rehearse_the_comment(tmp_path: Path, comments: list[list[dict]], pr_head: s
     (tmp_path / "artifact").mkdir()
     (tmp_path / "gate").rename(tmp_path / "artifact" / "gate")  # where the download step puts the artifact
     responses = {"repos/o/r/pulls/17": [{"head": {"sha": pr_head}}], "repos/o/r/issues/17/comments": comments}
+    responses["repos/o/r/actions/runs/99/approvals"] = [approvals]
     bin_dir, calls = _fake_gh(tmp_path, responses)
     step = _step(_load("gate-comment.yml"), "comment", "Post or update")
     assert step["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
     assert step["env"]["MARKER"] == "${{ steps.gate.outputs.marker }}"
-    env = {"GH_TOKEN": "t", "REPO": "o/r", "RUN_URL": "https://example/run", "HEAD_SHA": HEAD_SHA}
-    env |= {"MARKER": outputs["marker"], "TITLE": outputs["title"]}
+    assert step["env"]["RUN_ID"] == "${{ github.event.workflow_run.id }}"
+    assert step["env"]["ENVIRONMENT"] == "${{ steps.gate.outputs.environment }}"
+    env = {"GH_TOKEN": "t", "REPO": "o/r", "RUN_URL": "https://example/run", "RUN_ID": "99", "HEAD_SHA": HEAD_SHA}
+    env |= {"MARKER": outputs["marker"], "TITLE": outputs["title"], "ENVIRONMENT": outputs["environment"]}
     ran = _bash(step["run"], tmp_path, env | {"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     return ran, calls.read_text().splitlines()
 
@@ -674,10 +693,32 @@ def test_rehearsal_each_gate_edits_only_its_own_comment(tmp_path, gate, comments
     ran, made = _rehearse_the_comment(tmp_path, comments, gate=gate)
     assert ran.returncode == 0, ran.stderr
     patched, created = f"api -X PATCH repos/o/r/issues/comments/{edited} -F", "api repos/o/r/issues/17/comments -F"
-    assert len(made) == 3 and made[2].startswith(patched if edited else created), made
+    assert made[-1].startswith(patched if edited else created), made
+    # the GPU gate's run is asked after: was it approved for its environment
+    assert len(made) == (4 if gate == "gpu" else 3) and any("actions/runs/99/approvals" in m for m in made) == (
+        gate == "gpu"
+    )
     body = (tmp_path / "body.md").read_text().splitlines()
     assert body[0] == (GPU_MARKER if gate == "gpu" else MARKER)
     assert body[1].startswith(f"**{gate.upper()} gate") and "REGRESSION" in body[3]
+    assert body[-1].endswith(f"on commit {HEAD_SHA}")  # a comment left from an earlier commit reads as such
+
+
+@pytest.mark.parametrize(
+    "approvals",
+    [
+        pytest.param([], id="never approved"),
+        pytest.param([{**APPROVED[0], "state": "rejected"}], id="rejected"),
+        pytest.param([{**APPROVED[0], "environments": [{"name": "other"}]}], id="another environment"),
+    ],
+)
+def test_rehearsal_a_gpu_verdict_from_a_run_not_approved_for_the_gpu_environment_gets_no_comment(tmp_path, approvals):
+    """A pull request names its own workflows: a fork's workflow named as the GPU gate, on a hosted runner with no
+    environment, would post a GPU verdict no maintainer approved. The comment job asks the run's review history
+    and posts the GPU gate's verdict only where the run was approved for the gpu-runner environment."""
+    ran, made = _rehearse_the_comment(tmp_path, [[]], gate="gpu", approvals=approvals)
+    assert ran.returncode != 0 and "was not approved for the gpu-runner environment" in ran.stdout
+    assert len(made) == 2 and "actions/runs/99/approvals" in made[1]  # asked, wrote nothing
 
 
 def test_rehearsal_the_comment_job_refuses_a_pull_request_whose_head_the_gate_did_not_run_on(tmp_path):
