@@ -15,10 +15,9 @@ interval of its paired ratio to the layer's baseline, and its net peaks), with t
 
 ``--needs`` sets aside the strategies that the capability matrix (``impls.capabilities``) does not show working
 for a capability the user names. Each regime is judged on its own; the text says where their picks differ. A strategy
-that failed on a layer (``benchmarks.advise``) is listed as failed there, with its reason, in the regime it failed
-in: one whose call raised while timed in one regime is failed in that regime (the reason names it) and judged like
-any other in a regime where it ran every call; one that failed its check or set-up, or whose net peak could not be
-measured (one net peak serves every regime), is failed in every regime.
+whose call raised while timed (``benchmarks.advise``) is failed, with its reason, in that regime alone and judged
+like any other where it ran every call; one that failed its check or set-up, or whose one net peak could not be
+measured, is failed in every regime.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ and for the whole model by the site's rules and verdict, statistical ties and th
 (``reports.advice``). ``--json`` and ``--html`` write the report. Bad input exits with status 2 and a message naming
 the parameter, before any measurement; a strategy that fails on a layer (its correctness check, an error while
 measured, the layer's process) is listed with the reason, the others are judged, and the command exits with
-status 2 (one that fails while timed in one regime only is failed there and judged in the other); else a plugin
-that could not be loaded makes it status 1.
+status 2 (one that fails while timed in one regime only is failed there and judged in the other, where its net
+peak can be measured); else a plugin that could not be loaded makes it status 1.
 """
 
 from __future__ import annotations
