@@ -139,3 +139,24 @@ def test_an_out_folder_the_record_cannot_be_written_into_is_refused_by_name_befo
             capabilities_script.main(["--out", str(out)])
         assert refused.value.code == 2
         assert named in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("earlier", ["{not json", "[]", '{"machine": "vm-a"}'])
+def test_an_earlier_record_that_cannot_be_merged_into_is_refused_by_name_before_any_check(
+    monkeypatch, capsys, tmp_path, earlier
+):
+    """``--strategies`` merges the rows it checks into the machine's earlier record: one that cannot be read (not
+    JSON, not a record) is refused, naming it, before the checks, not with a traceback once they are done."""
+
+    def probed(*args):
+        raise AssertionError("the capabilities were checked before the earlier record was read")
+
+    monkeypatch.setattr("impls.capabilities.matrix", probed)
+    monkeypatch.setattr("benchmarks.machine.machine_name", lambda: "vm-a")
+    (tmp_path / "vm-a.json").write_text(earlier)
+    with pytest.raises(SystemExit) as refused:
+        capabilities_script.main(["--out", str(tmp_path), "--strategies", "native"])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "--strategies 'native'" in err and f"'{tmp_path / 'vm-a.json'}'" in err and "cannot be read" in err
+    assert (tmp_path / "vm-a.json").read_text() == earlier  # left as it was

@@ -91,6 +91,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         output_file(str(path))
     except argparse.ArgumentTypeError as error:
         parser.error(f"--out {args.out}: {error}")
+    earlier = None  # the record the checked rows are merged into, read before the checks it would hold
+    if args.strategies is not None and path.exists():
+        try:
+            earlier = json.loads(path.read_text())
+            if not isinstance(earlier, dict) or not isinstance(earlier.get("cells"), dict):
+                raise ValueError("no 'cells' in it")
+        except (OSError, ValueError) as error:
+            parser.error(
+                f"--strategies {args.strategies!r}: this machine's record {str(path)!r}, which the rows checked are "
+                f"merged into, cannot be read ({error}); move it away, or check every strategy to write it afresh"
+            )
     try:
         cells = matrix(chosen, tuple(args.devices.split(",")))
     except ValueError as error:
@@ -105,8 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "checked_at": {device: dict.fromkeys(rows, commit) for device, rows in cells.items()},
     }
     kept = ""
-    if args.strategies is not None and path.exists():
-        record, kept = merged(json.loads(path.read_text()), record, list(STRATEGIES))
+    if earlier is not None:
+        record, kept = merged(earlier, record, list(STRATEGIES))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     failing = [
