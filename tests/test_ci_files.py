@@ -58,15 +58,19 @@ def _verdict_script(status: int) -> str:
 @pytest.mark.parametrize(("recorded", "expected"), [(0, 0), (1, 1), (2, 2), (None, 2)])
 def test_rehearsal_the_gate_step_exits_with_the_status_its_verdict_file_records(tmp_path, recorded, expected):
     """make reports the gate's 1 and 2 alike as its own 2: the step exits with verdict.json's status, and with 2
-    when the gate wrote none. A stand-in for make exits 2 after writing the verdict file."""
+    when the gate wrote none, which the job summary (where the gate's table goes otherwise) then says. A stand-in
+    for make exits 2 after writing the verdict file."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     verdict = "" if recorded is None else _verdict_script(recorded)
     (bin_dir / "make").write_text(f"#!/bin/sh\n{verdict}exit 2\n")
     (bin_dir / "make").chmod(0o755)
     step = _step(_load("regress.yml"), "cpu", "Regression gate")
+    summary = tmp_path / "step_summary"
     env = {"GATE_BENCH": "x", "BASE": "a", "HEAD": "b", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    assert _bash(step["run"], tmp_path, env).returncode == expected
+    assert _bash(step["run"], tmp_path, env | {"GITHUB_STEP_SUMMARY": str(summary)}).returncode == expected
+    no_verdict = "**CPU gate: GATE ERROR: the gate gave no verdict (make regress exited 2)**\n"
+    assert (summary.read_text() if summary.exists() else "") == (no_verdict if recorded is None else "")
 
 
 def test_every_upload_of_a_hidden_folder_includes_hidden_files():
