@@ -506,6 +506,34 @@ def test_no_job_that_holds_a_write_token_installs_a_package_or_runs_project_code
     }
 
 
+def _snippet() -> str:
+    """The workflow docs/your-own-unfold.md gives users, as written there."""
+    (snippet,) = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "your-own-unfold.md").read_text(), re.DOTALL)
+    return snippet
+
+
+def test_no_job_that_installs_a_package_or_runs_code_keeps_the_checkouts_token():
+    """actions/checkout leaves the job's token in .git/config unless told not to, where an installed package or the
+    code under test could read it: every checkout of a job that installs or runs code (in the workflows and in
+    the one docs/your-own-unfold.md gives users) keeps none. Only push-results, which runs git alone, keeps its own
+    to push."""
+    specs = [(w.name, yaml.safe_load(w.read_text())) for w in WORKFLOWS] + [
+        ("your-own-unfold.md", yaml.safe_load(_snippet()))
+    ]
+    keeping = []
+    for source, spec in specs:
+        for name, job in spec["jobs"].items():
+            runs_code = any(INSTALLS_OR_RUNS.search(step.get("run", "")) for step in job["steps"])
+            for step in job["steps"]:
+                if (
+                    step.get("uses", "").startswith("actions/checkout")
+                    and step.get("with", {}).get("persist-credentials") is not False
+                ):
+                    keeping.append((source, name))
+                    assert not runs_code, (source, name, "keeps the checkout's token")
+    assert keeping == [("publish.yml", "push-results")]
+
+
 def test_the_pages_deployment_is_split_as_githubs_starter_workflows_do():
     """build-site, with the workflow's read-only token, installs the project, builds the site and uploads it with
     actions/upload-pages-artifact; deploy-site, which needs it, holds only ``pages: write`` and ``id-token: write``
@@ -831,6 +859,9 @@ def _run_job(job: str, checkout: Path, artifacts: Path, env: dict, until: str | 
         if step.get("uses", "").startswith("actions/download-artifact"):
             for artifact in sorted(artifacts.glob(step["with"]["pattern"])):
                 shutil.copytree(artifact, checkout / step["with"]["path"], dirs_exist_ok=True)
+        elif step.get("uses", "").startswith("actions/checkout") and "ref" in step.get("with", {}):
+            origin = _git(checkout, "remote", "get-url", "origin")  # a second checkout: that ref, into its path
+            _git(checkout, "clone", "-q", "-b", step["with"]["ref"], origin, step["with"]["path"])
         elif "run" in step:
             ran = _bash(step["run"], checkout, env)
             assert ran.returncode == 0, (job, step.get("name"), ran.stderr)
@@ -951,8 +982,7 @@ def test_rehearsal_the_publish_job_builds_the_site_without_torch(tmp_path):
 def test_the_gate_workflow_a_user_copies_is_a_valid_workflow_that_runs_the_gate_on_their_repository(tmp_path):
     """docs/your-own-unfold.md's snippet: GitHub's schema, least permissions, expressions only through the
     environment (never pasted into a script), and a gate command line the suite accepts."""
-    page = (ROOT / "docs" / "your-own-unfold.md").read_text()
-    (snippet,) = re.findall(r"```yaml\n(.*?)```", page, re.DOTALL)
+    snippet = _snippet()
     workflow = tmp_path / "unfold-gate.yml"
     workflow.write_text(snippet)
     checker = Path(sys.executable).parent / "check-jsonschema"
