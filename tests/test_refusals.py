@@ -38,6 +38,12 @@ from unfold_bench.cli import main
         (["bench", "--commit", "notacommit"], "--commit: 'notacommit' is not a commit hash"),
         (["capabilities", "--commit", "main"], "--commit: 'main' is not a commit hash"),  # a branch moves
         (["bench", "--commit", "0" * 40], "--commit: '0000000000000000000000000000000000000000' is not a commit"),
+        # a prefix of a longer option is no option (argparse would take it for that option); each value here is one
+        # the longer option refuses at once, so that a parser which took the prefix fails this test without working
+        (["stability", "--ben", "zzz"], "unrecognized arguments: --ben zzz"),
+        (["bench", "--prof", "nosuch"], "unrecognized arguments: --prof nosuch"),
+        (["gpu-check", "run", "--budg", "0"], "unrecognized arguments: --budg 0"),
+        (["regress", "HEAD", "--verdict", "/proc/no-such/v.json"], "unrecognized arguments: --verdict"),
     ],
 )
 def test_a_command_refuses_bad_input_naming_it_before_any_work(arguments, named, capsys):
@@ -71,3 +77,20 @@ def test_without_a_repository_a_commit_must_be_a_full_hash(tmp_path, monkeypatch
     assert commit_argument("AB" * 20) == "ab" * 20
     with pytest.raises(argparse.ArgumentTypeError, match="not a full commit hash"):
         commit_argument("abc1234")
+
+
+def test_every_commands_parser_refuses_an_abbreviated_option():
+    """Every parser of the commands is built as ``common_args.command_parser`` builds one, with no abbreviated
+    options: ``argparse.ArgumentParser`` itself only where it says ``allow_abbrev=False``."""
+    import ast
+
+    from unfold_bench.cli import COMMANDS_DIR
+
+    for path in sorted(COMMANDS_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                "argparse.ArgumentParser",
+                "commands.add_parser",
+            ):
+                keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+                assert keywords.get("allow_abbrev") == "False", (path.name, node.lineno)

@@ -26,6 +26,20 @@ BENCH_HELP = (
 )
 
 
+def command_parser(name: str, description: str | None) -> argparse.ArgumentParser:
+    """The parser of ``unfold-bench NAME``, its ``description`` (the command's docstring) shown as written.
+
+    It takes no abbreviated option: argparse would read a prefix of a longer option as that option, so a mistyped
+    or unknown ``--record`` set ``--record-in`` silently, and an option added later would change what a prefix in
+    someone's script meant."""
+    return argparse.ArgumentParser(
+        prog=f"unfold-bench {name}",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+
+
 def add_profile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",

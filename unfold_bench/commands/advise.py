@@ -22,7 +22,7 @@ import json
 import sys
 import time
 
-from unfold_bench.common_args import finite_float, output_file
+from unfold_bench.common_args import command_parser, finite_float, output_file
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.allocator import REGIMES
     from unfold_bench.common_args import add_device, add_regime
 
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench advise", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("advise", __doc__)
     parser.add_argument("--input-shape", type=_ints, required=True, help="N,C,*spatial (of the model's input)")
     parser.add_argument(
         "--kernel-size", type=_int_or_tuple, help="one geometry's kernel: an int, or one per spatial dim (3,3)"

@@ -21,7 +21,6 @@ so one round proves little. A check to run by hand, not a test: both are timings
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -44,16 +43,22 @@ from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
 from reports.results import process_interval
 from reports.units import format_ratio_interval
-from unfold_bench.common_args import add_cells, add_profile, add_regime, output_file, parse_cells, print_report
+from unfold_bench.common_args import (
+    add_cells,
+    add_profile,
+    add_regime,
+    command_parser,
+    output_file,
+    parse_cells,
+    print_report,
+)
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
 WITHIN = 0.10  # two figures agree when their ratio lies between 1 / (1 + WITHIN) and 1 + WITHIN
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench agreement", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("agreement", __doc__)
     add_cells(parser)
     add_profile(parser)
     add_regime(parser)

@@ -34,7 +34,15 @@ from benchmarks.runner import Ledger, plan, plan_digest, run_chunks
 from benchmarks.trees import ROOT, git
 from benchmarks.vocabulary import DEVICES
 from impls.cpu_isa import isa_environment
-from unfold_bench.common_args import add_bench, add_commit, add_config, add_machine, add_profile, add_regime
+from unfold_bench.common_args import (
+    add_bench,
+    add_commit,
+    add_config,
+    add_machine,
+    add_profile,
+    add_regime,
+    command_parser,
+)
 
 # What bench exits with when it ran nothing (a usage error, a selection of no cell): sysexits' EX_USAGE, so that
 # make bench stops there instead of checking capabilities and rebuilding the site (2 is a failed cell)
@@ -54,9 +62,7 @@ def _at_least_one(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("bench", __doc__)
     add_profile(parser)
     add_regime(parser)
     parser.add_argument("--thp", action="store_true", help=f"run with {THP_VARIABLE}=1 (a separately named machine)")

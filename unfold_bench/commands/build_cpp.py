@@ -5,12 +5,13 @@ Exit status 0 also when this machine cannot build it (the strategy then refuses 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
+
+from unfold_bench.common_args import command_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="unfold-bench build-cpp", description=__doc__).parse_args(argv)
+    command_parser("build-cpp", __doc__).parse_args(argv)
     from impls import cpp
 
     if cpp.MISSING_REQUIREMENT is not None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import add_commit, output_file, output_folder
+from unfold_bench.common_args import add_commit, command_parser, output_file, output_folder
 
 
 def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
@@ -48,9 +48,7 @@ def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench capabilities", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("capabilities", __doc__)
     parser.add_argument(
         "--out", type=output_folder, default=str(ROOT / "reports" / "capabilities"), help="directory to write into"
     )

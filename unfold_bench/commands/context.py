@@ -28,7 +28,15 @@ from benchmarks.children import run_json_child
 from benchmarks.runner import PAIRED_REFERENCE
 from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
-from unfold_bench.common_args import add_cells, add_profile, add_regime, output_file, parse_cells, print_report
+from unfold_bench.common_args import (
+    add_cells,
+    add_profile,
+    add_regime,
+    command_parser,
+    output_file,
+    parse_cells,
+    print_report,
+)
 
 WIDTH = 133  # the table's width, which the prose above it wraps to
 # B's times: loop, alternating, paused, blocks
@@ -83,9 +91,7 @@ def table(rows: list[dict], keys: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench context", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("context", __doc__)
     add_cells(parser)
     add_profile(parser)
     add_regime(parser)

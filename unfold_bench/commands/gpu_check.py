@@ -425,19 +425,30 @@ def import_results(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from unfold_bench.common_args import finite_float  # as every command's number options are checked
 
+    # common_args.command_parser's settings, not the function: this runs before the project's dependencies are
+    # installed (ROOT above), and common_args imports them
     parser = argparse.ArgumentParser(
-        prog="unfold-bench gpu-check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="unfold-bench gpu-check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    prepare_parser = commands.add_parser("prepare", help="wheels, commit manifest and the device call, here")
+    prepare_parser = commands.add_parser(
+        "prepare", allow_abbrev=False, help="wheels, commit manifest and the device call, here"
+    )
     prepare_parser.add_argument("--no-download", action="store_true", help="write the manifest only")
-    run_parser = commands.add_parser("run", help="the check, on the GPU machine (or --dry-run here)")
+    run_parser = commands.add_parser(
+        "run", allow_abbrev=False, help="the check, on the GPU machine (or --dry-run here)"
+    )
     run_parser.add_argument("--out", help="where what comes back is written (the device's $OUT)")
     run_parser.add_argument(
         "--budget", type=finite_float, default=BUDGET_S, help=f"seconds in all (default {BUDGET_S:.0f})"
     )
     run_parser.add_argument("--dry-run", action="store_true", help="say what would run; check the carried files")
-    import_parser = commands.add_parser("import", help="what came back, into results/ and reports/capabilities/")
+    import_parser = commands.add_parser(
+        "import", allow_abbrev=False, help="what came back, into results/ and reports/capabilities/"
+    )
     import_parser.add_argument("directory", help="the device call's files_at")
     import_parser.add_argument("--into", default=str(ROOT), help="the repository to copy into (default: this one)")
     args = parser.parse_args(argv)

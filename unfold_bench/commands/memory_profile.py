@@ -6,11 +6,11 @@ Example: ``unfold-bench memprofile as_strided allcnnc-conv2 --profile full``
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
 from benchmarks.allocator import pin_mmap_threshold
+from unfold_bench.common_args import command_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,9 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from impls import STRATEGIES
     from unfold_bench.common_args import add_device, add_profile, finite_float
 
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench memprofile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("memprofile", __doc__)
     parser.add_argument("strategy", choices=list(STRATEGIES))
     parser.add_argument("config", choices=list(CONFIGS_BY_NAME))
     add_profile(parser)

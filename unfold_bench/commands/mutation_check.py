@@ -13,7 +13,6 @@ With ``--baseline`` every test selection first runs unmutated and must pass, so 
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.trees import ROOT, working_copy
+from unfold_bench.common_args import command_parser
 
 
 @dataclass(frozen=True)
@@ -501,7 +501,7 @@ def check(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="unfold-bench mutation-check", description=__doc__.splitlines()[0])
+    parser = command_parser("mutation-check", __doc__.splitlines()[0])
     parser.add_argument("--baseline", action="store_true", help="first run each test selection unmutated")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only these mutations")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")

@@ -58,6 +58,7 @@ from unfold_bench.common_args import (
     add_mode,
     add_profile,
     add_regime,
+    command_parser,
     finite_float,
     output_file,
 )
@@ -272,9 +273,7 @@ def run_asv(
 
 def run_gate(argv: Sequence[str] | None = None) -> int:
     defaults = Thresholds()
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench regress", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("regress", __doc__)
     parser.add_argument("base", help="the revision to compare against (e.g. origin/main)")
     parser.add_argument("head", nargs="?", default="HEAD", help="the revision under test (default HEAD)")
     add_mode(parser)
@@ -514,7 +513,7 @@ def _record_refusal(argv: Sequence[str] | None) -> None:
     no work (its exit status is the verdict)."""
     from reports.gate_report import publish, verdict_record
 
-    given = argparse.ArgumentParser(add_help=False)
+    given = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # as the command's own parser
     given.add_argument("--verdict-file")
     known, _ = given.parse_known_args(sys.argv[1:] if argv is None else list(argv))
     if known.verdict_file:

@@ -9,7 +9,6 @@ strategies, machines) into ``reports/site``. Open ``reports/site/index.html`` fr
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -17,13 +16,11 @@ from pathlib import Path
 
 from benchmarks.trees import ROOT
 from reports.site import build_site
-from unfold_bench.common_args import add_config, output_folder
+from unfold_bench.common_args import add_config, command_parser, output_folder
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("report", __doc__)
     parser.add_argument("--results", default=str(ROOT / "results"), help="asv results directory")
     parser.add_argument(
         "--out", type=output_folder, default=str(ROOT / "reports" / "site"), help="where to write the site"

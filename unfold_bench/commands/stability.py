@@ -61,7 +61,7 @@ from reports.run_level import (
 )
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_profile, finite_float, output_file
+from unfold_bench.common_args import add_bench, add_profile, command_parser, finite_float, output_file
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 SELECTION_FILE = "bench"  # beside a kept run's results: the --bench selection it was measured with
@@ -358,9 +358,7 @@ def forecast(variances: pd.DataFrame, levels: dict[str, RunLevel], runs: int, ta
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench stability", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("stability", __doc__)
     parser.add_argument("--runs", type=int, default=3, help="bench runs of the current commit (3)")
     add_profile(parser)
     add_bench(parser)

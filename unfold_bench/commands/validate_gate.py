@@ -14,7 +14,6 @@ failed, 0 otherwise.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
@@ -39,7 +38,7 @@ from benchmarks.trees import clone as make_clone_of
 from benchmarks.vocabulary import timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_mode, finite_float, output_file
+from unfold_bench.common_args import add_bench, add_mode, command_parser, finite_float, output_file
 
 SLOWDOWN = 0.10
 SLOWER = f"""
@@ -224,9 +223,7 @@ def rejudge(workdirs: Sequence[Path], margin: float, measured_margin: float, inj
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench validate-gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = command_parser("validate-gate", __doc__)
     parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
     parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
     add_bench(parser, default=CI_SUBSET, help="the cells to judge: the CI subset")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import finite_float, machine_argument, output_file, print_report
+from unfold_bench.common_args import command_parser, finite_float, machine_argument, output_file, print_report
 
 if TYPE_CHECKING:
     from reports.compare import Thresholds
@@ -34,11 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from unfold_bench.common_args import add_cells, add_regime, parse_cells
 
     defaults = Thresholds()
-    parser = argparse.ArgumentParser(
-        prog="unfold-bench variance",
-        description=components.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("variance", components.__doc__)
     add_cells(parser, default=GATE_HARDEST_CELLS)
     parser.add_argument(
         "--against",
