@@ -53,8 +53,8 @@ $(STAMP): pyproject.toml $(TORCH_STAMP)
 
 venv: $(STAMP)  ## set up .venv (torch first, then the project with its extras)
 
-# The cpp strategy's kernel, built once per source, flags, torch and CPU and cached (impls/cpp.py), so that no test
-# or benchmark pays the build; without a C++ compiler the strategy refuses every input and this says why.
+# The cpp strategy's kernel, built once per source, compiler, flags, torch and CPU and cached (impls/cpp.py), so that
+# no test or benchmark pays the build; without a C++ compiler the strategy refuses every input and this says why.
 cpp: venv  ## build the cpp strategy's kernel (cached; a second call only loads it)
 	$(PY) -m unfold_bench.cli build-cpp
 

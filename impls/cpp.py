@@ -55,10 +55,20 @@ def _cpu_flags() -> str:
     return platform.processor() or platform.machine()
 
 
+def _compiler() -> str:
+    """The compiler the build runs (``$CXX``, else ``c++``, as ``torch.utils.cpp_extension`` reads it), resolved
+    through its links, so that another compiler, or another version installed beside it, is another build."""
+    name = os.environ.get("CXX", "c++")
+    found = shutil.which(name)
+    return str(Path(found).resolve()) if found else name
+
+
 def _build_key() -> str:
+    """What the built kernel depends on: its source, the compiler and its flags, torch, and the CPU."""
     digest = hashlib.sha256()
     for part in (
         SOURCE.read_bytes(),
+        _compiler().encode(),
         " ".join(CFLAGS + OPENMP_FLAGS).encode(),
         f"{huge_pages.RESULT_BYTES} {huge_pages.HUGE_PAGE_BYTES}".encode(),
         torch.__version__.encode(),

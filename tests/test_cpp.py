@@ -5,6 +5,7 @@ and the kernel's paths chosen by geometry and dtype, each on a problem that take
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -166,3 +167,23 @@ def test_every_backward_summing_path_gives_the_row_loops_bits(dtype, shape, kwar
     fast, row_loop = cpp.ops().fold(grad_output, *arguments), cpp.ops().fold(strided, *arguments)
     bits = torch.int32 if dtype == torch.float32 else torch.int16
     assert torch.equal(fast.view(bits), row_loop.view(bits))
+
+
+def test_another_compiler_is_another_build(tmp_path, monkeypatch):
+    """The kernel's build key (its cache folder, and the key of its kept verdicts) covers the compiler that builds
+    it: ``CXX`` naming another compiler gives another key; a link to the same compiler gives the same one."""
+    import shutil
+
+    compiler = shutil.which(os.environ.get("CXX", "c++"))
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    default = cpp._build_key()
+    same, other = tmp_path / "same-c++", tmp_path / "other-c++"
+    same.symlink_to(Path(compiler).resolve())
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    keys = {}
+    for path in (same, other):
+        monkeypatch.setenv("CXX", str(path))
+        keys[path.name] = cpp._build_key()
+    assert keys["same-c++"] == default and keys["other-c++"] != default
