@@ -556,6 +556,23 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _origin_with_sources(tmp_path: Path, name: str, files: dict[str, str] | None = None) -> tuple[Path, Path]:
+    """A bare origin and a clone ``name`` whose main, pushed there, holds the sources a publish job checks out: a
+    workflow (which the job's token may not push), this project's .gitignore and ``files`` (path: text)."""
+    origin, repo = tmp_path / "origin.git", tmp_path / name
+    _git(tmp_path, "init", "-q", "--bare", str(origin))
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    for path, text in {".github/workflows/publish.yml": "name: x\n", **(files or {})}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "sources")
+    _git(repo, "remote", "add", "origin", str(origin))
+    _git(repo, "push", "-q", "origin", "main")
+    return origin, repo
+
+
 def _bash(script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "-e", "-c", script], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True
@@ -819,16 +836,7 @@ def test_rehearsal_the_fan_in_commits_results_alone_to_the_results_branch(tmp_pa
     """The commit step, run in a checkout of the sources (workflows included, which the job's token may not push)
     with the merged results/ in it: the benchmark-results branch gets a commit whose tree is results/ alone, without
     what .gitignore leaves out, on top of the branch's earlier commit when there is one."""
-    origin, repo = tmp_path / "origin.git", tmp_path / "repo"
-    _git(tmp_path, "init", "-q", "--bare", str(origin))
-    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
-    (repo / ".github" / "workflows").mkdir(parents=True)
-    (repo / ".github" / "workflows" / "publish.yml").write_text("name: x\n")
-    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
-    _git(repo, "add", ".")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "sources")
-    _git(repo, "remote", "add", "origin", str(origin))
-    _git(repo, "push", "-q", "origin", "main")
+    origin, repo = _origin_with_sources(tmp_path, "repo")
     if earlier:  # a results-only commit on the branch, as a previous run left it
         _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "results")
         _git(repo, "push", "-q", "origin", "HEAD:refs/heads/benchmark-results")
@@ -887,18 +895,9 @@ def test_rehearsal_push_results_merges_onto_the_newest_commit_and_the_site_is_bu
     adds its legs' results to the branch's newest commit, so B's keeps A's and the earlier runs' results; build-site
     takes results/ from the branch (its own run's commit and any later one) and its own legs' capability matrices
     over the checkout's, and only then builds the site."""
-    origin, sources = tmp_path / "origin.git", tmp_path / "sources"
-    _git(tmp_path, "init", "-q", "--bare", str(origin))
-    _git(tmp_path, "init", "-q", "-b", "main", str(sources))
-    (sources / ".github" / "workflows").mkdir(parents=True)
-    (sources / ".github" / "workflows" / "publish.yml").write_text("name: x\n")
-    (sources / "reports" / "capabilities").mkdir(parents=True)
-    (sources / "reports" / "capabilities" / "x86.json").write_text('{"committed": true}')
-    shutil.copy(ROOT / ".gitignore", sources / ".gitignore")
-    _git(sources, "add", ".")
-    _git(sources, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "sources")
-    _git(sources, "remote", "add", "origin", str(origin))
-    _git(sources, "push", "-q", "origin", "main")
+    origin, sources = _origin_with_sources(
+        tmp_path, "sources", {"reports/capabilities/x86.json": '{"committed": true}'}
+    )
     # an earlier run's results-only commit on the branch
     _git(sources, "checkout", "-q", "--orphan", "earlier")
     _git(sources, "rm", "-q", "-r", "--cached", ".")

@@ -25,6 +25,19 @@ from impls.plugins import GROUP, VARIABLE, load
 from tests.helpers import OUTSIDE
 
 
+def _install(site: Path, package: str, init: str, version: str, entry_point: str) -> Path:
+    """``package`` (its ``__init__.py`` holding ``init``) installed in ``site`` as pip leaves a distribution: its
+    ``.dist-info`` (named with dashes) with ``entry_point`` in this project's group; that folder."""
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text(init)
+    info = site / f"{package}-{version}.dist-info"
+    info.mkdir()
+    name = package.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\n{entry_point}\n")
+    return info
+
+
 def test_a_plain_callable_becomes_a_strategy_that_passes_the_correctness_gate_on_every_quick_config(outside_path):
     found, problems = load("outside_unfold:outside_unfold")
     assert problems == {}
@@ -57,15 +70,11 @@ def test_a_plugin_is_registered_under_its_strategys_name_and_a_second_one_of_tha
     point's; the same function reached twice is one plugin, and another plugin of a name one took first is set
     aside with both origins, never swapped in."""
     site = tmp_path / "site"
-    (site / "their_strategy").mkdir(parents=True)
-    (site / "their_strategy" / "__init__.py").write_text(
+    init = (
         "import torch\nfrom impls.plugins import wrap\n"
         "STRATEGY = wrap('named_inside', torch.nn.functional.unfold, 'their-strategy 0.1')\n"
     )
-    info = site / "their_strategy-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: their-strategy\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{GROUP}]\ntheirs = their_strategy:STRATEGY\n")
+    _install(site, "their_strategy", init, "0.1", "theirs = their_strategy:STRATEGY")
     monkeypatch.syspath_prepend(str(site))
     request.addfinalizer(lambda: sys.modules.pop("their_strategy", None))
     # outside_bad re-exports outside_unfold's function: the same plugin; its wrong_shape renamed is another one
@@ -103,12 +112,8 @@ def test_one_function_under_two_names_is_kept_under_the_first_and_the_second_is_
         "that name: as 'alias' too it would be benchmarked twice"
     )
     site = tmp_path / "site"
-    (site / "their_unfold").mkdir(parents=True)
-    (site / "their_unfold" / "__init__.py").write_text("from outside_unfold import outside_unfold\n")
-    info = site / "their_unfold-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: their-unfold\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{GROUP}]\ntheirs = their_unfold:outside_unfold\n")
+    init = "from outside_unfold import outside_unfold\n"
+    _install(site, "their_unfold", init, "1.0", "theirs = their_unfold:outside_unfold")
     monkeypatch.syspath_prepend(str(site))
     request.addfinalizer(lambda: sys.modules.pop("their_unfold", None))
     found, problems = load("their_unfold:outside_unfold")
@@ -204,12 +209,8 @@ def test_a_declared_strategy_may_import_strategy_from_impls_at_its_top(tmp_path)
 def test_an_installed_packages_entry_point_is_found_with_its_package_and_version(tmp_path):
     """An installed distribution, as pip leaves it on the path: a ``.dist-info`` with its entry points."""
     site = tmp_path / "site"
-    (site / "their_unfold").mkdir(parents=True)
-    (site / "their_unfold" / "__init__.py").write_text((OUTSIDE / "outside_unfold.py").read_text())
-    info = site / "their_unfold-1.2.3.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: their-unfold\nVersion: 1.2.3\n")
-    (info / "entry_points.txt").write_text(f"[{GROUP}]\ntheirs = their_unfold:outside_unfold\n")
+    init = (OUTSIDE / "outside_unfold.py").read_text()
+    info = _install(site, "their_unfold", init, "1.2.3", "theirs = their_unfold:outside_unfold")
     (info / "top_level.txt").write_text("their_unfold\n")
     found = _registry_in_a_process({"PYTHONPATH": str(site)})
     assert found["strategies"]["theirs"] == "their-unfold 1.2.3" and found["problems"] == {}
