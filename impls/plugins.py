@@ -10,8 +10,9 @@ and a module on the path is named with ``UNFOLD_BENCH_STRATEGIES="module:attribu
 attribute is a ``Strategy`` (to declare spatial dims, devices and defects) or a plain callable with
 ``torch.nn.functional.unfold``'s signature, which is wrapped: it gets the suite's argument validation and is
 declared for every spatial dim and device, and the correctness gate, the parity tests and the capability matrix
-find what it does not do. Either must pickle (``PICKLABLE``). A plugin that cannot be loaded, or whose implementation
-another name loaded first, is left out, its name and reason kept in ``impls.PLUGIN_PROBLEMS``.
+find what it does not do. Either must pickle (``PICKLABLE``). A plugin that cannot be loaded, that takes a built-in
+strategy's name, or whose implementation another name loaded first, is left out, its name and reason kept in
+``impls.PLUGIN_PROBLEMS``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import importlib
 import inspect
 import os
 import pickle
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from importlib import metadata
 
 import torch
@@ -86,7 +87,7 @@ def _distribution(module_name: str) -> str | None:
     return None
 
 
-def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str]) -> None:
+def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str], built_in: Collection[str]) -> None:
     for entry in metadata.entry_points(group=GROUP):
         origin = f"{entry.dist.name} {entry.dist.version}" if entry.dist else entry.value
         try:
@@ -95,7 +96,7 @@ def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str]) -> 
             why = f"entry point {entry.value!r} ({origin}) could not be loaded: {_why(error)}"
             set_aside(problems, entry.name, why)
             continue
-        _add(found, problems, strategy)
+        _add(found, problems, strategy, built_in)
 
 
 def specs(value: str | None = None) -> list[str]:
@@ -104,7 +105,7 @@ def specs(value: str | None = None) -> list[str]:
     return list(dict.fromkeys(s.strip() for s in value.split(",") if s.strip()))
 
 
-def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: str) -> None:
+def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: str, built_in: Collection[str]) -> None:
     for spec in specs(value):  # a spec named twice loads once
         module_name, _, attribute = spec.partition(":")
         name = attribute.rsplit(".", 1)[-1] or spec
@@ -120,15 +121,24 @@ def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: 
         except Exception as error:  # any failure of someone else's module: reported, never fatal
             set_aside(problems, name, f"{VARIABLE}: {spec!r} could not be loaded: {_why(error)}")
             continue
-        _add(found, problems, strategy)
+        _add(found, problems, strategy, built_in)
 
 
-def _add(found: dict[str, Strategy], problems: dict[str, str], strategy: Strategy) -> None:
+def _add(found: dict[str, Strategy], problems: dict[str, str], strategy: Strategy, built_in: Collection[str]) -> None:
     """``strategy`` under its own name (a ``Strategy``'s ``name``, which the cells and pages show, may differ from
-    the entry point's or attribute's). The same implementation reached twice (an installed entry point also named
-    with ``--strategy``) is kept once: under the same name, silently; under another name (it would be benchmarked
-    twice), the first is kept and the second set aside, naming both. Another plugin of a name one took first is set
-    aside, not swapped in."""
+    the entry point's or attribute's), unless that name is refused.
+
+    A name in ``built_in`` is never accepted: a plugin cannot replace a built-in strategy, and is set aside saying
+    so. The same implementation reached twice (an installed entry point also named with ``--strategy``) is kept
+    once: under the same name, silently; under another name (it would be benchmarked twice), the first name
+    accepted keeps it and each later one is set aside, naming both. A copy under a built-in's name is never
+    accepted, so a function loaded as ``gather`` and as ``mine`` is kept as ``mine`` whichever loads first. Another
+    plugin of a name one took first is set aside, not swapped in."""
+    if strategy.name in built_in:
+        set_aside(
+            problems, strategy.name, f"{strategy.origin}: the name {strategy.name!r} is taken by a built-in strategy"
+        )
+        return
     taken = found.get(strategy.name)
     if taken is not None:
         if _implementation(taken) is not _implementation(strategy):
@@ -167,13 +177,14 @@ def _why(error: BaseException) -> str:
     return why
 
 
-def load(value: str | None = None) -> tuple[dict[str, Strategy], dict[str, str]]:
+def load(value: str | None = None, built_in: Collection[str] = ()) -> tuple[dict[str, Strategy], dict[str, str]]:
     """The outside strategies (entry points of group ``GROUP``, then ``value``, by default ``$UNFOLD_BENCH_STRATEGIES``)
-    by name, and the plugins that could not be loaded, by name, with why."""
+    by name, and the plugins set aside (not loaded, or a name or implementation taken: ``_add``), by name, with why;
+    no outside strategy takes a name of ``built_in``, the built-in strategies' names."""
     found: dict[str, Strategy] = {}
     problems: dict[str, str] = {}
-    _from_entry_points(found, problems)
-    _from_variable(found, problems, os.environ.get(VARIABLE, "") if value is None else value)
+    _from_entry_points(found, problems, built_in)
+    _from_variable(found, problems, os.environ.get(VARIABLE, "") if value is None else value, built_in)
     return found, problems
 
 

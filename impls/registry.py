@@ -50,12 +50,10 @@ UNVERIFIED: dict[str, Strategy] = {s.name: s for s in _UNVERIFIED}
 if len({**_BUILT_IN, **UNVERIFIED}) != len(_REGISTERED) + len(_UNVERIFIED):
     raise RuntimeError("two strategies share a name")
 
-# Strategies from outside the repository (impls.plugins): added after the built-in ones; one that cannot be loaded,
-# or whose name or implementation is taken, is left out and listed in PLUGIN_PROBLEMS (name -> why).
-_OUTSIDE, PLUGIN_PROBLEMS = plugins.load()
-for _name in [n for n in _OUTSIDE if n in _BUILT_IN or n in UNVERIFIED]:
-    _why = f"{_OUTSIDE.pop(_name).origin}: the name {_name!r} is taken by a built-in strategy"
-    plugins.set_aside(PLUGIN_PROBLEMS, _name, _why)
+# Strategies from outside the repository (impls.plugins): added after the built-in ones, whose names they never take;
+# one that cannot be loaded, or whose name or implementation is taken, is left out and listed in PLUGIN_PROBLEMS
+# (name -> why). A built-in name is refused while loading, so the same function under another name is kept there.
+_OUTSIDE, PLUGIN_PROBLEMS = plugins.load(built_in={*_BUILT_IN, *UNVERIFIED})
 STRATEGIES: dict[str, Strategy] = {**_BUILT_IN, **_OUTSIDE}
 TESTED_STRATEGIES: dict[str, Strategy] = {**STRATEGIES, **UNVERIFIED}
 

@@ -122,6 +122,27 @@ def test_one_function_under_two_names_is_kept_under_the_first_and_the_second_is_
     assert f"set aside: strategy 'outside_unfold': {problems['outside_unfold']}" in describe(found, problems)
 
 
+def test_a_plugin_never_takes_a_built_in_name_and_its_function_is_kept_under_its_other_name(outside_path, monkeypatch):
+    """A built-in's name is refused as the plugin loads, before the rule for one function under two names: a function
+    reached as ``gather`` and as ``outside_unfold`` is kept as ``outside_unfold`` in either order, and ``gather`` is
+    set aside saying a built-in has it (a line of ``describe``: bench, advise and capabilities exit non-zero)."""
+    import outside_bad
+    import outside_unfold
+
+    from impls.plugins import describe
+
+    monkeypatch.setattr(outside_bad, "gather", outside_unfold.outside_unfold, raising=False)
+    why = "outside_bad (module): the name 'gather' is taken by a built-in strategy"
+    for specs in (
+        "outside_bad:gather,outside_unfold:outside_unfold",
+        "outside_unfold:outside_unfold,outside_bad:gather",
+    ):
+        found, problems = load(specs, built_in=STRATEGIES)
+        assert set(found) == {"outside_unfold"} and problems == {"gather": why}, specs
+        assert found["outside_unfold"].implementation.function is outside_unfold.outside_unfold
+        assert f"set aside: strategy 'gather': {why}" in describe(found, problems)
+
+
 @pytest.mark.parametrize("name", ["", "my unfold", "mine:v2", "mine, v2", "<b>mine</b>", "-mine", "'mine'"])
 def test_a_name_that_would_break_a_cell_a_table_or_a_page_is_refused_naming_it(outside_path, name):
     """An entry point's name becomes the strategy's: one holding a separator or markup is refused, so that plugin is
@@ -192,6 +213,26 @@ def test_the_registry_of_every_process_takes_the_named_strategies_and_refuses_a_
     assert "ModuleNotFoundError" in found["problems"]["x"]
     taken = _registry_in_a_process({VARIABLE: "torch.nn.functional:unfold"})  # named "unfold": free
     assert "unfold" in taken["strategies"]
+
+
+@pytest.mark.slow
+def test_a_plugin_under_a_built_in_name_and_a_second_name_is_kept_under_the_second(tmp_path):
+    """An installed entry point called ``gather`` (a built-in's name) whose function is named again with
+    ``--strategy``: the built-in keeps its name, the plugin's ``gather`` is set aside, and its second name, the
+    first one accepted, keeps the plugin (it was set aside as a twin of a name that was then refused)."""
+    site = tmp_path / "site"
+    _install(
+        site,
+        "their_unfold",
+        "from outside_unfold import outside_unfold\n",
+        "1.0",
+        "gather = their_unfold:outside_unfold",
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(OUTSIDE)]), VARIABLE: "their_unfold:outside_unfold"}
+    found = _registry_in_a_process(env)
+    assert found["strategies"]["gather"] is None  # the built-in one
+    assert found["strategies"]["outside_unfold"] == "their_unfold (module)"
+    assert found["problems"] == {"gather": "their-unfold 1.0: the name 'gather' is taken by a built-in strategy"}
 
 
 @pytest.mark.slow
