@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+from pathlib import Path
+
 import pytest
 
 from unfold_bench.cli import main
@@ -94,3 +99,68 @@ def test_every_commands_parser_refuses_an_abbreviated_option():
             ):
                 keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
                 assert keywords.get("allow_abbrev") == "False", (path.name, node.lineno)
+
+
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [
+        (["report", "--out", "{out}", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        (["capabilities", "--out", "{out}", "--commit", "main"], "--commit: 'main' is not a commit hash"),
+        (["capabilities", "--out", "{out}", "--devices", "nosuch"], "--devices 'nosuch'"),  # refused in main
+    ],
+)
+def test_a_command_refused_after_its_out_folder_is_parsed_leaves_no_folder_behind(tmp_path, command, refused, capsys):
+    out = tmp_path / "new" / "site"
+    assert main([a.format(out=out) for a in command]) == 2
+    assert refused in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_out_folder_is_checked_without_being_made_and_refused_naming_it(tmp_path, monkeypatch):
+    """Where it is a file, where a part of its path is a file, where the nearest folder of it that exists cannot be
+    written or entered; a nested folder that does not exist yet is accepted, and nothing is made."""
+    import argparse
+
+    from unfold_bench.common_args import output_folder
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    nested = tmp_path / "locked" / "reports" / "site"
+    assert output_folder(str(nested)) == str(nested) and not (tmp_path / "locked").exists()
+    for text, named in (
+        (a_file, f"'{a_file}' is a file, not a folder"),
+        (a_file / "site", f"'{a_file / 'site'}': '{a_file}' is not a folder"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(named)):
+            output_folder(str(text))
+    (tmp_path / "locked").mkdir()
+    access = os.access
+    for denied in (os.W_OK, os.X_OK):  # checked through os.access: the tests may run as root, whom no mode stops
+
+        def refuses(path, mode, denied=denied):
+            return not (Path(path) == tmp_path / "locked" and mode & denied) and access(path, mode)
+
+        monkeypatch.setattr(os, "access", refuses)
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"'{nested}': '{tmp_path / 'locked'}' cannot")):
+            output_folder(str(nested))
+    assert not (tmp_path / "locked" / "reports").exists()
+
+
+@pytest.mark.parametrize("command", ["capabilities", pytest.param("report", marks=pytest.mark.slow)])
+def test_a_nested_out_folder_is_made_when_the_command_writes_into_it(tmp_path, monkeypatch, command):
+    """``--out`` two levels below any folder that exists: not made when parsed, and made with what the command
+    writes in it (the capability checks replaced: only the writing is tested here)."""
+    from unfold_bench.common_args import output_folder
+
+    out = tmp_path / "reports" / command
+    assert output_folder(str(out)) == str(out) and not (tmp_path / "reports").exists()
+    if command == "capabilities":
+        cells = {"cpu": {"native": {"vmap": "works"}}}
+        monkeypatch.setattr("impls.capabilities.matrix", lambda strategies, devices: cells)
+        monkeypatch.setattr("benchmarks.machine.machine_name", lambda: "vm-a")
+        assert main(["capabilities", "--out", str(out), "--devices", "cpu"]) == 0
+        assert json.loads((out / "vm-a.json").read_text())["cells"] == cells
+    else:
+        results = Path(__file__).resolve().parent / "fixtures" / "report_results"
+        assert main(["report", "--results", str(results), "--out", str(out), "--no-asv-publish"]) == 0
+        assert (out / "index.html").is_file()

@@ -78,40 +78,49 @@ def cell_regex(text: str) -> str:
     return text
 
 
-def _make_folder(text: str, folder: Path, what: str) -> None:
-    """Make ``folder`` (``what`` the option's value ``text`` names) where it does not exist yet; an argparse error
-    where the nearest folder of it that exists is not a folder or cannot be written, or it cannot be made."""
-    existing = next(f for f in (folder, *folder.parents) if f.exists())
-    if not existing.is_dir():
+def _check_folder(text: str, folder: Path) -> None:
+    """An argparse error where ``folder`` (which the option's value ``text`` names) could not be made and written
+    into: a part of its path is a file, or the nearest folder of it that exists cannot be written (``W_OK``) or
+    entered (``X_OK``). Makes nothing: a command refused later leaves no empty folder behind."""
+    existing = next(f for f in (folder, *folder.parents) if os.path.lexists(f))
+    if not os.path.isdir(existing):
         raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} is not a folder")
-    if not os.access(existing, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {what} cannot be made ({error.strerror})") from None
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} cannot be written into")
 
 
-def output_file(text: str) -> str:
-    """argparse type of a file a command writes when its work is done: refused before the work where it names a
-    folder or cannot be written (the work would be lost at the end); a folder of it that does not exist yet is made
-    now, where the nearest one that does can be written."""
+def writable_file(text: str) -> str:
+    """``text`` checked as a file a command writes when its work is done, making nothing: an argparse error where it
+    names a folder or cannot be written (the work would be lost at the end), or its folder could not be made and
+    written into (``_check_folder``)."""
     path = Path(text).absolute()
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} cannot be written")
-    _make_folder(text, path.parent, "its folder")
+    _check_folder(text, path.parent)
+    return text
+
+
+def output_file(text: str) -> str:
+    """argparse type of a file a command writes when its work is done: refused before the work as ``writable_file``
+    refuses it; a folder of it that does not exist yet is made now."""
+    writable_file(text)
+    try:
+        Path(text).absolute().parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: its folder cannot be made ({error.strerror})") from None
     return text
 
 
 def output_folder(text: str) -> str:
-    """argparse type of a folder a command writes into when its work is done: refused before the work where it names
-    a file or cannot be written; made now where it does not exist yet, as ``output_file``'s folder is."""
+    """argparse type of a folder a command writes into when its work is done: refused before the work where it or a
+    part of its path is a file, or it could not be made or written into (``_check_folder``). Checked, not made: the
+    command makes it (``mkdir(parents=True, exist_ok=True)``) when it writes into it."""
     path = Path(text).absolute()
-    if path.exists() and not path.is_dir():
+    if os.path.lexists(path) and not os.path.isdir(path):
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
-    _make_folder(text, path, "it")
+    _check_folder(text, path)
     return text
 
 

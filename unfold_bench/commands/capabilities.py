@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import add_commit, command_parser, output_file, output_folder
+from unfold_bench.common_args import add_commit, command_parser, output_folder, writable_file
 
 
 def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
@@ -85,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     commit = args.commit or head_commit()
     machine = machine_name()
     path = Path(args.out) / f"{machine}.json"
-    try:  # the machine's own file there, before the checks it would hold
-        output_file(str(path))
+    try:  # the machine's own file there, before the checks it would hold; the folder is made when it is written
+        writable_file(str(path))
     except argparse.ArgumentTypeError as error:
         parser.error(f"--out {args.out}: {error}")
     earlier = None  # the record the checked rows are merged into, read before the checks it would hold
