@@ -140,12 +140,19 @@ class WrongResultError(AssertionError):
 
 def check_cell(cell: Cell, reference: Reference | None = None) -> Verdict:
     """Run the correctness gate on ``cell``'s benchmark inputs; exceptions become the verdict's ``error``.
-    ``reference``: the reference's answers on those inputs (``reference_for``), shared by the cells of a config."""
+    ``reference``: the reference's answers on those inputs (``reference_for``), shared by the cells of a config.
+
+    Besides values and gradients, the output's memory is checked against what the strategy declares
+    (``Strategy.reuses_output``, ``impls.parity.storage_problem``): new memory, not a view of the input, and
+    the same buffer again on a second call exactly when the strategy reuses its output."""
     use_exact_float32(cell.device)
     try:
         reference = reference_for(cell) if reference is None else reference
         kwargs = cell.config.unfold_kwargs()
-        forward_problem, gradient_problem = problems(cell.strategy, reference.x, kwargs, reference=reference)
+        reuses_output = cell.strategy.reuses_output
+        forward_problem, gradient_problem = problems(
+            cell.strategy, reference.x, kwargs, reference=reference, reuses_output=reuses_output
+        )
         return Verdict(forward_problem, gradient_problem)
     except Exception as error:  # one cell's failure (e.g. out of memory) must not stop the others
         return Verdict(error=f"{type(error).__name__}: {error}")

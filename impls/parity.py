@@ -13,6 +13,10 @@ and ``gamma_n(u) = n u / (1 - n u)``, the bound, the worst case of any order in 
 0 where ``k_i <= 1``. For float16 and bfloat16 the gradient is also checked bit-exact on an integer-valued
 ``grad_output`` whose partial sums the dtype represents exactly.
 
+Memory, where asked (``problems(reuses_output=...)``): the output is new memory, not the input's, and a second
+call, made while the first output is alive (so the allocator cannot hand its block back), returns the same
+buffer exactly when the strategy declares ``Strategy.reuses_output``.
+
 Details: docs/internals.md#implsparitypy.
 """
 
@@ -154,13 +158,57 @@ def changed_entries(x: torch.Tensor, before: torch.Tensor) -> int:
     return int((~same).sum().item())
 
 
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` live in the same memory block (one is a view of the other, or both of a third)."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def storage_problem(
+    fn: UnfoldFn, x: torch.Tensor, kwargs: Mapping, first: torch.Tensor, reuses_output: bool
+) -> str | None:
+    """Why ``first``, ``fn``'s output for ``x``, is not the memory an unfold returns (None: it is).
+
+    Unfold returns new memory, never the input's. ``fn`` is called once more on ``x`` while ``first`` is alive,
+    so the allocator cannot hand ``first``'s block back by chance: the two outputs share memory exactly when
+    ``fn`` keeps a buffer and returns it again, which it must do if and only if it declares ``reuses_output``.
+    An output without bytes has no memory to share.
+    """
+    if first.untyped_storage().nbytes() == 0:
+        return None
+    if shares_storage(first, x):
+        return "its output shares memory with its input (a view of it), where unfold returns new memory"
+    second = fn(x, **kwargs)
+    if shares_storage(second, x):
+        return "its second call's output shares memory with its input (a view of it), where unfold returns new memory"
+    kept = shares_storage(second, first)
+    del second
+    if kept and not reuses_output:
+        return (
+            "a second call returned the same buffer as the first, which was still alive (a kept output, overwritten "
+            "by every call), but the strategy does not declare reuses_output=True"
+        )
+    if reuses_output and not kept:
+        return (
+            "it declares reuses_output=True, but a second call returned new memory instead of the first call's buffer"
+        )
+    return None
+
+
 def problems(
-    fn: UnfoldFn, x: torch.Tensor, kwargs: Mapping, *, backward: bool = True, reference: Reference | None = None
+    fn: UnfoldFn,
+    x: torch.Tensor,
+    kwargs: Mapping,
+    *,
+    backward: bool = True,
+    reference: Reference | None = None,
+    reuses_output: bool | None = None,
 ) -> tuple[str | None, str | None]:
     """Why ``fn``'s output, and why its input gradient (if ``backward``), do not match the reference (None: they do).
 
     The benchmark harness gates forward figures on the first and forward-backward figures on both. ``reference``:
     the reference's answers for this ``x`` and ``kwargs``, when several strategies are checked on them.
+    ``reuses_output``: what ``fn`` declares (``Strategy.reuses_output``), to check its output's memory against
+    (``storage_problem``, one more call, only when the values match); None: not checked.
 
     ``fn`` gets ``x`` itself (its layout is part of what is checked). A copy taken before the call tells whether
     ``fn`` wrote into it: that is a forward problem, and ``x`` is restored from the copy at once, before the
@@ -179,7 +227,7 @@ def problems(
         return f"it modified its input in place ({changed} of {x.numel()} input entries changed)"
 
     try:
-        return _problems(fn, x, kwargs, backward, reference, expected, modified)
+        return _problems(fn, x, kwargs, backward, reuses_output, reference, expected, modified)
     except BaseException:
         with suppress(Exception):  # restored for whatever is checked next on x; the first error is the one raised
             modified()
@@ -191,6 +239,7 @@ def _problems(
     x: torch.Tensor,
     kwargs: Mapping,
     backward: bool,
+    reuses_output: bool | None,
     reference: Reference,
     expected: torch.Tensor,
     modified: Callable[[], str | None],
@@ -210,27 +259,42 @@ def _problems(
     differing = (out.detach() != expected).sum().item()
     del expected
     forward_problem = f"{differing} of {out.numel()} output entries differ from the reference" if differing else None
-    if not backward:
-        return forward_problem, None
+    grad, gradient_problem = None, None
+    if backward:
+        grad, gradient_problem = _input_gradient(out, leaf, reference)
+        written = modified()  # by the backward: before the second call and the reference's exact gradient read x
+        if written is not None:
+            grad, gradient_problem = None, written
+    if forward_problem is None and reuses_output is not None:  # after the backward: a reuser's call overwrites out
+        forward_problem = storage_problem(fn, leaf, kwargs, out.detach(), reuses_output)
+        written = modified()
+        if written is not None:
+            return written, "not checked: the input was modified" if backward else None
+    del out
+    if grad is None:
+        return forward_problem, gradient_problem
+    excess = reference.gradient_excess(grad)
+    excess_problem = f"input gradient exceeds the summation error bound by {excess:.3g}" if excess > 0 else None
+    return forward_problem, excess_problem or gradient_problem
+
+
+def _input_gradient(
+    out: torch.Tensor, leaf: torch.Tensor, reference: Reference
+) -> tuple[torch.Tensor | None, str | None]:
+    """The input gradient of ``out`` for the reference's ``grad_output`` (None where none flows back), and why it
+    is wrong where that is known without the bound: no gradient, or a half-precision one that misses the exact
+    integer sums."""
     if not out.requires_grad:  # a gradient problem: the forward figures stand, as for a wrong gradient
-        return forward_problem, "its output has no autograd graph: no gradient flows back to the input"
-    integer_grad_output = reference.integer_grad_output if x.dtype in HALF_DTYPES else None
+        return None, "its output has no autograd graph: no gradient flows back to the input"
+    integer_grad_output = reference.integer_grad_output if leaf.dtype in HALF_DTYPES else None
     retain = integer_grad_output is not None
     (grad,) = torch.autograd.grad(out, leaf, reference.grad_output, retain_graph=retain, allow_unused=True)
     if grad is None:
-        return forward_problem, "its output's autograd graph does not reach the input: no gradient flows back to it"
-    integer_problem = None
-    if integer_grad_output is not None:
-        (integer_grad,) = torch.autograd.grad(out, leaf, integer_grad_output)
-        integer_problem = reference.integer_problem(integer_grad)
-        del integer_grad
-    del out
-    written = modified()  # before the reference's exact gradient is computed from x
-    if written is not None:
-        return forward_problem, written
-    excess = reference.gradient_excess(grad)
-    gradient_problem = f"input gradient exceeds the summation error bound by {excess:.3g}" if excess > 0 else None
-    return forward_problem, gradient_problem or integer_problem
+        return None, "its output's autograd graph does not reach the input: no gradient flows back to it"
+    if integer_grad_output is None:
+        return grad, None
+    (integer_grad,) = torch.autograd.grad(out, leaf, integer_grad_output)
+    return grad, reference.integer_problem(integer_grad)
 
 
 def mismatch(fn: UnfoldFn, x: torch.Tensor, kwargs: Mapping, *, backward: bool = True) -> str | None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from benchmarks.cells import Cell, checked_in_isolation, gate
+from benchmarks.cells import Cell, check_cell, checked_in_isolation, gate
+from benchmarks.configs import LayerConfig
 from benchmarks.profiles import QUICK
 from benchmarks.trees import ROOT
 from impls import STRATEGIES
@@ -20,6 +23,71 @@ from impls.plugins import PICKLABLE, VARIABLE, load, wrap
 from tests.helpers import OUTSIDE
 
 EXAMPLE = next(c for c in QUICK.configs() if c.name == "example")
+ONE_ELEMENT = LayerConfig("one-element", (2, 3, 5, 5), 1)  # its unfold is the input reshaped, which a view can be
+
+
+class KeptOutput:
+    """An unfold that keeps its first output and copies every later result into it, declaring nothing."""
+
+    def __init__(self) -> None:
+        self.kept: torch.Tensor | None = None
+
+    def __call__(self, input, kernel_size, dilation=1, padding=0, stride=1) -> torch.Tensor:
+        out = F.unfold(input, kernel_size, dilation, padding, stride)
+        if self.kept is None or self.kept.shape != out.shape:
+            self.kept = torch.empty_like(out.detach())
+        return self.kept.copy_(out)  # in place, as autograd sees: the gradient flows through the copy
+
+
+def flattened(input, kernel_size, dilation=1, padding=0, stride=1) -> torch.Tensor:
+    """The spatial dims flattened: a one-element kernel's unfold in values and gradient, but a view of the input."""
+    return input.flatten(2)
+
+
+class WritesIntoItsInputOnTheSecondCall:
+    """The right output every time, but the second call zeroes its input (behind autograd's back)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, input, kernel_size, dilation=1, padding=0, stride=1) -> torch.Tensor:
+        self.calls += 1
+        out = F.unfold(input, kernel_size, dilation, padding, stride)
+        if self.calls == 2:
+            input.detach().zero_()
+        return out
+
+
+def test_a_plugin_that_returns_a_kept_buffer_without_declaring_it_fails_the_gate_saying_so():
+    """Its values and gradient are right, but every call overwrites the previous result: not a drop-in."""
+    verdict = check_cell(Cell(wrap("kept_output", KeptOutput(), "test"), EXAMPLE, "cpu"))
+    problem = verdict.problem(backward=False)
+    assert "a second call returned the same buffer as the first, which was still alive" in problem, verdict
+    assert "does not declare reuses_output=True" in problem
+
+
+def test_a_plugin_that_returns_a_view_of_its_input_fails_the_gate_saying_so():
+    x = ONE_ELEMENT.make_input("cpu", seed=0)
+    assert problems(flattened, x, ONE_ELEMENT.unfold_kwargs()) == (None, None)  # values and gradient match
+    verdict = check_cell(Cell(wrap("flattened", flattened, "test"), ONE_ELEMENT, "cpu"))
+    assert "its output shares memory with its input (a view of it)" in verdict.problem(backward=False), verdict
+
+
+def test_a_strategy_that_declares_a_reused_output_and_returns_new_memory_fails_the_gate_saying_so():
+    """The memory benchmarks would charge it a buffer it does not keep."""
+    claims_reuse = replace(STRATEGIES["gather"], name="claims_reuse", reuses_output=True)
+    problem = check_cell(Cell(claims_reuse, EXAMPLE, "cpu")).problem(backward=False)
+    assert "it declares reuses_output=True, but a second call returned new memory" in problem
+
+
+def test_a_strategy_that_writes_into_its_input_on_the_gates_second_call_fails_and_the_input_is_restored():
+    x = EXAMPLE.make_input("cpu", seed=0)
+    original = x.clone()
+    forward, gradient = problems(WritesIntoItsInputOnTheSecondCall(), x, EXAMPLE.unfold_kwargs(), reuses_output=False)
+    assert forward is not None and forward.startswith("it modified its input in place"), forward
+    assert gradient == "not checked: the input was modified"
+    assert torch.equal(x, original)
+    assert problems(STRATEGIES["native"], x, EXAMPLE.unfold_kwargs(), reuses_output=False) == (None, None)
 
 
 def test_a_plugin_whose_implementation_does_not_pickle_is_set_aside_when_loaded_saying_why(outside_path):

@@ -1,13 +1,19 @@
 """The ``out=`` path and the reusing strategies (``Strategy.reuses_output``): a bad buffer is refused before
 anything is written, a reusing strategy really overwrites its previous result and keeps one buffer, a fresh
-one never does, and autograd refuses a backward through an overwritten result."""
+one never does, the correctness gate holds each strategy to its declaration, and autograd refuses a backward
+through an overwritten result."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
 
+from benchmarks.cells import Cell, check_cell
+from benchmarks.configs import LayerConfig
 from impls import STRATEGIES, compiled, cpp, gather, parse
+from impls.parity import shares_storage
 from impls.reference import reference_unfold
 
 SENTINEL = -7.0  # no unfold of the input below writes it: an out= touched before the check is told apart
@@ -51,12 +57,27 @@ def test_a_strategy_reuses_its_output_exactly_when_it_declares_so(name):
     first = strategy(x, 3)
     second = strategy(y, 3)
     assert torch.equal(second, reference_unfold(y, kernel_size=3))
-    shared = first.untyped_storage().data_ptr() == second.untyped_storage().data_ptr()
-    assert shared == strategy.reuses_output, f"{name} declares reuses_output={strategy.reuses_output}"
+    assert shares_storage(first, second) == strategy.reuses_output, (
+        f"{name} declares reuses_output={strategy.reuses_output}"
+    )
     if strategy.reuses_output:
         assert torch.equal(first, second)  # the first result now holds the second call's values
         other = strategy(torch.randn(1, 3, 6, 6), 3)  # another shape replaces the one buffer
         assert other.data_ptr() != second.data_ptr()
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_the_gate_passes_a_strategy_as_declared_and_fails_it_under_the_other_declaration(name):
+    """The gate checks the output's memory against ``reuses_output``: every strategy passes as it is declared, values
+    and gradient included (a reuser's second call comes after its backward), and fails with the claim flipped."""
+    config = LayerConfig("small", (2, 3, 6, 6), 3, padding=1)
+    cell = Cell(STRATEGIES[name], config, "cpu")
+    if cell.skip_reason() is not None:
+        pytest.skip(cell.skip_reason())
+    assert check_cell(cell).problem(backward=True) is None
+    flipped = replace(cell.strategy, reuses_output=not cell.strategy.reuses_output)
+    problem = check_cell(Cell(flipped, config, "cpu")).problem(backward=False)
+    assert problem is not None and "reuses_output=True" in problem, problem
 
 
 @pytest.mark.parametrize("name", REUSING)
