@@ -6,9 +6,9 @@ table x ``DEVICES`` everywhere.
 
 A cell is either runnable or skipped with a stated reason (a CUDA cell without a GPU, which ``unfold-bench
 bench`` does not plan there; a strategy that does not support the config's spatial dims). A runnable cell's
-figures only count if the correctness gate passed (``gate``): the output bit-exact and the input gradient within
-the summation bound (``impls.parity``), checked once per profile on the very inputs the benchmarks use, outside
-any timed region.
+figures only count if the correctness gate passed (``gate``): the output bit-exact, new memory unless the
+strategy declares it reuses its output, and the input gradient within the summation bound (``impls.parity``),
+checked once per profile on the very inputs the benchmarks use, outside any timed region.
 
 Timed calls keep their results alive (``Workload.result``) until ``Workload.reset`` runs in the next setup,
 so freeing an output is not timed, while allocating it (and, on CPU, faulting its pages in) is:
