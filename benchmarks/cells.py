@@ -364,14 +364,22 @@ def _not_checked(late: Cell, deadline: float) -> str:
 
 def _verdict_file(cell: Cell, directory: Path) -> Path:
     """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code,
-    ``_checked_code``, and how it is built, ``_builds``; torch's version; the cell and its config's size), so a change
-    to any of them misses."""
+    ``_checked_code``, and how it is built, ``_builds``; torch's version and the CPU kernels ATen dispatches to,
+    ``_cpu_capability``; the cell and its config's size), so a change to any of them misses."""
     code = _checked_code(cell)
-    identity = [torch.__version__, _builds(cell), cell.key, asdict(cell.config)]
+    identity = [torch.__version__, _cpu_capability(), _builds(cell), cell.key, asdict(cell.config)]
     digest = hashlib.sha256(json.dumps(identity, default=str).encode())
     for key in sorted(code):
         digest.update(key.encode() + b"\0" + code[key])
     return directory / f"{'-'.join(cell.key)}-{digest.hexdigest()[:20]}.pickle"
+
+
+def _cpu_capability() -> str:
+    """The vector instruction set whose CPU kernels ATen dispatches to (``ATEN_CPU_CAPABILITY`` caps it: default,
+    avx2, avx512, ...): the strategies' and the reference's code on the CPU, so a verdict under one is no evidence
+    under another. Not the thread count: it splits the same code's work, the forward is checked bit for bit and the
+    gradient against a bound that holds for any summation order."""
+    return torch.backends.cpu.get_cpu_capability()
 
 
 # The gate's own modules, hashed file by file: the check (this one) and the making of its input

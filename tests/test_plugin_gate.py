@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -191,6 +192,51 @@ def test_a_kept_verdict_of_the_cpp_kernel_is_missed_when_its_compile_flags_chang
     monkeypatch.setattr(cpp, "KEY", cpp._build_key())
     after = [_verdict_file(cell, tmp_path) for cell in cells]
     assert after[0] != before[0] and after[1] != before[1] and after[2] == before[2]
+
+
+def test_a_kept_verdict_is_found_under_the_same_aten_cpu_capability_and_missed_under_another(tmp_path, monkeypatch):
+    """ATen runs the strategies' and the reference's CPU kernels for its capability (``ATEN_CPU_CAPABILITY``): a
+    verdict kept under one is reused under the same and missed under another."""
+    from benchmarks.cells import Verdict, _verdict_file, cached_verdict
+
+    cell = Cell(STRATEGIES["native"], EXAMPLE, "cpu")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(Verdict(error="kept under AVX2")))
+    assert cached_verdict(cell, tmp_path) == Verdict(error="kept under AVX2")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert cached_verdict(cell, tmp_path) is None
+
+
+@pytest.mark.slow
+def test_a_process_started_in_this_environment_keeps_verdicts_under_this_ones_key_and_one_capped_to_default_not(
+    tmp_path,
+):
+    """The bench command's process reads the verdicts that asv's process (started in its environment) kept: both
+    compute one key. A process started with ``ATEN_CPU_CAPABILITY=default`` runs other kernels on a CPU with vector
+    ones, and keeps its verdicts under another key."""
+    from benchmarks.cells import _verdict_file
+
+    code = (
+        "import sys; from pathlib import Path; from benchmarks.cells import Cell, _verdict_file; "
+        "from benchmarks.profiles import QUICK; "
+        "print(_verdict_file(Cell.from_names('native', 'example', 'cpu', QUICK), Path(sys.argv[1])))"
+    )
+    here = _verdict_file(Cell(STRATEGIES["native"], EXAMPLE, "cpu"), tmp_path)
+    keys = {}
+    for name, capability in [("same", {}), ("default", {"ATEN_CPU_CAPABILITY": "default"})]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)],
+            cwd=ROOT,
+            env={**os.environ, **capability},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        keys[name] = Path(done.stdout.splitlines()[-1])
+    assert keys["same"] == here
+    vector_kernels = torch.backends.cpu.get_cpu_capability() != "DEFAULT"
+    assert (keys["default"] != here) == vector_kernels
 
 
 def test_a_kept_verdict_is_missed_when_tritons_version_changes(tmp_path, monkeypatch):
