@@ -57,10 +57,19 @@ def _cpu_flags() -> str:
 
 def _compiler() -> str:
     """The compiler the build runs (``$CXX``, else ``c++``, as ``torch.utils.cpp_extension`` reads it), resolved
-    through its links, so that another compiler, or another version installed beside it, is another build."""
+    through its links, with its binary's size and modification time, so that another compiler, another version
+    installed beside it, or one upgraded in place is another build; its name alone where it is not found (the
+    strategy then refuses, ``missing_requirement``)."""
     name = os.environ.get("CXX", "c++")
     found = shutil.which(name)
-    return str(Path(found).resolve()) if found else name
+    if not found:
+        return name
+    path = Path(found).resolve()
+    try:
+        binary = path.stat()
+    except OSError:  # removed since it was found
+        return str(path)
+    return f"{path} {binary.st_size} {binary.st_mtime_ns}"
 
 
 def _build_key() -> str:
