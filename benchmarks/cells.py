@@ -44,6 +44,7 @@ from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES, Strategy
 from impls.parity import Reference, problems, random_grad_output
 from impls.plugins import PICKLABLE
+from impls.toolchain import compiler_identity, inductor_compiler
 
 INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
 GATE_CACHE_VARIABLE = "UNFOLD_BENCH_GATE_CACHE"  # a directory: verdicts kept there are reused (see gate)
@@ -402,13 +403,17 @@ def _checked_code(cell: Cell) -> dict[str, bytes]:
 
 def _builds(cell: Cell) -> dict[str, str]:
     """What builds ``cell``'s checked code besides its sources and torch, for a verdict's key: the build key of the
-    project's C++ kernel (``impls.cpp.KEY``, which hashes its compile flags, ``UNFOLD_BENCH_CPP_CFLAGS`` among them)
-    for a strategy that builds an extension, and Triton's version where Triton is installed (``_triton``)."""
+    project's C++ kernel (``impls.cpp.KEY``, which hashes its compiler and compile flags, ``UNFOLD_BENCH_CPP_CFLAGS``
+    among them) for a strategy that builds an extension; the C++ compiler Inductor builds CPU kernels with
+    (``impls.toolchain.inductor_compiler``, its ``compiler_identity``) for a strategy that compiles; and Triton's
+    version where Triton is installed (``_triton``)."""
     builds = {}
     if cell.strategy.builds_extension:
         from impls import cpp
 
         builds["impls.cpp"] = cpp.KEY
+    if cell.strategy.compiles:
+        builds["inductor's compiler"] = compiler_identity(inductor_compiler())
     triton = _triton()
     if triton is not None:
         builds["triton"] = triton

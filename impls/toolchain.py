@@ -1,11 +1,13 @@
-"""The C++ compiler the compiling strategies run and the CPU they build for, read without compiling.
+"""The C++ compilers the compiling strategies run and the CPU they build for, read without compiling.
 
 ``cpp`` builds its kernel with ``torch.utils.cpp_extension``, which runs ``CXX`` (default ``c++``,
-``extension_compiler``); Inductor builds its CPU kernels (``compiled``, ``compiled_reuse``) with a C++ compiler too.
-A strategy that lacks its compiler declares so (``Strategy.missing_requirement``): it refuses every input saying
-what to install, and the tests and benchmarks skip it with that reason instead of failing. What a build made
-depends on the compiler's binary (``compiler_identity``) and, built for this CPU (``-march=native``), on the CPU's
-instruction-set flags (``cpu_flags``): the kernel's build key (``impls.cpp.KEY``) takes both.
+``extension_compiler``); Inductor builds its CPU kernels (``compiled``, ``compiled_reuse``) with the first compiler
+of ``torch._inductor.config.cpp.cxx`` that runs (``CXX`` as it was when that config was imported, default ``g++``;
+``inductor_compiler``). A strategy that lacks its compiler declares so (``Strategy.missing_requirement``): it
+refuses every input saying what to install, and the tests and benchmarks skip it with that reason instead of
+failing. What a build made depends on the compiler's binary (``compiler_identity``) and, built for this CPU
+(``-march=native``), on the CPU's instruction-set flags (``cpu_flags``): the kernel's build key
+(``impls.cpp.KEY``) takes both, and the gate's key of a compiling strategy's verdict takes Inductor's compiler.
 """
 
 from __future__ import annotations
@@ -19,6 +21,18 @@ from pathlib import Path
 def extension_compiler() -> str:
     """The compiler ``torch.utils.cpp_extension`` runs: ``$CXX``, else ``c++`` (its ``get_cxx_compiler``)."""
     return os.environ.get("CXX", "c++")
+
+
+def inductor_compiler() -> str:
+    """The compiler Inductor's CPU backend runs (``cpp_builder.get_cpp_compiler``): the first name in
+    ``torch._inductor.config.cpp.cxx`` found on PATH, else the first name there. Its ``None`` entry (a gcc that
+    Inductor downloads from conda, only with ``TORCH_INDUCTOR_INSTALL_GXX``) is passed over. Importing Inductor's
+    config imports Dynamo: seconds, once per process."""
+    import torch._inductor.config as inductor
+
+    search = inductor.cpp.cxx if isinstance(inductor.cpp.cxx, (list, tuple)) else (inductor.cpp.cxx,)
+    names = [name for name in search if name is not None]
+    return next((name for name in names if shutil.which(name)), names[0] if names else "")
 
 
 def compiler_identity(name: str) -> str:

@@ -207,6 +207,32 @@ def test_a_kept_verdict_is_found_under_the_same_aten_cpu_capability_and_missed_u
     assert cached_verdict(cell, tmp_path) is None
 
 
+@pytest.mark.skipif(STRATEGIES["compiled"].missing_requirement is not None, reason="no C++ compiler")
+def test_a_kept_verdict_of_a_compiling_strategy_is_found_under_the_same_inductor_compiler_and_missed_under_another(
+    tmp_path, monkeypatch
+):
+    """Inductor builds ``compiled``'s CPU kernels with the first compiler of ``torch._inductor.config.cpp.cxx`` that
+    it finds (``CXX`` as it was when that config was imported): a verdict kept under one is reused under the same,
+    whatever ``CXX`` says now, and missed under another; ``native``, which compiles nothing, keeps its verdict."""
+    import torch._inductor.config
+
+    from benchmarks.cells import Verdict, _verdict_file, cached_verdict
+
+    first, second = tmp_path / "g++-12", tmp_path / "g++-13"
+    for compiler in (first, second):
+        compiler.write_text(f"#!/bin/sh\n# {compiler.name}\n")
+        compiler.chmod(0o755)
+    cells = [Cell(STRATEGIES[name], EXAMPLE, "cpu") for name in ("compiled", "native")]
+    kept = [Verdict(error=f"{cell.strategy.name}, kept under {first.name}") for cell in cells]
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, str(first)))
+    for cell, verdict in zip(cells, kept):
+        _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(verdict))
+    monkeypatch.setenv("CXX", str(second))  # read by Inductor's config when imported, not after
+    assert [cached_verdict(cell, tmp_path) for cell in cells] == kept
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, str(second)))
+    assert [cached_verdict(cell, tmp_path) for cell in cells] == [None, kept[1]]
+
+
 @pytest.mark.slow
 def test_a_process_started_in_this_environment_keeps_verdicts_under_this_ones_key_and_one_capped_to_default_not(
     tmp_path,
