@@ -207,6 +207,28 @@ def test_a_kept_verdict_is_found_under_the_same_aten_cpu_capability_and_missed_u
     assert cached_verdict(cell, tmp_path) is None
 
 
+@pytest.mark.parametrize("reader", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "cpu flags"])
+def test_a_kept_verdict_is_found_under_the_same_onednn_isa_and_missed_under_another(tmp_path, monkeypatch, reader):
+    """oneDNN runs ``onehot``'s convolution with the kernels of the ISA it picks by the CPU's flags, capped by
+    ``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``): a verdict kept under one CPU and cap is reused under the same
+    and missed under another."""
+    import benchmarks.cells
+    from benchmarks.cells import Verdict, _verdict_file, cached_verdict
+
+    def read_as(value: str) -> None:
+        if reader == "cpu flags":
+            monkeypatch.setattr(benchmarks.cells, "cpu_flags", lambda: value, raising=False)  # read there
+        else:
+            monkeypatch.setenv(reader, value)
+
+    cell = Cell(STRATEGIES["onehot"], EXAMPLE, "cpu")
+    read_as("avx2")
+    _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(Verdict(error="kept under avx2")))
+    assert cached_verdict(cell, tmp_path) == Verdict(error="kept under avx2")
+    read_as("avx512_core_amx")
+    assert cached_verdict(cell, tmp_path) is None
+
+
 @pytest.mark.skipif(STRATEGIES["compiled"].missing_requirement is not None, reason="no C++ compiler")
 def test_a_kept_verdict_of_a_compiling_strategy_is_found_under_the_same_inductor_compiler_and_missed_under_another(
     tmp_path, monkeypatch
