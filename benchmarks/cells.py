@@ -42,8 +42,10 @@ from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import PROFILES, Profile
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES, Strategy
+from impls.cpu_isa import _probed_under
 from impls.parity import Reference, problems, random_grad_output
 from impls.plugins import PICKLABLE
+from impls.toolchain import compiler_identity, cpu_flags, inductor_compiler
 
 INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
 GATE_CACHE_VARIABLE = "UNFOLD_BENCH_GATE_CACHE"  # a directory: verdicts kept there are reused (see gate)
@@ -371,14 +373,35 @@ def _not_checked(late: Cell, deadline: float) -> str:
 
 def _verdict_file(cell: Cell, directory: Path) -> Path:
     """Where ``cell``'s verdict is kept: named by a hash of everything it depends on (the checked code,
-    ``_checked_code``, and how it is built, ``_builds``; torch's version; the cell and its config's size), so a change
-    to any of them misses."""
+    ``_checked_code``, and how it is built, ``_builds``; torch's version and the CPU kernels ATen and oneDNN
+    dispatch to, ``_cpu_capability`` and ``_onednn_isa``; the cell and its config's size), so a change to any of
+    them misses."""
     code = _checked_code(cell)
-    identity = [torch.__version__, _builds(cell), cell.key, asdict(cell.config)]
+    identity = [torch.__version__, _cpu_capability(), _onednn_isa(), _builds(cell), cell.key, asdict(cell.config)]
     digest = hashlib.sha256(json.dumps(identity, default=str).encode())
     for key in sorted(code):
         digest.update(key.encode() + b"\0" + code[key])
     return directory / f"{'-'.join(cell.key)}-{digest.hexdigest()[:20]}.pickle"
+
+
+def _cpu_capability() -> str:
+    """The vector instruction set whose CPU kernels ATen dispatches to (``ATEN_CPU_CAPABILITY`` caps it: default,
+    avx2, avx512, ...): the strategies' and the reference's code on the CPU, so a verdict under one is no evidence
+    under another. Not the thread count: it splits the same code's work, the forward is checked bit for bit and the
+    gradient against a bound that holds for any summation order."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def _onednn_isa() -> dict[str, str]:
+    """What picks the instruction set whose kernels oneDNN runs (ATen's CPU convolutions, ``onehot``'s among them,
+    and half-precision matmuls), besides torch's version: the CPU's instruction-set flags
+    (``impls.toolchain.cpu_flags``) and oneDNN's caps in this environment (``ONEDNN_MAX_CPU_ISA``, ...:
+    ``impls.cpu_isa``'s ``_probed_under``).
+
+    Not the ISA itself (``impls.cpu_isa.onednn_isa``): reading it takes a subprocess in every process that was not
+    handed it, and what it is read from is cheap and the same in each process of a run. Every cell's key takes
+    it: oneDNN's known defects differ by ISA, and a strategy from outside declares nothing of what it runs."""
+    return {"cpu": cpu_flags(), **_probed_under()}
 
 
 # The gate's own modules, hashed file by file: the check (this one) and the making of its input
@@ -401,13 +424,17 @@ def _checked_code(cell: Cell) -> dict[str, bytes]:
 
 def _builds(cell: Cell) -> dict[str, str]:
     """What builds ``cell``'s checked code besides its sources and torch, for a verdict's key: the build key of the
-    project's C++ kernel (``impls.cpp.KEY``, which hashes its compile flags, ``UNFOLD_BENCH_CPP_CFLAGS`` among them)
-    for a strategy that builds an extension, and Triton's version where Triton is installed (``_triton``)."""
+    project's C++ kernel (``impls.cpp.KEY``, which hashes its compiler and compile flags, ``UNFOLD_BENCH_CPP_CFLAGS``
+    among them) for a strategy that builds an extension; the C++ compiler Inductor builds CPU kernels with
+    (``impls.toolchain.inductor_compiler``, its ``compiler_identity``) for a strategy that compiles; and Triton's
+    version where Triton is installed (``_triton``)."""
     builds = {}
     if cell.strategy.builds_extension:
         from impls import cpp
 
         builds["impls.cpp"] = cpp.KEY
+    if cell.strategy.compiles:
+        builds["inductor's compiler"] = compiler_identity(inductor_compiler())
     triton = _triton()
     if triton is not None:
         builds["triton"] = triton

@@ -30,7 +30,7 @@ from impls.adjoint_pair import adjoint_pair
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
 from impls.strategy import Strategy
-from impls.toolchain import missing_compiler
+from impls.toolchain import compiler_identity, cpu_flags, extension_compiler, missing_compiler
 
 SOURCE = Path(__file__).parent / "csrc" / "unfold_cpu.cpp"
 # UNFOLD_BENCH_CPP_CFLAGS replaces them (part of the build's key), e.g. "-O3 -march=x86-64-v3" to run the
@@ -42,37 +42,17 @@ CFLAGS = tuple((os.environ.get("UNFOLD_BENCH_CPP_CFLAGS") or "-O3 -march=native"
 OPENMP_FLAGS = ("-fopenmp",) if torch.backends.openmp.is_available() else ()
 
 
-def _cpu_flags() -> str:
-    """The CPU's instruction-set flags (Linux), so a ``-march=native`` build is never loaded on another CPU."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return " ".join(sorted(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
-def _compiler() -> str:
-    """The compiler the build runs (``$CXX``, else ``c++``, as ``torch.utils.cpp_extension`` reads it), resolved
-    through its links, so that another compiler, or another version installed beside it, is another build."""
-    name = os.environ.get("CXX", "c++")
-    found = shutil.which(name)
-    return str(Path(found).resolve()) if found else name
-
-
 def _build_key() -> str:
-    """What the built kernel depends on: its source, the compiler and its flags, torch, and the CPU."""
+    """What the built kernel depends on: its source, the compiler (``compiler_identity``) and its flags, torch, and
+    the CPU (its instruction-set flags: a ``-march=native`` build is never loaded on another CPU)."""
     digest = hashlib.sha256()
     for part in (
         SOURCE.read_bytes(),
-        _compiler().encode(),
+        compiler_identity(extension_compiler()).encode(),
         " ".join(CFLAGS + OPENMP_FLAGS).encode(),
         f"{huge_pages.RESULT_BYTES} {huge_pages.HUGE_PAGE_BYTES}".encode(),
         torch.__version__.encode(),
-        _cpu_flags().encode(),
+        cpu_flags().encode(),
     ):
         digest.update(part)
         digest.update(b"\0")

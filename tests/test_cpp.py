@@ -13,6 +13,7 @@ import torch
 from impls import cpp, get_strategy
 from impls.geometry import Geometry
 from impls.reference import reference_unfold
+from impls.toolchain import compiler_identity, extension_compiler
 from tests.helpers import assert_matches_reference
 
 pytestmark = pytest.mark.skipif(cpp.MISSING_REQUIREMENT is not None, reason=f"cpp needs {cpp.MISSING_REQUIREMENT}")
@@ -187,3 +188,22 @@ def test_another_compiler_is_another_build(tmp_path, monkeypatch):
         monkeypatch.setenv("CXX", str(path))
         keys[path.name] = cpp._build_key()
     assert keys["same-c++"] == default and keys["other-c++"] != default
+
+
+def test_a_compiler_upgraded_in_place_is_another_build(tmp_path, monkeypatch):
+    """The same compiler path holding another binary (another size, or another modification time) gives another
+    build key; the same binary, the same key; a compiler that is not found, its name, without failing."""
+    compiler = tmp_path / "c++"
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    old = cpp._build_key()
+    assert cpp._build_key() == old
+    compiler.write_text("#!/bin/sh\n# a newer version\n")
+    bigger = cpp._build_key()
+    stat = compiler.stat()
+    os.utime(compiler, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    touched = cpp._build_key()
+    assert len({old, bigger, touched}) == 3
+    monkeypatch.setenv("CXX", str(tmp_path / "missing-c++"))
+    assert compiler_identity(extension_compiler()) == str(tmp_path / "missing-c++")

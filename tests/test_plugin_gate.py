@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from dataclasses import replace
@@ -259,6 +260,99 @@ def test_a_kept_verdict_of_the_cpp_kernel_is_missed_when_its_compile_flags_chang
     monkeypatch.setattr(cpp, "KEY", cpp._build_key())
     after = [_verdict_file(cell, tmp_path) for cell in cells]
     assert after[0] != before[0] and after[1] != before[1] and after[2] == before[2]
+
+
+def test_a_kept_verdict_is_found_under_the_same_aten_cpu_capability_and_missed_under_another(tmp_path, monkeypatch):
+    """ATen runs the strategies' and the reference's CPU kernels for its capability (``ATEN_CPU_CAPABILITY``): a
+    verdict kept under one is reused under the same and missed under another."""
+    from benchmarks.cells import Verdict, _verdict_file, cached_verdict
+
+    cell = Cell(STRATEGIES["native"], EXAMPLE, "cpu")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(Verdict(error="kept under AVX2")))
+    assert cached_verdict(cell, tmp_path) == Verdict(error="kept under AVX2")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert cached_verdict(cell, tmp_path) is None
+
+
+@pytest.mark.parametrize("reader", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "cpu flags"])
+def test_a_kept_verdict_is_found_under_the_same_onednn_isa_and_missed_under_another(tmp_path, monkeypatch, reader):
+    """oneDNN runs ``onehot``'s convolution with the kernels of the ISA it picks by the CPU's flags, capped by
+    ``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``): a verdict kept under one CPU and cap is reused under the same
+    and missed under another."""
+    import benchmarks.cells
+    from benchmarks.cells import Verdict, _verdict_file, cached_verdict
+
+    def read_as(value: str) -> None:
+        if reader == "cpu flags":
+            monkeypatch.setattr(benchmarks.cells, "cpu_flags", lambda: value, raising=False)  # read there
+        else:
+            monkeypatch.setenv(reader, value)
+
+    cell = Cell(STRATEGIES["onehot"], EXAMPLE, "cpu")
+    read_as("avx2")
+    _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(Verdict(error="kept under avx2")))
+    assert cached_verdict(cell, tmp_path) == Verdict(error="kept under avx2")
+    read_as("avx512_core_amx")
+    assert cached_verdict(cell, tmp_path) is None
+
+
+@pytest.mark.skipif(STRATEGIES["compiled"].missing_requirement is not None, reason="no C++ compiler")
+def test_a_kept_verdict_of_a_compiling_strategy_is_found_under_the_same_inductor_compiler_and_missed_under_another(
+    tmp_path, monkeypatch
+):
+    """Inductor builds ``compiled``'s CPU kernels with the first compiler of ``torch._inductor.config.cpp.cxx`` that
+    it finds (``CXX`` as it was when that config was imported): a verdict kept under one is reused under the same,
+    whatever ``CXX`` says now, and missed under another; ``native``, which compiles nothing, keeps its verdict."""
+    import torch._inductor.config
+
+    from benchmarks.cells import Verdict, _verdict_file, cached_verdict
+
+    first, second = tmp_path / "g++-12", tmp_path / "g++-13"
+    for compiler in (first, second):
+        compiler.write_text(f"#!/bin/sh\n# {compiler.name}\n")
+        compiler.chmod(0o755)
+    cells = [Cell(STRATEGIES[name], EXAMPLE, "cpu") for name in ("compiled", "native")]
+    kept = [Verdict(error=f"{cell.strategy.name}, kept under {first.name}") for cell in cells]
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, str(first)))
+    for cell, verdict in zip(cells, kept):
+        _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(verdict))
+    monkeypatch.setenv("CXX", str(second))  # read by Inductor's config when imported, not after
+    assert [cached_verdict(cell, tmp_path) for cell in cells] == kept
+    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, str(second)))
+    assert [cached_verdict(cell, tmp_path) for cell in cells] == [None, kept[1]]
+
+
+@pytest.mark.slow
+def test_a_process_started_in_this_environment_keeps_verdicts_under_this_ones_key_and_one_capped_to_default_not(
+    tmp_path,
+):
+    """The bench command's process reads the verdicts that asv's process (started in its environment) kept: both
+    compute one key. A process started with ``ATEN_CPU_CAPABILITY=default`` runs other kernels on a CPU with vector
+    ones, and keeps its verdicts under another key."""
+    from benchmarks.cells import _verdict_file
+
+    code = (
+        "import sys; from pathlib import Path; from benchmarks.cells import Cell, _verdict_file; "
+        "from benchmarks.profiles import QUICK; "
+        "print(_verdict_file(Cell.from_names('native', 'example', 'cpu', QUICK), Path(sys.argv[1])))"
+    )
+    here = _verdict_file(Cell(STRATEGIES["native"], EXAMPLE, "cpu"), tmp_path)
+    keys = {}
+    for name, capability in [("same", {}), ("default", {"ATEN_CPU_CAPABILITY": "default"})]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)],
+            cwd=ROOT,
+            env={**os.environ, **capability},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        keys[name] = Path(done.stdout.splitlines()[-1])
+    assert keys["same"] == here
+    vector_kernels = torch.backends.cpu.get_cpu_capability() != "DEFAULT"
+    assert (keys["default"] != here) == vector_kernels
 
 
 def test_a_kept_verdict_is_missed_when_tritons_version_changes(tmp_path, monkeypatch):
