@@ -29,7 +29,7 @@ from impls.adjoint_pair import adjoint_pair, traced_or_transformed
 from impls.geometry import Geometry
 from impls.output_reuse import check_out
 from impls.strategy import Strategy
-from impls.toolchain import missing_compiler
+from impls.toolchain import inductor_default_compiler, missing_compiler
 
 # Enough graphs for every geometry, dtype and layout a test run produces; past it, fail instead of silently
 # running the uncompiled code (which materialises K padded tensors in the backward).
@@ -201,9 +201,10 @@ def _compiled_unfold(input: torch.Tensor, geometry: Geometry) -> torch.Tensor:
     return unfold_into(input, geometry)
 
 
-# Inductor builds its CPU kernels with a C++ compiler (its CUDA kernels are Triton's, but a machine without one is
-# refused on both: one declaration, no GPU machine without a compiler seen yet).
-MISSING_REQUIREMENT = missing_compiler("Inductor's CPU kernels")
+# Inductor builds its CPU kernels with a C++ compiler, by default g++ (not c++, as torch.utils.cpp_extension), and
+# its CUDA kernels with Triton; a machine without the compiler is refused on both: one declaration, no GPU machine
+# without a compiler seen yet.
+MISSING_REQUIREMENT = missing_compiler("Inductor's CPU kernels", inductor_default_compiler())
 
 unfold = Strategy(
     name="compiled",

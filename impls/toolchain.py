@@ -15,12 +15,19 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import sys
 from pathlib import Path
 
 
 def extension_compiler() -> str:
     """The compiler ``torch.utils.cpp_extension`` runs: ``$CXX``, else ``c++`` (its ``get_cxx_compiler``)."""
     return os.environ.get("CXX", "c++")
+
+
+def inductor_default_compiler() -> str:
+    """The compiler Inductor's configuration names by default (``torch._inductor.config.cpp.cxx``'s last entry):
+    ``$CXX``, else ``g++`` (``clang++`` on macOS), read without importing Inductor."""
+    return os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")
 
 
 def inductor_compiler() -> str:
@@ -62,9 +69,10 @@ def cpu_flags() -> str:
     return platform.processor() or platform.machine()
 
 
-def missing_compiler(purpose: str) -> str | None:
-    """What is missing to compile ``purpose`` (e.g. "its kernel"), or None when ``extension_compiler`` is found."""
-    compiler = extension_compiler()
+def missing_compiler(purpose: str, compiler: str | None = None) -> str | None:
+    """What is missing to compile ``purpose`` (e.g. "its kernel"), or None when ``compiler`` (default:
+    ``extension_compiler``) is found."""
+    compiler = extension_compiler() if compiler is None else compiler
     if shutil.which(compiler) is None:
         return f"a C++ compiler ({compiler!r} not found; set CXX or install g++) to build {purpose}"
     return None

@@ -74,3 +74,30 @@ def test_without_a_cxx_compiler_the_compiling_strategies_refuse_saying_so():
     for name in ("compiled", "compiled_reuse", "cpp", "cpp_reuse", "cpp_huge_pages"):
         assert "'no-such-compiler' not found" in reasons[name], reasons
     assert reasons["gather"] == "None"
+
+
+def test_the_compiled_strategies_need_inductors_compiler_g_plus_plus_not_c_plus_plus(tmp_path):
+    """Inductor's CPU backend runs ``$CXX``, else ``g++`` (its configuration's default), where ``cpp`` runs
+    ``$CXX``, else ``c++``: on a PATH with ``c++`` alone, ``compiled`` refuses naming ``g++`` and ``cpp`` is not
+    refused for want of a compiler."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    compiler = shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no c++ on this machine")
+    (tmp_path / "c++").symlink_to(compiler)
+    code = (
+        "import torch; from impls import STRATEGIES\n"
+        "for name in ('compiled', 'compiled_reuse', 'cpp'):\n"
+        "    print(name, STRATEGIES[name].unsupported_reason(2, 'cpu', torch.float32))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "CXX"}
+    env["PATH"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    reasons = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    for name in ("compiled", "compiled_reuse"):
+        assert "'g++' not found" in reasons[name], reasons
+    assert "compiler" not in reasons["cpp"], reasons
