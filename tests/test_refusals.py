@@ -146,6 +146,21 @@ def test_an_out_folder_is_checked_without_being_made_and_refused_naming_it(tmp_p
     assert not (tmp_path / "locked" / "reports").exists()
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc here")
+@pytest.mark.parametrize(
+    ("option_type", "text"), [("output_folder", "/proc/no-such/site"), ("output_file", "/proc/v/f")]
+)
+def test_a_folder_that_cannot_be_made_is_refused_where_os_access_lets_it_through(option_type, text):
+    """``/proc`` takes no new folder, though ``os.access`` lets root write into it: a folder is tried there, so
+    that the command is refused now rather than after its work."""
+    import argparse
+
+    from unfold_bench import common_args
+
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"{text!r}: ")):
+        getattr(common_args, option_type)(text)
+
+
 @pytest.mark.parametrize("command", ["capabilities", pytest.param("report", marks=pytest.mark.slow)])
 def test_a_nested_out_folder_is_made_when_the_command_writes_into_it(tmp_path, monkeypatch, command):
     """``--out`` two levels below any folder that exists: not made when parsed, and made with what the command

@@ -13,6 +13,7 @@ import math
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
@@ -80,13 +81,22 @@ def cell_regex(text: str) -> str:
 
 def _check_folder(text: str, folder: Path) -> None:
     """An argparse error where ``folder`` (which the option's value ``text`` names) could not be made and written
-    into: a part of its path is a file, or the nearest folder of it that exists cannot be written (``W_OK``) or
-    entered (``X_OK``). Makes nothing: a command refused later leaves no empty folder behind."""
+    into: a part of its path is a file, the nearest folder of it that exists cannot be written (``W_OK``) or entered
+    (``X_OK``), or, where ``folder`` is missing, no folder can be made there (a folder made and removed at once
+    shows it: ``os.access`` lets root through where ``mkdir`` fails, as in ``/proc``). Leaves nothing made: a
+    command refused later leaves no empty folder behind."""
     existing = next(f for f in (folder, *folder.parents) if os.path.lexists(f))
     if not os.path.isdir(existing):
         raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} cannot be written into")
+    if existing != folder:
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".unfold-bench-check-", dir=existing))
+        except OSError as error:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: no folder can be made in {str(existing)!r} ({error.strerror})"
+            ) from None
 
 
 def writable_file(text: str) -> str:
