@@ -99,10 +99,11 @@ def _check_folder(text: str, folder: Path) -> None:
             ) from None
 
 
-def writable_file(text: str) -> str:
-    """``text`` checked as a file a command writes when its work is done, making nothing: an argparse error where it
-    names a folder or cannot be written (the work would be lost at the end), or its folder could not be made and
-    written into (``_check_folder``)."""
+def output_file(text: str) -> str:
+    """argparse type of a file a command writes when its work is done: refused before the work where it names a
+    folder or cannot be written (the work would be lost at the end), or its folder could not be made and written
+    into (``_check_folder``). Checked, not made: the command makes its folder (``with_folder_made``) as it writes
+    it, so a command refused later leaves no empty folder behind."""
     path = Path(text).absolute()
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
@@ -112,15 +113,12 @@ def writable_file(text: str) -> str:
     return text
 
 
-def output_file(text: str) -> str:
-    """argparse type of a file a command writes when its work is done: refused before the work as ``writable_file``
-    refuses it; a folder of it that does not exist yet is made now."""
-    writable_file(text)
-    try:
-        Path(text).absolute().parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: its folder cannot be made ({error.strerror})") from None
-    return text
+def with_folder_made(path: str) -> Path:
+    """``path``, a file an option names (checked by ``output_file`` when parsed), with its folder made where it does
+    not exist yet: called just before the command writes the file."""
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    return file
 
 
 def output_folder(text: str) -> str:
@@ -258,8 +256,7 @@ def print_report(text: str, out: str | None) -> None:
     """Print a command's report and, with ``--out``, write it to that file too (its folder made if missing)."""
     print(text)
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text + "\n")
+        with_folder_made(out).write_text(text + "\n")
         print(f"written to {out}")
 
 
