@@ -58,11 +58,24 @@ def test_a_command_refuses_bad_input_naming_it_before_any_work(arguments, named,
     assert named in capsys.readouterr().err
 
 
-def test_an_output_files_missing_folder_is_made_before_the_work(tmp_path):
-    from unfold_bench.common_args import output_file
+@pytest.mark.parametrize("writer", ["stability", "print_report"])
+def test_an_output_files_missing_folder_is_made_when_the_command_writes_it(tmp_path, monkeypatch, capsys, writer):
+    """A file two levels below any folder that exists: accepted when parsed and nothing made, then written with its
+    folder by ``stability --from-runs --out`` (its runs' analysis replaced) or by ``print_report``, the writer of
+    agreement's, context's and variance's ``--out``."""
+    from unfold_bench.common_args import output_file, print_report
 
-    wanted = tmp_path / "gate" / "verdict.json"  # as the regression workflow names it
-    assert output_file(str(wanted)) == str(wanted) and wanted.parent.is_dir() and not wanted.exists()
+    wanted = tmp_path / "reports" / "gate" / f"{writer}.txt"
+    assert output_file(str(wanted)) == str(wanted) and not (tmp_path / "reports").exists()
+    if writer == "stability":
+        from tests.test_stability import _kept_runs
+        from unfold_bench.commands import stability
+
+        assert stability.main([*_kept_runs(tmp_path, monkeypatch), "--out", str(wanted)]) == 0
+        assert wanted.read_text().startswith("the report\n")
+    else:
+        print_report("the table", str(wanted))
+        assert wanted.read_text() == "the table\n"
 
 
 def test_a_commit_is_recorded_under_its_full_hash():
@@ -107,9 +120,22 @@ def test_every_commands_parser_refuses_an_abbreviated_option():
         (["report", "--out", "{out}", "--no-such-option"], "unrecognized arguments: --no-such-option"),
         (["capabilities", "--out", "{out}", "--commit", "main"], "--commit: 'main' is not a commit hash"),
         (["capabilities", "--out", "{out}", "--devices", "nosuch"], "--devices 'nosuch'"),  # refused in main
+        # a file a command writes when its work is done (common_args.output_file), refused by argparse before it
+        (["stability", "--out", "{out}/stability.txt", "--no-such-option"], "unrecognized arguments"),
+        (
+            "advise --input-shape 2,3,8,8 --kernel-size 3 --json {out}/a.json --html {out}/a.html --no-such".split(),
+            "unrecognized arguments: --no-such",
+        ),
+        (
+            ["variance", "--out", "{out}/variance.txt", "--json", "{out}/rounds.jsonl", "--no-such-option"],
+            "unrecognized",
+        ),
+        (["validate-gate", "--out", "{out}/gate-validation.txt", "--no-such-option"], "unrecognized arguments"),
+        (["agreement", "--out", "{out}/agreement.txt", "--no-such-option"], "unrecognized arguments"),
+        (["context", "--out", "{out}/call-context.txt", "--no-such-option"], "unrecognized arguments"),
     ],
 )
-def test_a_command_refused_after_its_out_folder_is_parsed_leaves_no_folder_behind(tmp_path, command, refused, capsys):
+def test_a_command_refused_after_an_output_option_is_parsed_leaves_no_folder_behind(tmp_path, command, refused, capsys):
     out = tmp_path / "new" / "site"
     assert main([a.format(out=out) for a in command]) == 2
     assert refused in capsys.readouterr().err
@@ -144,6 +170,21 @@ def test_an_out_folder_is_checked_without_being_made_and_refused_naming_it(tmp_p
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"'{nested}': '{tmp_path / 'locked'}' cannot")):
             output_folder(str(nested))
     assert not (tmp_path / "locked" / "reports").exists()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc here")
+@pytest.mark.parametrize(
+    ("option_type", "text"), [("output_folder", "/proc/no-such/site"), ("output_file", "/proc/v/f")]
+)
+def test_a_folder_that_cannot_be_made_is_refused_where_os_access_lets_it_through(option_type, text):
+    """``/proc`` takes no new folder, though ``os.access`` lets root write into it: a folder is tried there, so
+    that the command is refused now rather than after its work."""
+    import argparse
+
+    from unfold_bench import common_args
+
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"{text!r}: ")):
+        getattr(common_args, option_type)(text)
 
 
 @pytest.mark.parametrize("command", ["capabilities", pytest.param("report", marks=pytest.mark.slow)])

@@ -13,6 +13,7 @@ import math
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
@@ -80,19 +81,29 @@ def cell_regex(text: str) -> str:
 
 def _check_folder(text: str, folder: Path) -> None:
     """An argparse error where ``folder`` (which the option's value ``text`` names) could not be made and written
-    into: a part of its path is a file, or the nearest folder of it that exists cannot be written (``W_OK``) or
-    entered (``X_OK``). Makes nothing: a command refused later leaves no empty folder behind."""
+    into: a part of its path is a file, the nearest folder of it that exists cannot be written (``W_OK``) or entered
+    (``X_OK``), or, where ``folder`` is missing, no folder can be made there (a folder made and removed at once
+    shows it: ``os.access`` lets root through where ``mkdir`` fails, as in ``/proc``). Leaves nothing made: a
+    command refused later leaves no empty folder behind."""
     existing = next(f for f in (folder, *folder.parents) if os.path.lexists(f))
     if not os.path.isdir(existing):
         raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} cannot be written into")
+    if existing != folder:
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".unfold-bench-check-", dir=existing))
+        except OSError as error:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: no folder can be made in {str(existing)!r} ({error.strerror})"
+            ) from None
 
 
-def writable_file(text: str) -> str:
-    """``text`` checked as a file a command writes when its work is done, making nothing: an argparse error where it
-    names a folder or cannot be written (the work would be lost at the end), or its folder could not be made and
-    written into (``_check_folder``)."""
+def output_file(text: str) -> str:
+    """argparse type of a file a command writes when its work is done: refused before the work where it names a
+    folder or cannot be written (the work would be lost at the end), or its folder could not be made and written
+    into (``_check_folder``). Checked, not made: the command makes its folder (``with_folder_made``) as it writes
+    it, so a command refused later leaves no empty folder behind."""
     path = Path(text).absolute()
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
@@ -102,15 +113,12 @@ def writable_file(text: str) -> str:
     return text
 
 
-def output_file(text: str) -> str:
-    """argparse type of a file a command writes when its work is done: refused before the work as ``writable_file``
-    refuses it; a folder of it that does not exist yet is made now."""
-    writable_file(text)
-    try:
-        Path(text).absolute().parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: its folder cannot be made ({error.strerror})") from None
-    return text
+def with_folder_made(path: str) -> Path:
+    """``path``, a file an option names (checked by ``output_file`` when parsed), with its folder made where it does
+    not exist yet: called just before the command writes the file."""
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    return file
 
 
 def output_folder(text: str) -> str:
@@ -248,8 +256,7 @@ def print_report(text: str, out: str | None) -> None:
     """Print a command's report and, with ``--out``, write it to that file too (its folder made if missing)."""
     print(text)
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text + "\n")
+        with_folder_made(out).write_text(text + "\n")
         print(f"written to {out}")
 
 

@@ -22,7 +22,7 @@ import json
 import sys
 import time
 
-from unfold_bench.common_args import command_parser, finite_float, output_file
+from unfold_bench.common_args import command_parser, finite_float, output_file, with_folder_made
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -170,10 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     print(format_text(report))
     print(f"measured in {report['seconds'] / 60:.1f} min")
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump(report, out, indent=1, default=str)
+        with_folder_made(args.json).write_text(json.dumps(report, indent=1, default=str))
     if args.html:
-        write_html(report, args.html)
+        write_html(report, str(with_folder_made(args.html)))
     if PLUGIN_PROBLEMS:  # as bench does: the others were measured, a strategy you named was not
         print(set_aside_count(PLUGIN_PROBLEMS))
     if report["failed"]:  # judged without them: the picks stand, but a strategy failed on your layer

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import add_commit, command_parser, output_folder, writable_file
+from unfold_bench.common_args import add_commit, command_parser, output_file, output_folder
 
 
 def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine = machine_name()
     path = Path(args.out) / f"{machine}.json"
     try:  # the machine's own file there, before the checks it would hold; the folder is made when it is written
-        writable_file(str(path))
+        output_file(str(path))
     except argparse.ArgumentTypeError as error:
         parser.error(f"--out {args.out}: {error}")
     earlier = None  # the record the checked rows are merged into, read before the checks it would hold

@@ -360,7 +360,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     add_machine(parser)
     parser.add_argument(
         "--verdict-file",
-        type=output_file,  # checked where given; the default's folder is made when the gate starts
+        type=output_file,  # checked where given; its folder, or the default's, is made when the gate starts
         help=f"where the verdict and every cell are written as JSON ({WORK / 'verdict.json'}); under GitHub "
         "Actions the job summary gets the table and each flagged cell an ::error annotation",
     )

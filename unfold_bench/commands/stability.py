@@ -61,7 +61,14 @@ from reports.run_level import (
 )
 from reports.set_aside import complexity, set_aside
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_profile, command_parser, finite_float, output_file
+from unfold_bench.common_args import (
+    add_bench,
+    add_profile,
+    command_parser,
+    finite_float,
+    output_file,
+    with_folder_made,
+)
 
 TIMES = [m for m, figure in METRICS.items() if figure.paired is not None]
 SELECTION_FILE = "bench"  # beside a kept run's results: the --bench selection it was measured with
@@ -445,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text += "\n" + "\n".join(forecast(process_variances(tables), by_suite, args.runs, args.target)) + "\n"
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        with_folder_made(args.out).write_text(text)
     return 0
 
 

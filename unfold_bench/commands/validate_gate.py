@@ -38,7 +38,14 @@ from benchmarks.trees import clone as make_clone_of
 from benchmarks.vocabulary import timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
-from unfold_bench.common_args import add_bench, add_mode, command_parser, finite_float, output_file
+from unfold_bench.common_args import (
+    add_bench,
+    add_mode,
+    command_parser,
+    finite_float,
+    output_file,
+    with_folder_made,
+)
 
 SLOWDOWN = 0.10
 SLOWER = f"""
@@ -281,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = "\n".join([command, *rejudge(args.rejudge, args.margin, args.measured_margin, injection)])
         print(text)
         if args.out:
-            Path(args.out).write_text(text + "\n")
+            with_folder_made(args.out).write_text(text + "\n")
         return 0
     if args.processes is not None and (args.mode != "paired" or args.processes < 4 or args.processes % 2):
         parser.error(f"--processes {args.processes}: the paired mode's, even and at least 4")
@@ -372,8 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         a stop in the middle of a write leaves the previous one whole."""
         if not args.out:
             return
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
+        out = with_folder_made(args.out)
         partial = out.with_name(f".{out.name}.partial")
         partial.write_text("\n".join([*lines, *summary()]) + "\n")
         os.replace(partial, out)

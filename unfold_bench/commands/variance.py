@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import command_parser, finite_float, machine_argument, output_file, print_report
+from unfold_bench.common_args import (
+    command_parser,
+    finite_float,
+    machine_argument,
+    output_file,
+    print_report,
+    with_folder_made,
+)
 
 if TYPE_CHECKING:
     from reports.compare import Thresholds
@@ -148,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     text += components.report(rows, args.target, ALPHA, POWER, defaults.paired_margin)
     print_report(text, args.out)
     if args.json:
-        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in [header, *rows]))
+        with_folder_made(args.json).write_text("".join(json.dumps(r) + "\n" for r in [header, *rows]))
     return 0
 
 
