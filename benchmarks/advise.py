@@ -27,7 +27,6 @@ import dataclasses
 import importlib
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -39,13 +38,12 @@ import torch
 
 from benchmarks.allocator import (
     FRESH_PAGES,
-    MMAP_THRESHOLD_VARIABLE,
-    REGIME_VARIABLE,
     REGIMES,
     WARM,
     apply_regime_now,
     pin_mmap_threshold_now,
     regime_environment,
+    sets_warm_thresholds,
 )
 from benchmarks.cells import (
     Cell,
@@ -338,7 +336,7 @@ def measure(
     for name, workload in workloads.items():
         if name != baseline:
             share_inputs(workload, workloads[baseline])
-    peaks_first = WARM.name not in regimes or _warm_regime_undoes_a_pin()
+    peaks_first = WARM.name not in regimes or sets_warm_thresholds()  # then the warm regime undoes their pin
     if peaks_first:  # no call has run with the threshold pinned yet: each has its warm-up call
         yield from _net_peaks(workloads, warm_up=workloads, progress=progress)
     completed: dict[str, set[str]] = {}  # per regime timed, the strategies that ran every call of it
@@ -389,12 +387,6 @@ def measure(
         judged = {name: w for name, w in workloads.items() if any(name in names for names in completed.values())}
         fresh = completed.get(FRESH_PAGES.name, set())
         yield from _net_peaks(judged, warm_up=[name for name in judged if name not in fresh], progress=progress)
-
-
-def _warm_regime_undoes_a_pin(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether the warm regime sets glibc's thresholds itself when timing starts, which undoes the pin a net peak
-    leaves: ``apply_regime_now`` does in a process started in it, unless the user set a threshold of their own."""
-    return environ.get(REGIME_VARIABLE) == WARM.name and MMAP_THRESHOLD_VARIABLE not in environ
 
 
 def _net_peaks(

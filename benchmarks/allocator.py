@@ -149,15 +149,24 @@ def _mallopt(parameter: int, value: int) -> bool:
     return c is not None and hasattr(c, "mallopt") and bool(c.mallopt(parameter, value))
 
 
-def apply_regime_now(environ: Mapping[str, str] = os.environ) -> None:
+def sets_warm_thresholds(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``apply_regime_now`` sets the warm regime's thresholds when next called in this process: it was started
+    in the warm regime (``REGIME_VARIABLE``), without a ``MALLOC_MMAP_THRESHOLD_`` of the user's (which stays), and
+    has not had them set yet. Then they replace a pin made before (``pin_mmap_threshold_now``)."""
+    return not _applied and environ.get(REGIME_VARIABLE) == WARM.name and MMAP_THRESHOLD_VARIABLE not in environ
+
+
+def apply_regime_now(environ: Mapping[str, str] = os.environ) -> bool:
     """Set glibc's thresholds as the regime this process was started in (``REGIME_VARIABLE``) times with: for the warm
     regime, mmap at 32 MiB and trim at 64 MiB (``mallopt``; it also switches the dynamic adjustment off). Call it
-    where timing starts, before the timed inputs and outputs are allocated; once per process, cheap after."""
-    if _applied or environ.get(REGIME_VARIABLE) != WARM.name or MMAP_THRESHOLD_VARIABLE in environ:
-        return  # applied; another regime (set from the start); or the user's own threshold
+    where timing starts, before the timed inputs and outputs are allocated; once per process, cheap after. Returns
+    whether it set them now (``sets_warm_thresholds``): another regime is set from the start."""
+    if not sets_warm_thresholds(environ):
+        return False  # applied; another regime (set from the start); or the user's own threshold
     _mallopt(_M_MMAP_THRESHOLD, WARM_MMAP_THRESHOLD)
     _mallopt(_M_TRIM_THRESHOLD, WARM_TRIM_THRESHOLD)
     _applied.append(WARM.name)
+    return True
 
 
 def pin_mmap_threshold_now() -> bool:

@@ -197,10 +197,11 @@ def _measured_in_process(
     -> regimes, "memory" for the net peak) says, or the process dies at the first call of a regime in "death".
     Returns the measurements and what happened in order: ("net peak", strategy, warm_up), ("warm thresholds",),
     ("pinned",), ("timed", regime, strategy)."""
-    from benchmarks import advise
+    from benchmarks import advise, allocator
     from benchmarks.allocator import MMAP_THRESHOLD_VARIABLE, REGIME_VARIABLE
     from impls import STRATEGIES
 
+    monkeypatch.setattr(allocator, "_applied", [])  # a process of its own: no warm thresholds set yet
     monkeypatch.setenv(REGIME_VARIABLE, "warm")
     if users_threshold is None:
         monkeypatch.delenv(MMAP_THRESHOLD_VARIABLE, raising=False)

@@ -142,6 +142,22 @@ def test_each_regime_sets_its_thresholds_replaces_the_other_regimes_and_keeps_th
         get_regime("cold")
 
 
+def test_the_warm_thresholds_are_set_once_in_a_process_started_warm_never_over_the_users(monkeypatch):
+    # sets_warm_thresholds says beforehand what apply_regime_now will do (advise orders its net peaks by it)
+    from benchmarks import allocator
+
+    set_now: list[tuple[int, int]] = []
+    monkeypatch.setattr(allocator, "_mallopt", lambda parameter, value: set_now.append((parameter, value)) or True)
+    monkeypatch.setattr(allocator, "_applied", [])  # as in a process of its own
+    warm = regime_environment(WARM, UNPINNED)
+    for environ in (UNPINNED, regime_environment(FRESH_PAGES, UNPINNED), {**warm, MMAP_THRESHOLD_VARIABLE: "65536"}):
+        assert not allocator.sets_warm_thresholds(environ) and not allocator.apply_regime_now(environ)
+    assert not set_now  # glibc's default; another regime's, set from the start; the user's own threshold
+    assert allocator.sets_warm_thresholds(warm) and allocator.apply_regime_now(warm)
+    assert sorted(value for _, value in set_now) == [WARM_MMAP_THRESHOLD, WARM_TRIM_THRESHOLD]
+    assert not allocator.sets_warm_thresholds(warm) and not allocator.apply_regime_now(warm)  # once a process
+
+
 _HEAP = (
     f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
     "from benchmarks.allocator import apply_regime_now\n"
