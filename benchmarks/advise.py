@@ -10,10 +10,10 @@ with glibc's allocator as a user's process has it:
    computed once for all) or is listed with the reason; a first call compiles, and its time is reported;
 2. **memory**, first where it can be (a death in a race keeps it): each strategy's net peak, the threshold pinned;
 3. **time**, per timing regime (``benchmarks.allocator``), the warm one first (its thresholds set anew), then the
-   fresh-pages one (the threshold pinned): forward and forward-backward in a ``race``, rounds of one call per
-   strategy with the order reversed every round, each strategy's per-round log-ratio to the baseline (``native``
-   where it runs the layer) a paired sample; its ratio is their Hodges-Lehmann estimate with a 95% signed-rank
-   interval (``benchmarks.paired_stats``), its time the ratio times the baseline's median.
+   fresh-pages one (entered as a process started in it has glibc): forward and forward-backward in a ``race``,
+   rounds of one call per strategy with the order reversed every round, each strategy's per-round log-ratio to the
+   baseline (``native`` where it runs the layer) a paired sample; its ratio is their Hodges-Lehmann estimate with a
+   95% signed-rank interval (``benchmarks.paired_stats``), its time the ratio times the baseline's median.
 
 Run as a module it measures one layer (JSON), printing progress lines and one JSON object per row::
 
@@ -41,7 +41,7 @@ from benchmarks.allocator import (
     REGIMES,
     WARM,
     apply_regime_now,
-    pin_mmap_threshold_now,
+    enter_fresh_pages_now,
     regime_environment,
     sets_warm_thresholds,
 )
@@ -343,7 +343,7 @@ def measure(
     for regime in REGIMES:  # warm first: its thresholds are set once a process, the fresh-pages pin for good
         if regime not in regimes:
             continue
-        if regime == FRESH_PAGES.name and not pin_mmap_threshold_now():
+        if regime == FRESH_PAGES.name and not enter_fresh_pages_now():
             raise RuntimeError("cannot pin glibc's mmap threshold here (no mallopt): no fresh-pages regime")
         if regime == WARM.name:
             apply_regime_now()

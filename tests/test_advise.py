@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
+import statistics
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -196,7 +200,7 @@ def _measured_in_process(
     threshold if given): ``native`` takes 1 s a call, ``gather`` 0.5 s, and a call raises where ``failing`` (which
     -> regimes, "memory" for the net peak) says, or the process dies at the first call of a regime in "death".
     Returns the measurements and what happened in order: ("net peak", strategy, warm_up), ("warm thresholds",),
-    ("pinned",), ("timed", regime, strategy)."""
+    ("fresh pages",), ("timed", regime, strategy)."""
     from benchmarks import advise, allocator
     from benchmarks.allocator import MMAP_THRESHOLD_VARIABLE, REGIME_VARIABLE
     from impls import STRATEGIES
@@ -227,16 +231,16 @@ def _measured_in_process(
         events.append(("net peak", name, warm_up))
         return 100 * MIB
 
-    def pin():
+    def enter_fresh_pages():
         regime.update(now="fresh-pages")
-        events.append(("pinned",))
+        events.append(("fresh pages",))
         return True
 
     monkeypatch.setattr(advise, "timed_call", timed)
     monkeypatch.setattr(advise, "charged_net_peak", net_peak)
     # nothing of this process's allocator is changed
     monkeypatch.setattr(advise, "apply_regime_now", lambda: events.append(("warm thresholds",)))
-    monkeypatch.setattr(advise, "pin_mmap_threshold_now", pin)
+    monkeypatch.setattr(advise, "enter_fresh_pages_now", enter_fresh_pages)
     strategies = {name: STRATEGIES[name] for name in ("native", "gather")}
     rows, why = [], ""
     try:
@@ -331,6 +335,45 @@ def test_a_net_peak_that_cannot_be_measured_fails_the_strategy_in_every_regime(m
     assert all(rule["model_pick"] == "native" for rule in report["rules"])
     assert all(row["failed"] for rows in report["tables"].values() for row in rows if row["strategy"] == "gather")
     assert report["failed"] == ["layer gather: failed while its net peak was measured: RuntimeError: no peak"]
+
+
+_FAULTS_PER_CALL = (
+    "import json, sys\n"
+    "from benchmarks import advise\n"
+    "from benchmarks.replicates import minor_faults\n"
+    "from impls import STRATEGIES\n"
+    "calls, timed_call = [], advise.timed_call\n"
+    "def counted(workloads, index, which):\n"
+    "    before = minor_faults()\n"
+    "    seconds = timed_call(workloads, index, which)\n"
+    "    calls.append([which, minor_faults() - before])\n"
+    "    return seconds\n"
+    "advise.timed_call = counted\n"
+    "config = advise.layer_config(tuple(json.loads(sys.argv[1])), 3)\n"
+    "for row in advise.measure(config, 0.0, ('warm', 'fresh-pages'), strategies={'native': STRATEGIES['native']}):\n"
+    "    pass\n"
+    "print(json.dumps(calls))\n"
+)
+
+
+def test_every_fresh_pages_call_pays_its_outputs_first_touch_faults_after_the_warm_regime():
+    # the warm regime leaves its freed outputs in the heap, resident, and glibc serves a block from there before it
+    # considers mmap: with the threshold merely pinned, the fresh-pages outputs landed on resident pages
+    from benchmarks.allocator import WARM, regime_environment
+    from benchmarks.trees import ROOT
+    from tests.test_allocator import PLAIN_PAGES, fault_bytes
+
+    shape = (2, 32, 64, 64)  # an output of several MiB
+    output_bytes = layer_config(shape, 3).geometry.output_numel * torch.float32.itemsize
+    command = [sys.executable, "-c", _FAULTS_PER_CALL, json.dumps(shape)]
+    run = subprocess.run(command, cwd=ROOT, env=regime_environment(WARM, PLAIN_PAGES), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    runs = [
+        (which, [n for _, n in calls]) for which, calls in itertools.groupby(json.loads(run.stdout), lambda c: c[0])
+    ]
+    assert [which for which, _ in runs] == ["forward", "forward_backward"] * 2  # the warm regime's, the fresh-pages'
+    for which, faults in runs[2:]:
+        assert statistics.median(faults) >= 0.5 * output_bytes / fault_bytes(), (which, faults)
 
 
 def test_a_layers_time_limit_grows_with_the_budget():
