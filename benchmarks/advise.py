@@ -8,12 +8,12 @@ with glibc's allocator as a user's process has it:
 
 1. **correctness**: each strategy passes the check (``benchmarks.cells.check_cell``, the reference's answers
    computed once for all) or is listed with the reason; a first call compiles, and its time is reported;
-2. **time**, per timing regime (``benchmarks.allocator``), the warm one first, then the fresh-pages one (the
-   threshold pinned, which cannot be undone): forward and forward-backward in a ``race``, rounds of one call
-   per strategy with the order reversed every round, each strategy's per-round log-ratio to the baseline
-   (``native`` where it runs the layer) being a paired sample; its ratio is their Hodges-Lehmann estimate with
-   a 95% signed-rank interval (``benchmarks.paired_stats``), its time the ratio times the baseline's median;
-3. **memory**, the threshold pinned: each strategy's net peak (``benchmarks.cells.charged_net_peak``).
+2. **memory**, first where it can be (a death in a race keeps it): each strategy's net peak, the threshold pinned;
+3. **time**, per timing regime (``benchmarks.allocator``), the warm one first (its thresholds set anew), then the
+   fresh-pages one (entered as a process started in it has glibc): forward and forward-backward in a ``race``,
+   rounds of one call per strategy with the order reversed every round, each strategy's per-round log-ratio to the
+   baseline (``native`` where it runs the layer) a paired sample; its ratio is their Hodges-Lehmann estimate with a
+   95% signed-rank interval (``benchmarks.paired_stats``), its time the ratio times the baseline's median.
 
 Run as a module it measures one layer (JSON), printing progress lines and one JSON object per row::
 
@@ -41,8 +41,9 @@ from benchmarks.allocator import (
     REGIMES,
     WARM,
     apply_regime_now,
-    pin_mmap_threshold_now,
+    enter_fresh_pages_now,
     regime_environment,
+    sets_warm_thresholds,
 )
 from benchmarks.cells import (
     Cell,
@@ -292,14 +293,17 @@ def measure(
     strategies: Mapping[str, Strategy] = STRATEGIES,
     progress: Callable[[str], None] = lambda line: None,
 ) -> Iterator[dict]:
-    """Rows of the layer's measurements (module docstring), in a process started in the warm regime:
-    per strategy its problem (why it cannot run the layer) or its compile time; per regime and strategy its
-    times and ratios to the baseline with intervals; per strategy its net peaks (the threshold pinned). A strategy
-    that fails gets a problem row marked ``failed``, the others are measured on: one that fails its check or its
-    set-up is not measured further (a row for every regime); one whose call raises while timed gets that regime's
-    row (``regime`` named), is not timed further in it, and is timed in the other regime, its net peak measured if
-    it ran every call of some regime; one whose net peak measurement raises gets the ``memory`` row, which holds
-    for every regime (a net peak is measured once, the threshold pinned, whatever the regime)."""
+    """Rows of the layer's measurements (module docstring), in a process started in the warm regime, each yielded as
+    soon as it is measured: per strategy its problem (why it cannot run the layer) or its compile time; per strategy its
+    net peaks (the threshold pinned); per regime and strategy its times and ratios to the baseline with intervals. The
+    net peaks come before the races, so that a process that dies in one keeps them, unless the pin they leave would
+    outlast into the warm regime: it sets its thresholds anew (``apply_regime_now``), but not over a threshold of the
+    user's; then they come after the races, only for the strategies that ran every call of some regime. A strategy that
+    fails gets a problem row marked ``failed``, the others are measured on: one that fails its check or its set-up is
+    not measured further (a row for every regime); one whose call raises while timed gets that regime's row (``regime``
+    named), is not timed further in it, and is timed in the other regime; one whose net peak measurement raises gets the
+    ``memory`` row, which holds for every regime (a net peak is measured once, the threshold pinned, whatever the
+    regime)."""
     use_exact_float32(device)
     workloads: dict[str, Workload] = {}
     reference = None
@@ -332,11 +336,14 @@ def measure(
     for name, workload in workloads.items():
         if name != baseline:
             share_inputs(workload, workloads[baseline])
+    peaks_first = WARM.name not in regimes or sets_warm_thresholds()  # then the warm regime undoes their pin
+    if peaks_first:  # no call has run with the threshold pinned yet: each has its warm-up call
+        yield from _net_peaks(workloads, warm_up=workloads, progress=progress)
     completed: dict[str, set[str]] = {}  # per regime timed, the strategies that ran every call of it
-    for regime in REGIMES:  # warm first: pinning the threshold cannot be undone
+    for regime in REGIMES:  # warm first: its thresholds are set once a process, the fresh-pages pin for good
         if regime not in regimes:
             continue
-        if regime == FRESH_PAGES.name and not pin_mmap_threshold_now():
+        if regime == FRESH_PAGES.name and not enter_fresh_pages_now():
             raise RuntimeError("cannot pin glibc's mmap threshold here (no mallopt): no fresh-pages regime")
         if regime == WARM.name:
             apply_regime_now()
@@ -376,14 +383,22 @@ def measure(
             rounds = len(found.times[baseline])
             progress(f"{regime} {which}: {rounds} rounds in {time.monotonic() - started:.1f} s")
         completed[regime] = set(timed)
+    if not peaks_first:  # only those judged in some regime; no warm-up where all their calls ran pinned
+        judged = {name: w for name, w in workloads.items() if any(name in names for names in completed.values())}
+        fresh = completed.get(FRESH_PAGES.name, set())
+        yield from _net_peaks(judged, warm_up=[name for name in judged if name not in fresh], progress=progress)
+
+
+def _net_peaks(
+    workloads: Mapping[str, Workload], warm_up: Collection[str], progress: Callable[[str], None]
+) -> Iterator[dict]:
+    """Each strategy's net peaks, forward and forward-backward (``charged_net_peak``, the threshold pinned, after
+    a warm-up call for those in ``warm_up``), a row per strategy as soon as it is measured; one whose measurement
+    raises gets a ``memory`` problem row instead, which holds for every regime."""
     started = time.monotonic()
     for name, workload in workloads.items():
-        if not any(name in names for names in completed.values()):
-            continue  # it failed in every regime: judged in none, its net peak would tell nothing
-        # no warm-up where its calls all ran with the threshold pinned (the fresh-pages regime)
-        warm_up = name not in completed.get(FRESH_PAGES.name, ())
         try:
-            peaks = {peak_metric(w): charged_net_peak(workload, w != "forward", warm_up) for w in PASSES}
+            peaks = {peak_metric(w): charged_net_peak(workload, w != "forward", name in warm_up) for w in PASSES}
         except Exception as error:  # one net peak for every regime: a failure here holds in each of them
             problem = f"failed while its net peak was measured: {type(error).__name__}: {error}"
             yield {"strategy": name, "regime": "memory", "problem": problem, "failed": True}

@@ -6,10 +6,12 @@ rising with each freed mmapped block up to 32 MiB, so what a call pays depends o
 
 Timing regimes (``REGIMES``): ``warm`` (the default), glibc's thresholds set where that adjustment ends (mmap at
 32 MiB, trim at 64 MiB) when a process starts timing (``apply_regime_now``), as a process that has run a while has
-them; ``fresh-pages``, the threshold pinned at 128 KiB from the start, so every timed call pays its output's
-first-touch faults. Net peaks are measured with the threshold pinned in either regime (``pin_mmap_threshold_now``).
+them; ``fresh-pages``, the threshold pinned at 128 KiB from the start (or from ``enter_fresh_pages_now`` on, which
+also takes the heap's free chunks out of use), so every timed call pays its output's first-touch faults. Net peaks
+are measured with the threshold pinned in either regime (``pin_mmap_threshold_now``).
 
-No torch import here: this must run before torch allocates anything.
+No torch import here (``enter_fresh_pages_now``'s, in a running process, aside): this must run before torch
+allocates anything.
 
 Details: docs/internals.md#benchmarksallocatorpy.
 """
@@ -21,7 +23,7 @@ import ctypes.util
 import functools
 import os
 import sys
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 MMAP_THRESHOLD_VARIABLE = "MALLOC_MMAP_THRESHOLD_"
@@ -31,6 +33,7 @@ PINNED_MMAP_THRESHOLD = 128 * 1024  # glibc's initial (and minimum dynamic) valu
 # the trim threshold at twice it (malloc.c sets both when it frees an mmapped block of that size)
 WARM_MMAP_THRESHOLD = 32 * 1024 * 1024
 WARM_TRIM_THRESHOLD = 2 * WARM_MMAP_THRESHOLD
+DEFAULT_TRIM_THRESHOLD = 128 * 1024  # glibc's, where no regime sets it (the fresh-pages regime's)
 # A net peak is resolved no finer: a smaller block comes from the heap, whose pages may already be resident (or
 # whose growth is counted in whole chunks), so two net peaks, or a net peak and the analytic minimum, that differ
 # by less say nothing.
@@ -149,15 +152,24 @@ def _mallopt(parameter: int, value: int) -> bool:
     return c is not None and hasattr(c, "mallopt") and bool(c.mallopt(parameter, value))
 
 
-def apply_regime_now(environ: Mapping[str, str] = os.environ) -> None:
+def sets_warm_thresholds(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``apply_regime_now`` sets the warm regime's thresholds when next called in this process: it was started
+    in the warm regime (``REGIME_VARIABLE``), without a ``MALLOC_MMAP_THRESHOLD_`` of the user's (which stays), and
+    has not had them set yet. Then they replace a pin made before (``pin_mmap_threshold_now``)."""
+    return not _applied and environ.get(REGIME_VARIABLE) == WARM.name and MMAP_THRESHOLD_VARIABLE not in environ
+
+
+def apply_regime_now(environ: Mapping[str, str] = os.environ) -> bool:
     """Set glibc's thresholds as the regime this process was started in (``REGIME_VARIABLE``) times with: for the warm
     regime, mmap at 32 MiB and trim at 64 MiB (``mallopt``; it also switches the dynamic adjustment off). Call it
-    where timing starts, before the timed inputs and outputs are allocated; once per process, cheap after."""
-    if _applied or environ.get(REGIME_VARIABLE) != WARM.name or MMAP_THRESHOLD_VARIABLE in environ:
-        return  # applied; another regime (set from the start); or the user's own threshold
+    where timing starts, before the timed inputs and outputs are allocated; once per process, cheap after. Returns
+    whether it set them now (``sets_warm_thresholds``): another regime is set from the start."""
+    if not sets_warm_thresholds(environ):
+        return False  # applied; another regime (set from the start); or the user's own threshold
     _mallopt(_M_MMAP_THRESHOLD, WARM_MMAP_THRESHOLD)
     _mallopt(_M_TRIM_THRESHOLD, WARM_TRIM_THRESHOLD)
     _applied.append(WARM.name)
+    return True
 
 
 def pin_mmap_threshold_now() -> bool:
@@ -168,6 +180,61 @@ def pin_mmap_threshold_now() -> bool:
     memory it is. Returns False where the C library has no ``mallopt`` (not glibc).
     """
     return _mallopt(_M_MMAP_THRESHOLD, PINNED_MMAP_THRESHOLD)
+
+
+# glibc's struct mallinfo2 (size_t fields) and, before glibc 2.33, struct mallinfo (int fields), in order (malloc.h)
+_MALLINFO_FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+_held_chunks: list[int] = []  # free heap chunks taken for good (enter_fresh_pages_now)
+
+
+def _mmapped_block_count() -> Callable[[], int] | None:
+    """A function giving how many blocks glibc serves from ``mmap`` now (``hblks`` of ``mallinfo2``, or of
+    ``mallinfo`` before glibc 2.33); None where the C library has neither."""
+    c = libc()
+    for name, field in (("mallinfo2", ctypes.c_size_t), ("mallinfo", ctypes.c_int)):
+        if c is not None and hasattr(c, name):
+            fields = [(part, field) for part in _MALLINFO_FIELDS]
+            mallinfo = ctypes.CFUNCTYPE(type(name, (ctypes.Structure,), {"_fields_": fields}))((name, c))
+            return lambda: mallinfo().hblks
+    return None
+
+
+def _take_free_heap_chunks() -> None:
+    """Take, and keep for good, every free heap chunk that could serve a block over the pinned threshold: blocks of
+    the threshold's size are taken while glibc serves them from the heap (its count of mmapped blocks stays), and the
+    first it serves from ``mmap`` is freed. Their pages, handed back to the kernel before, stay untouched."""
+    c, mmapped = libc(), _mmapped_block_count()
+    if c is None or mmapped is None:
+        return
+    malloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(("malloc", c))
+    free = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(("free", c))
+    while True:
+        before = mmapped()
+        block = malloc(PINNED_MMAP_THRESHOLD)
+        if not block:
+            return
+        if mmapped() > before:
+            free(block)
+            return
+        _held_chunks.append(block)
+
+
+def enter_fresh_pages_now() -> bool:
+    """Time in the fresh-pages regime from here on in a running process, as one started in it would: the mmap
+    threshold pinned, the trim threshold at glibc's default (the warm regime raises it), the free heap handed back
+    to the kernel (``benchmarks.memory.release_free_heap``) and its free chunks over the threshold taken for good.
+    glibc serves a block from a free heap chunk large enough before it considers ``mmap``, whatever the threshold,
+    and the warm regime leaves such chunks (its outputs, freed, at the heap's top or below blocks still in use):
+    left there, they would serve every output from resident pages after the first. Returns False where the C
+    library has no ``mallopt`` (not glibc)."""
+    from benchmarks.memory import release_free_heap  # imports torch: a running process has it already
+
+    if not pin_mmap_threshold_now():
+        return False
+    _mallopt(_M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
+    release_free_heap()
+    _take_free_heap_chunks()
+    return True
 
 
 def pin_mmap_threshold(argv: Sequence[str] | None = None) -> None:

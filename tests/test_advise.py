@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
+import statistics
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -181,21 +185,41 @@ def test_a_failed_strategy_is_listed_the_others_judged_and_the_command_exits_2(m
 
 
 REGIMES = ("warm", "fresh-pages")
+KILLED = "exited with status -9: "  # what run_json_child says of a process killed by a signal, with nothing on stderr
 
 
-def _measured_in_process(monkeypatch, failing: dict[str, set[str]]) -> tuple[dict[str, dict], list[str]]:
+class _Died(BaseException):
+    """The layer's process ending where it stands (killed, a segfault): nothing after it runs or is printed."""
+
+
+def _measured_in_process(
+    monkeypatch, failing: dict[str, set[str]], users_threshold: str | None = None
+) -> tuple[dict[str, dict], list[tuple]]:
     """One layer measured as ``advise`` does (``measure``'s rows, read by ``measure_layer``), in this process and
-    without timing anything: ``native`` takes 1 s a call, ``gather`` 0.5 s, and a call raises where ``failing``
-    (which -> regimes, "memory" for the net peak) says; the net peak measurements' ``warm_up`` are recorded."""
-    from benchmarks import advise
+    without timing anything, in the environment ``measure_layer`` gives it (the warm regime, and the user's own
+    threshold if given): ``native`` takes 1 s a call, ``gather`` 0.5 s, and a call raises where ``failing`` (which
+    -> regimes, "memory" for the net peak) says, or the process dies at the first call of a regime in "death".
+    Returns the measurements and what happened in order: ("net peak", strategy, warm_up), ("warm thresholds",),
+    ("fresh pages",), ("timed", regime, strategy)."""
+    from benchmarks import advise, allocator
+    from benchmarks.allocator import MMAP_THRESHOLD_VARIABLE, REGIME_VARIABLE
     from impls import STRATEGIES
 
+    monkeypatch.setattr(allocator, "_applied", [])  # a process of its own: no warm thresholds set yet
+    monkeypatch.setenv(REGIME_VARIABLE, "warm")
+    if users_threshold is None:
+        monkeypatch.delenv(MMAP_THRESHOLD_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(MMAP_THRESHOLD_VARIABLE, users_threshold)
     config = layer_config((2, 3, 6, 6), 3)
     regime = {"now": "warm"}
-    warm_ups: list[str] = []
+    events: list[tuple] = []
 
     def timed(workloads, index, which):
         name = workloads[index].cell.strategy.name
+        if regime["now"] in failing.get("death", ()):
+            raise _Died
+        events.append(("timed", regime["now"], name))
         if name == "gather" and regime["now"] in failing.get("time", ()):
             raise RuntimeError("boom")
         return {"native": 1.0, "gather": 0.5}[name]
@@ -204,31 +228,48 @@ def _measured_in_process(monkeypatch, failing: dict[str, set[str]]) -> tuple[dic
         name = workload.cell.strategy.name
         if name == "gather" and failing.get("memory"):
             raise RuntimeError("no peak")
-        warm_ups.append(f"{name} {warm_up}")
+        events.append(("net peak", name, warm_up))
         return 100 * MIB
+
+    def enter_fresh_pages():
+        regime.update(now="fresh-pages")
+        events.append(("fresh pages",))
+        return True
 
     monkeypatch.setattr(advise, "timed_call", timed)
     monkeypatch.setattr(advise, "charged_net_peak", net_peak)
-    monkeypatch.setattr(advise, "apply_regime_now", lambda: None)  # nothing of this process's allocator is changed
-    monkeypatch.setattr(advise, "pin_mmap_threshold_now", lambda: regime.update(now="fresh-pages") or True)
+    # nothing of this process's allocator is changed
+    monkeypatch.setattr(advise, "apply_regime_now", lambda: events.append(("warm thresholds",)))
+    monkeypatch.setattr(advise, "enter_fresh_pages_now", enter_fresh_pages)
     strategies = {name: STRATEGIES[name] for name in ("native", "gather")}
-    rows = [json.loads(json.dumps(row)) for row in advise.measure(config, 1e9, REGIMES, strategies=strategies)]
-    monkeypatch.setattr(advise, "run_json_child", lambda *args, **kwargs: (rows, ""))
-    return advise.measure_layer(config, 1e9, REGIMES, progress=lambda line: None), warm_ups
+    rows, why = [], ""
+    try:
+        for row in advise.measure(config, 1e9, REGIMES, strategies=strategies):
+            rows.append(json.loads(json.dumps(row)))  # each row as the parent reads it, as soon as it is printed
+    except _Died:
+        why = KILLED
+    monkeypatch.setattr(advise, "run_json_child", lambda *args, **kwargs: (rows, why))
+    return advise.measure_layer(config, 1e9, REGIMES, progress=lambda line: None), events
 
 
+USERS_THRESHOLD = str(2**20)  # a MALLOC_MMAP_THRESHOLD_ of the user's: apply_regime_now leaves it alone
+
+
+@pytest.mark.parametrize("users_threshold", [None, USERS_THRESHOLD])
 @pytest.mark.parametrize("failed, judged", [("warm", "fresh-pages"), ("fresh-pages", "warm")])
 def test_a_strategy_that_fails_while_timed_in_one_regime_is_failed_there_and_judged_in_the_other(
-    monkeypatch, failed, judged
+    monkeypatch, failed, judged, users_threshold
 ):
-    measured, warm_ups = _measured_in_process(monkeypatch, {"time": {failed}})
+    measured, events = _measured_in_process(monkeypatch, {"time": {failed}}, users_threshold)
     mine = measured[f"time:{failed}"]["gather"]
     assert mine["failed"] and mine["problem"] == f"failed while timed ({failed}, forward): RuntimeError: boom"
     other = measured[f"time:{judged}"]["gather"]
     assert "problem" not in other and math.isclose(other["ratio_forward_backward"], 0.5)
-    assert measured["memory"]["gather"]["net_peak_forward"] == 100 * MIB  # its net peak, for the regime it ran in
-    # no warm-up call before a net peak only where every call of it ran with the threshold pinned (fresh pages)
-    assert f"gather {failed == 'fresh-pages'}" in warm_ups and "native False" in warm_ups
+    assert measured["memory"]["gather"]["net_peak_forward"] == 100 * MIB  # its one net peak, for the regime it ran in
+    # a warm-up call before a net peak, unless every call of it ran with the threshold pinned (the races, fresh pages)
+    first = users_threshold is None
+    assert ("net peak", "gather", first or failed == "fresh-pages") in events
+    assert ("net peak", "native", first) in events
     report = advice([Layer(layer_config((2, 3, 6, 6), 3))], [measured], list(REGIMES), {})
     picks = {(rule["regime"], rule["rule"]): rule["model_pick"] for rule in report["rules"]}
     assert {regime for (regime, _), pick in picks.items() if pick == "gather"} == {judged}
@@ -239,24 +280,100 @@ def test_a_strategy_that_fails_while_timed_in_one_regime_is_failed_there_and_jud
     assert "gather          forward 500 ms" in text  # its figures in the regime it ran in
 
 
-def test_a_strategy_that_fails_in_every_regime_is_listed_per_regime_and_its_net_peak_not_measured(monkeypatch):
-    measured, warm_ups = _measured_in_process(monkeypatch, {"time": set(REGIMES)})
+def test_the_net_peaks_come_before_the_races_unless_their_pin_would_last_into_the_warm_regime(monkeypatch):
+    def where(events: list[tuple], kind: str) -> list[int]:
+        return [i for i, event in enumerate(events) if event[0] == kind]
+
+    _, events = _measured_in_process(monkeypatch, {})
+    # the warm regime's thresholds are set after the net peaks, which undoes the pin they leave
+    assert max(where(events, "net peak")) < events.index(("warm thresholds",)) < min(where(events, "timed"))
+    # forward and forward-backward, each after a warm-up call: no call of it has run with the threshold pinned yet
+    peaks = [events[i] for i in where(events, "net peak")]
+    assert peaks == [("net peak", s, True) for s in ("native", "gather") for _ in range(2)]
+    # over the user's own threshold nothing would undo it: after the races, as the warm regime leaves the threshold
+    _, events = _measured_in_process(monkeypatch, {}, USERS_THRESHOLD)
+    assert min(where(events, "net peak")) > max(where(events, "timed"))
+
+
+def test_a_process_that_dies_in_the_fresh_pages_regime_keeps_its_warm_figures_and_its_net_peaks(monkeypatch):
+    measured, _ = _measured_in_process(monkeypatch, {"death": {"fresh-pages"}})
+    for name, ratio in (("native", 1.0), ("gather", 0.5)):
+        warm = measured["time:warm"][name]
+        assert "problem" not in warm and math.isclose(warm["ratio_forward"], ratio)
+        assert measured["memory"][name]["net_peak_forward_backward"] == 100 * MIB
+        assert measured["time:fresh-pages"][name] == {
+            "strategy": name,
+            "problem": f"the measuring process {KILLED}",
+            "failed": True,
+        }
+    report = advice([Layer(layer_config((2, 3, 6, 6), 3))], [measured], list(REGIMES), {})
+    picks = {(rule["regime"], rule["rule"]): rule["model_pick"] for rule in report["rules"]}
+    assert {regime: pick for (regime, _), pick in picks.items()} == {"warm": "gather", "fresh-pages": None}
+    assert f"layer gather: the measuring process {KILLED}" in report["failed"]
+    assert "gather          forward 500 ms" in format_text(report)  # its warm figures
+
+
+@pytest.mark.parametrize("users_threshold", [None, USERS_THRESHOLD])
+def test_a_strategy_that_fails_in_every_regime_is_listed_per_regime_and_never_picked(monkeypatch, users_threshold):
+    measured, events = _measured_in_process(monkeypatch, {"time": set(REGIMES)}, users_threshold)
     assert all(measured[f"time:{regime}"]["gather"]["failed"] for regime in REGIMES)
-    assert "gather" not in measured["memory"] and not any(line.startswith("gather") for line in warm_ups)
+    # its net peak measured before the races, where they come first; after them, only a judged strategy's
+    first = users_threshold is None
+    assert ("gather" in measured["memory"]) == first == any(event[:2] == ("net peak", "gather") for event in events)
     report = advice([Layer(layer_config((2, 3, 6, 6), 3))], [measured], list(REGIMES), {})
     assert all(rule["model_pick"] == "native" for rule in report["rules"])
     assert report["failed"] == [f"layer gather: failed while timed ({r}, forward): RuntimeError: boom" for r in REGIMES]
 
 
-def test_a_net_peak_that_cannot_be_measured_fails_the_strategy_in_every_regime(monkeypatch):
+@pytest.mark.parametrize("users_threshold", [None, USERS_THRESHOLD])
+def test_a_net_peak_that_cannot_be_measured_fails_the_strategy_in_every_regime(monkeypatch, users_threshold):
     # one net peak serves both regimes (measured once, the threshold pinned): without it, neither can judge it
-    measured, _ = _measured_in_process(monkeypatch, {"memory": {"memory"}})
+    measured, _ = _measured_in_process(monkeypatch, {"memory": {"memory"}}, users_threshold)
     assert measured["memory"]["gather"]["failed"]
     assert all("problem" not in measured[f"time:{regime}"]["gather"] for regime in REGIMES)  # its times kept
     report = advice([Layer(layer_config((2, 3, 6, 6), 3))], [measured], list(REGIMES), {})
     assert all(rule["model_pick"] == "native" for rule in report["rules"])
     assert all(row["failed"] for rows in report["tables"].values() for row in rows if row["strategy"] == "gather")
     assert report["failed"] == ["layer gather: failed while its net peak was measured: RuntimeError: no peak"]
+
+
+_FAULTS_PER_CALL = (
+    "import json, sys\n"
+    "from benchmarks import advise\n"
+    "from benchmarks.replicates import minor_faults\n"
+    "from impls import STRATEGIES\n"
+    "calls, timed_call = [], advise.timed_call\n"
+    "def counted(workloads, index, which):\n"
+    "    before = minor_faults()\n"
+    "    seconds = timed_call(workloads, index, which)\n"
+    "    calls.append([which, minor_faults() - before])\n"
+    "    return seconds\n"
+    "advise.timed_call = counted\n"
+    "config = advise.layer_config(tuple(json.loads(sys.argv[1])), 3)\n"
+    "for row in advise.measure(config, 0.0, ('warm', 'fresh-pages'), strategies={'native': STRATEGIES['native']}):\n"
+    "    pass\n"
+    "print(json.dumps(calls))\n"
+)
+
+
+def test_every_fresh_pages_call_pays_its_outputs_first_touch_faults_after_the_warm_regime():
+    # the warm regime leaves its freed outputs in the heap, resident, and glibc serves a block from there before it
+    # considers mmap: with the threshold merely pinned, the fresh-pages outputs landed on resident pages
+    from benchmarks.allocator import WARM, regime_environment
+    from benchmarks.trees import ROOT
+    from tests.test_allocator import PLAIN_PAGES, fault_bytes
+
+    shape = (2, 32, 64, 64)  # an output of several MiB
+    output_bytes = layer_config(shape, 3).geometry.output_numel * torch.float32.itemsize
+    command = [sys.executable, "-c", _FAULTS_PER_CALL, json.dumps(shape)]
+    run = subprocess.run(command, cwd=ROOT, env=regime_environment(WARM, PLAIN_PAGES), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    runs = [
+        (which, [n for _, n in calls]) for which, calls in itertools.groupby(json.loads(run.stdout), lambda c: c[0])
+    ]
+    assert [which for which, _ in runs] == ["forward", "forward_backward"] * 2  # the warm regime's, the fresh-pages'
+    for which, faults in runs[2:]:
+        assert statistics.median(faults) >= 0.5 * output_bytes / fault_bytes(), (which, faults)
 
 
 def test_a_layers_time_limit_grows_with_the_budget():

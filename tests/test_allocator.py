@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,19 @@ UNPINNED = {
     for k, v in os.environ.items()
     if k not in (MMAP_THRESHOLD_VARIABLE, TRIM_THRESHOLD_VARIABLE, _REEXECUTED, REGIME_VARIABLE)
 }
+
+# besides, no opt-in to transparent huge pages where the kernel gives them only on request (glibc's tunable, PyTorch's
+# variable): then a minor fault maps one base page (fault_bytes)
+PLAIN_PAGES = {k: v for k, v in UNPINNED.items() if k not in ("GLIBC_TUNABLES", "THP_MEM_ALLOC_ENABLE")}
+
+
+def fault_bytes() -> int:
+    """The bytes one minor fault maps in fresh anonymous memory of a ``PLAIN_PAGES`` process: a transparent huge page
+    where the kernel gives them to every mapping, a base page otherwise."""
+    huge_pages = Path("/sys/kernel/mm/transparent_hugepage")
+    if (huge_pages / "enabled").exists() and "[always]" in (huge_pages / "enabled").read_text():
+        return int((huge_pages / "hpage_pmd_size").read_text())
+    return resource.getpagesize()
 
 
 def test_pinned_environment_adds_the_threshold_and_keeps_a_value_the_user_set():
@@ -142,6 +157,22 @@ def test_each_regime_sets_its_thresholds_replaces_the_other_regimes_and_keeps_th
         get_regime("cold")
 
 
+def test_the_warm_thresholds_are_set_once_in_a_process_started_warm_never_over_the_users(monkeypatch):
+    # sets_warm_thresholds says beforehand what apply_regime_now will do (advise orders its net peaks by it)
+    from benchmarks import allocator
+
+    set_now: list[tuple[int, int]] = []
+    monkeypatch.setattr(allocator, "_mallopt", lambda parameter, value: set_now.append((parameter, value)) or True)
+    monkeypatch.setattr(allocator, "_applied", [])  # as in a process of its own
+    warm = regime_environment(WARM, UNPINNED)
+    for environ in (UNPINNED, regime_environment(FRESH_PAGES, UNPINNED), {**warm, MMAP_THRESHOLD_VARIABLE: "65536"}):
+        assert not allocator.sets_warm_thresholds(environ) and not allocator.apply_regime_now(environ)
+    assert not set_now  # glibc's default; another regime's, set from the start; the user's own threshold
+    assert allocator.sets_warm_thresholds(warm) and allocator.apply_regime_now(warm)
+    assert sorted(value for _, value in set_now) == [WARM_MMAP_THRESHOLD, WARM_TRIM_THRESHOLD]
+    assert not allocator.sets_warm_thresholds(warm) and not allocator.apply_regime_now(warm)  # once a process
+
+
 _HEAP = (
     f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
     "from benchmarks.allocator import apply_regime_now\n"
@@ -188,6 +219,52 @@ def test_glibc_in_a_process_of_each_regime_serves_and_keeps_blocks_as_the_regime
     run = subprocess.run([sys.executable, "-c", _HEAP], env=environment, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == [from_heap, kept]
+
+
+BLOCK = 8 << 20  # far over the pinned threshold, under the warm one a third of it
+_FRESH_AFTER_WARM = (
+    f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+    "import ctypes, ctypes.util, json\n"
+    "import torch  # before the blocks: what it allocates on import would take their freed memory\n"
+    f"BLOCK = {BLOCK}\n"
+    "from benchmarks.allocator import apply_regime_now, enter_fresh_pages_now\n"
+    "from benchmarks.replicates import minor_faults\n"
+    "assert apply_regime_now()\n"
+    "libc = ctypes.CDLL(ctypes.util.find_library('c'))\n"
+    "libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]\n"
+    "libc.free.argtypes = [ctypes.c_void_p]\n"
+    "def faults_of_a_block():  # the minor faults its first touch takes\n"
+    "    block = libc.malloc(BLOCK)\n"
+    "    before = minor_faults()\n"
+    "    ctypes.memset(block, 1, BLOCK)\n"
+    "    faults = minor_faults() - before\n"
+    "    libc.free(block)\n"
+    "    return faults\n"
+    "below, in_use, top = libc.malloc(3 * BLOCK), libc.malloc(BLOCK), libc.malloc(BLOCK)  # in turn from the top\n"
+    "ctypes.memset(below, 1, 3 * BLOCK)  # room for a block when small ones split it\n"
+    "ctypes.memset(top, 1, BLOCK)\n"
+    "libc.free(below)  # free, resident, below a block in use\n"
+    "libc.free(top)  # free, resident, the heap's top (the warm trim threshold keeps it)\n"
+    "warm = faults_of_a_block()\n"
+    "assert enter_fresh_pages_now()\n"
+    "print(json.dumps([warm, [faults_of_a_block() for _ in range(4)]]))\n"
+)
+
+
+def test_entering_the_fresh_pages_regime_after_the_warm_one_gives_every_block_fresh_pages():
+    # glibc serves a block from a free heap chunk large enough before it considers mmap, whatever the threshold: the
+    # warm regime's freed blocks, at the heap's top or below a block in use, would give later blocks resident pages,
+    # even with the free heap handed back (a chunk below one in use stays, its pages resident again once touched)
+    run = subprocess.run(
+        [sys.executable, "-c", _FRESH_AFTER_WARM],
+        env=regime_environment(WARM, PLAIN_PAGES),
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    warm, fresh = json.loads(run.stdout)
+    pages = BLOCK / fault_bytes()
+    assert warm < 0.1 * pages and min(fresh) >= 0.5 * pages, (warm, fresh, pages)
 
 
 def test_the_regime_is_in_the_machine_name_and_entry():
