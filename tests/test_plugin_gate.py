@@ -308,19 +308,23 @@ def test_a_kept_verdict_of_a_compiling_strategy_is_found_under_the_same_inductor
 
     from benchmarks.cells import Verdict, _verdict_file, cached_verdict
 
+    original = torch._inductor.config.cpp.cxx
     first, second = tmp_path / "g++-12", tmp_path / "g++-13"
     for compiler in (first, second):
         compiler.write_text(f"#!/bin/sh\n# {compiler.name}\n")
         compiler.chmod(0o755)
     cells = [Cell(STRATEGIES[name], EXAMPLE, "cpu") for name in ("compiled", "native")]
     kept = [Verdict(error=f"{cell.strategy.name}, kept under {first.name}") for cell in cells]
-    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, str(first)))
-    for cell, verdict in zip(cells, kept):
-        _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(verdict))
-    monkeypatch.setenv("CXX", str(second))  # read by Inductor's config when imported, not after
-    assert [cached_verdict(cell, tmp_path) for cell in cells] == kept
-    monkeypatch.setattr(torch._inductor.config.cpp, "cxx", (None, str(second)))
-    assert [cached_verdict(cell, tmp_path) for cell in cells] == [None, kept[1]]
+    # Inductor's config.patch, not monkeypatch: monkeypatch's undo deletes a config entry, and every later test of
+    # this worker that compiles then fails
+    with torch._inductor.config.patch({"cpp.cxx": (None, str(first))}):
+        for cell, verdict in zip(cells, kept):
+            _verdict_file(cell, tmp_path).write_bytes(pickle.dumps(verdict))
+        monkeypatch.setenv("CXX", str(second))  # read by Inductor's config when imported, not after
+        assert [cached_verdict(cell, tmp_path) for cell in cells] == kept
+    with torch._inductor.config.patch({"cpp.cxx": (None, str(second))}):
+        assert [cached_verdict(cell, tmp_path) for cell in cells] == [None, kept[1]]
+    assert torch._inductor.config.cpp.cxx == original
 
 
 @pytest.mark.slow
