@@ -187,33 +187,33 @@ _MALLINFO_FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks f
 _held_chunks: list[int] = []  # free heap chunks taken for good (enter_fresh_pages_now)
 
 
-def _mmapped_block_count() -> Callable[[], int] | None:
-    """A function giving how many blocks glibc serves from ``mmap`` now (``hblks`` of ``mallinfo2``, or of
-    ``mallinfo`` before glibc 2.33); None where the C library has neither."""
+def _mallinfo() -> Callable[[], ctypes.Structure] | None:
+    """glibc's ``mallinfo2`` (or ``mallinfo`` before glibc 2.33): the main arena's counts now (``hblks``: blocks
+    served from ``mmap``; ``fordblks``: free bytes); None where the C library has neither."""
     c = libc()
     for name, field in (("mallinfo2", ctypes.c_size_t), ("mallinfo", ctypes.c_int)):
         if c is not None and hasattr(c, name):
             fields = [(part, field) for part in _MALLINFO_FIELDS]
-            mallinfo = ctypes.CFUNCTYPE(type(name, (ctypes.Structure,), {"_fields_": fields}))((name, c))
-            return lambda: mallinfo().hblks
+            return ctypes.CFUNCTYPE(type(name, (ctypes.Structure,), {"_fields_": fields}))((name, c))
     return None
 
 
 def _take_free_heap_chunks() -> None:
     """Take, and keep for good, every free heap chunk that could serve a block over the pinned threshold: blocks of
     the threshold's size are taken while glibc serves them from the heap (its count of mmapped blocks stays), and the
-    first it serves from ``mmap`` is freed. Their pages, handed back to the kernel before, stay untouched."""
-    c, mmapped = libc(), _mmapped_block_count()
-    if c is None or mmapped is None:
+    first it serves from ``mmap`` is freed. Their pages, handed back to the kernel before, stay untouched. At most
+    the free bytes' worth are taken: where ``mmap`` is off (``MALLOC_MMAP_MAX_=0``) every block grows the heap."""
+    c, mallinfo = libc(), _mallinfo()
+    if c is None or mallinfo is None:
         return
     malloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(("malloc", c))
     free = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(("free", c))
-    while True:
-        before = mmapped()
+    for _ in range(mallinfo().fordblks // PINNED_MMAP_THRESHOLD + 1):
+        before = mallinfo().hblks
         block = malloc(PINNED_MMAP_THRESHOLD)
         if not block:
             return
-        if mmapped() > before:
+        if mallinfo().hblks > before:
             free(block)
             return
         _held_chunks.append(block)
