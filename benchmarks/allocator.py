@@ -226,7 +226,8 @@ def enter_fresh_pages_now() -> bool:
     glibc serves a block from a free heap chunk large enough before it considers ``mmap``, whatever the threshold,
     and the warm regime leaves such chunks (its outputs, freed, at the heap's top or below blocks still in use):
     left there, they would serve every output from resident pages after the first. Returns False where the C
-    library has no ``mallopt`` (not glibc)."""
+    library has no ``mallopt`` (not glibc). Unlike a process started in the regime, it pins over a user's own
+    thresholds."""
     from benchmarks.memory import release_free_heap  # imports torch: a running process has it already
 
     if not pin_mmap_threshold_now():

@@ -2,16 +2,17 @@
 
 ``cpp`` builds its kernel with ``torch.utils.cpp_extension``, which runs ``CXX`` (default ``c++``,
 ``extension_compiler``); Inductor builds its CPU kernels (``compiled``, ``compiled_reuse``) with the first compiler
-of ``torch._inductor.config.cpp.cxx`` that runs (``CXX`` as it was when that config was imported, default ``g++``;
-``inductor_compiler``). A strategy that lacks its compiler declares so (``Strategy.missing_requirement``): it
-refuses every input saying what to install, and the tests and benchmarks skip it with that reason instead of
-failing. What a build made depends on the compiler's binary (``compiler_identity``) and, built for this CPU
-(``-march=native``), on the CPU's instruction-set flags (``cpu_flags``): the kernel's build key
-(``impls.cpp.KEY``) takes both, and the gate's key of a compiling strategy's verdict takes Inductor's compiler.
+of ``torch._inductor.config.cpp.cxx`` that it can run (``CXX`` as it was when that config was imported, default
+``g++``; ``inductor_compiler`` takes the first found on PATH). A strategy that lacks its compiler declares so
+(``Strategy.missing_requirement``): it refuses every input saying what to install, and the tests and benchmarks skip
+it with that reason instead of failing. What a build made depends on the compiler's binary (``compiler_identity``)
+and, built for this CPU (``-march=native``), on the CPU's instruction-set flags (``cpu_flags``): the kernel's build
+key (``impls.cpp.KEY``) takes both, and the gate's key of a compiling strategy's verdict takes Inductor's compiler.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shutil
@@ -58,6 +59,7 @@ def compiler_identity(name: str) -> str:
     return f"{path} {binary.st_size} {binary.st_mtime_ns}"
 
 
+@functools.cache
 def cpu_flags() -> str:
     """The CPU's instruction-set flags (Linux's ``/proc/cpuinfo``; elsewhere the processor's name), sorted."""
     try:

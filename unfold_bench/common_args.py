@@ -9,6 +9,7 @@ passes), ``--machine`` and ``--commit`` (what a result is recorded under), ``--c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -92,11 +93,13 @@ def _check_folder(text: str, folder: Path) -> None:
         raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} cannot be written into")
     if existing != folder:
         try:
-            os.rmdir(tempfile.mkdtemp(prefix=".unfold-bench-check-", dir=existing))
+            made = tempfile.mkdtemp(prefix=".unfold-bench-check-", dir=existing)
         except OSError as error:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: no folder can be made in {str(existing)!r} ({error.strerror})"
             ) from None
+        with contextlib.suppress(OSError):  # made: the option stands, whether or not the probe can be removed
+            os.rmdir(made)
 
 
 def output_file(text: str) -> str:

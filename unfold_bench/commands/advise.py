@@ -3,16 +3,17 @@
     unfold-bench advise --input-shape 64,128,56,56 --kernel-size 3 --stride 2 --padding 1
     unfold-bench advise --model torchvision.models.resnet18 --input-shape 32,3,224,224 --needs per-sample-gradients
 
-For each geometry (given, or collected from the model's convolutions and ``nn.Unfold`` modules, merged and
-counted): the correctness check of every strategy, then its forward and forward-backward time in each timing
-regime, raced against the baseline in rounds of one call each, the order reversed every round, with a signed-rank
-interval (``benchmarks.advise``), and its net peak memory; then a ranked table per geometry and a pick per layer
-and for the whole model by the site's rules and verdict, statistical ties and their tie-break included
-(``reports.advice``). ``--json`` and ``--html`` write the report. Bad input exits with status 2 and a message naming
-the parameter, before any measurement; a strategy that fails on a layer (its correctness check, an error while
-measured, the layer's process) is listed with the reason, the others are judged, and the command exits with
-status 2 (one that fails while timed in one regime only is failed there and judged in the other, where its net
-peak can be measured); else a plugin that could not be loaded makes it status 1.
+For each geometry (given, or collected from the model's convolutions and ``nn.Unfold`` modules, merged and counted):
+the correctness check of every strategy, its net peak memory, then its forward and forward-backward time in each
+timing regime, raced against the baseline in rounds of one call each, the order reversed every round, with a
+signed-rank interval (``benchmarks.advise``; over your own ``MALLOC_MMAP_THRESHOLD_`` the net peaks come last); then
+a ranked table per geometry and a pick per layer and for the whole model by the site's rules and verdict,
+statistical ties and their tie-break included (``reports.advice``). ``--json`` and ``--html`` write the report. Bad
+input exits with status 2 and a message naming the parameter, before any measurement; a strategy that fails on a
+layer (its correctness check, an error while measured, the layer's process) is listed with the reason, the others
+are judged, and the command exits with status 2 (one that fails while timed in one regime only is failed there and
+judged in the other; a layer's process that dies in a race keeps the net peaks and the figures measured before);
+else a plugin that could not be loaded makes it status 1.
 """
 
 from __future__ import annotations
