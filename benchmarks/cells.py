@@ -426,14 +426,15 @@ def _builds(cell: Cell) -> dict[str, str]:
     """What builds ``cell``'s checked code besides its sources and torch, for a verdict's key: the build key of the
     project's C++ kernel (``impls.cpp.KEY``, which hashes its compiler and compile flags, ``UNFOLD_BENCH_CPP_CFLAGS``
     among them) for a strategy that builds an extension; the C++ compiler Inductor builds CPU kernels with
-    (``impls.toolchain.inductor_compiler``, its ``compiler_identity``) for a strategy that compiles; and Triton's
+    (``impls.toolchain.inductor_compiler``, its ``compiler_identity``) for a CPU cell of a strategy that compiles;
+    and Triton's
     version where Triton is installed (``_triton``)."""
     builds = {}
     if cell.strategy.builds_extension:
         from impls import cpp
 
         builds["impls.cpp"] = cpp.KEY
-    if cell.strategy.compiles:
+    if cell.strategy.compiles and cell.device == "cpu":  # on CUDA Inductor's kernels are Triton's (below)
         builds["inductor's compiler"] = compiler_identity(inductor_compiler())
     triton = _triton()
     if triton is not None:
