@@ -4,8 +4,8 @@ asv's machine fields (machine, os, arch, cpu, num_cpu, ram) have no place for a 
 allocator, yet figures depend on all three. asv copies any extra keys of a machine entry into the
 ``params`` of every result it saves, so they are added there: ``device_names`` (CPU model and GPU model, or
 "GPU: none"), ``torch_version``, ``torch_threads``, ``allocator``, ``timing_regime`` (``benchmarks.allocator``). The
-machine *name* carries the GPU, the huge-page variant and the timing regime too, so results from different
-set-ups never share a directory or a chart line.
+machine *name* carries the GPU, the huge-page variant, a thread count set by the environment and the timing regime
+too, so results from different set-ups never share a directory or a chart line.
 
 The name starts with the host name, except where ``UNFOLD_BENCH_HOST`` says otherwise: a hosted CI runner
 (GitHub Actions) is a fresh VM with a new host name on every job, so without a stable label each run of the
@@ -26,6 +26,7 @@ from benchmarks.allocator import DEFAULT_REGIME, PINNED_MMAP_THRESHOLD, get_regi
 
 THP_VARIABLE = "THP_MEM_ALLOC_ENABLE"
 HOST_VARIABLE = "UNFOLD_BENCH_HOST"
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # torch's intra-op thread count, where set
 
 
 def cpu_model() -> str:
@@ -67,13 +68,17 @@ def _slug(text: str) -> str:
 
 def machine_name(regime: str = DEFAULT_REGIME) -> str:
     """A name that says what measured: host (or ``UNFOLD_BENCH_HOST``), CPU model and cores, GPU model,
-    ``-thp`` for the huge-page variant and the timing regime's suffix (none for the default, ``warm``)."""
+    ``-thp`` for the huge-page variant, ``-<n>threads`` where the environment sets torch's thread count
+    (``THREAD_VARIABLES``: a strategy of many small parallel regions and one of few move apart with it) and the
+    timing regime's suffix (none for the default, ``warm``)."""
     host = os.environ.get(HOST_VARIABLE) or socket.gethostname()
     parts = [_slug(host)[:24] or "host", _slug(cpu_model())[:32], f"{os.cpu_count()}cpu"]
     gpu = gpu_model()
     parts.append(_slug(gpu) if gpu else "nogpu")
     if os.environ.get(THP_VARIABLE) == "1":
         parts.append("thp")
+    if any(os.environ.get(variable) for variable in THREAD_VARIABLES):
+        parts.append(f"{torch.get_num_threads()}threads")
     return "-".join(parts) + get_regime(regime).machine_suffix
 
 

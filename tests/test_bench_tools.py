@@ -14,9 +14,9 @@ import sys
 import pandas as pd
 import pytest
 
-from benchmarks.allocator import NET_PEAK_RESOLUTION
+from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
 from benchmarks.cells import Cell
-from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, machine_info, machine_name
+from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, THREAD_VARIABLES, machine_info, machine_name
 from benchmarks.profiles import QUICK
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE
 from benchmarks.trees import ROOT
@@ -167,6 +167,25 @@ def test_machine_entry_names_the_devices_and_the_allocator_variant(monkeypatch):
     assert info["torch_version"] and "GPU:" in info["device_names"] and THP_VARIABLE in info["allocator"]
     monkeypatch.setenv(THP_VARIABLE, "1")
     assert machine_name().endswith("-thp") and "huge pages" in machine_info()["allocator"]
+
+
+def test_a_thread_count_set_by_the_environment_is_a_machine_name_of_its_own(monkeypatch):
+    """torch's thread count moves one strategy against another (a strategy of many small parallel regions waits at
+    each for a thread another task holds), so a count the environment sets is named, and none is named where it
+    sets none (the names of earlier results stand)."""
+    import torch
+
+    for variable in (THP_VARIABLE, *THREAD_VARIABLES):
+        monkeypatch.delenv(variable, raising=False)
+    default = machine_name()
+    assert "threads" not in default
+    for variable in THREAD_VARIABLES:
+        monkeypatch.setenv(variable, "1")
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+        assert machine_name() == f"{default}-1threads"
+        assert machine_name("fresh-pages") == f"{default}-1threads-freshpages"
+        assert regime_of_machine(machine_name("fresh-pages")).name == "fresh-pages"
+        monkeypatch.delenv(variable)
 
 
 def test_a_stable_host_label_replaces_the_host_name(monkeypatch):
