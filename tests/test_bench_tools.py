@@ -161,7 +161,8 @@ def test_memory_profile_re_executes_itself_pinned_not_the_command_that_called_it
 
 
 def test_machine_entry_names_the_devices_and_the_allocator_variant(monkeypatch):
-    monkeypatch.delenv(THP_VARIABLE, raising=False)
+    for variable in (THP_VARIABLE, *THREAD_VARIABLES):  # pytest-xdist's workers set OMP_NUM_THREADS (conftest)
+        monkeypatch.delenv(variable, raising=False)
     info = machine_info()
     assert info["machine"] == machine_name() and not info["machine"].endswith("-thp")
     assert info["torch_version"] and "GPU:" in info["device_names"] and THP_VARIABLE in info["allocator"]
