@@ -42,7 +42,7 @@ from benchmarks.memory import net_peak_bytes
 from benchmarks.profiles import PROFILES, Profile
 from benchmarks.vocabulary import DEVICES
 from impls import STRATEGIES, Strategy
-from impls.cpu_isa import _probed_under
+from impls.cpu_isa import probed_under
 from impls.parity import Reference, problems, random_grad_output
 from impls.plugins import PICKLABLE
 from impls.toolchain import compiler_identity, cpu_flags, inductor_compiler
@@ -396,12 +396,12 @@ def _onednn_isa() -> dict[str, str]:
     """What picks the instruction set whose kernels oneDNN runs (ATen's CPU convolutions, ``onehot``'s among them,
     and half-precision matmuls), besides torch's version: the CPU's instruction-set flags
     (``impls.toolchain.cpu_flags``) and oneDNN's caps in this environment (``ONEDNN_MAX_CPU_ISA``, ...:
-    ``impls.cpu_isa``'s ``_probed_under``).
+    ``impls.cpu_isa.probed_under``).
 
     Not the ISA itself (``impls.cpu_isa.onednn_isa``): reading it takes a subprocess in every process that was not
     handed it, and what it is read from is cheap and the same in each process of a run. Every cell's key takes
     it: oneDNN's known defects differ by ISA, and a strategy from outside declares nothing of what it runs."""
-    return {"cpu": cpu_flags(), **_probed_under()}
+    return {"cpu": cpu_flags(), **probed_under()}
 
 
 # The gate's own modules, hashed file by file: the check (this one) and the making of its input

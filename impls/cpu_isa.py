@@ -48,7 +48,7 @@ def onednn_isa() -> str | None:
     return None
 
 
-def _probed_under() -> dict[str, str]:
+def probed_under() -> dict[str, str]:
     """What the probe's answer depends on besides the CPU: this torch and oneDNN's caps in this environment."""
     return {"torch": torch.__version__, **{name: os.environ.get(name, "") for name in CAP_VARIABLES}}
 
@@ -60,9 +60,9 @@ def _handed_down() -> dict | None:
         record = json.loads(os.environ.get(ISA_VARIABLE, ""))
     except ValueError:
         return None
-    return record if isinstance(record, dict) and record.get("under") == _probed_under() else None
+    return record if isinstance(record, dict) and record.get("under") == probed_under() else None
 
 
 def isa_environment() -> dict[str, str]:
     """The variable that hands this process's answer, and what it was probed under, to the processes it starts."""
-    return {ISA_VARIABLE: json.dumps({"isa": onednn_isa(), "under": _probed_under()})}
+    return {ISA_VARIABLE: json.dumps({"isa": onednn_isa(), "under": probed_under()})}

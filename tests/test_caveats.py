@@ -206,10 +206,10 @@ def test_a_child_takes_the_isa_its_parent_handed_down_instead_of_probing(monkeyp
 def test_a_child_probes_for_itself_when_its_parents_answer_was_probed_under_another_torch_or_cap(
     monkeypatch, isa, differs
 ):
-    from impls.cpu_isa import ISA_VARIABLE, _probed_under
+    from impls.cpu_isa import ISA_VARIABLE, probed_under
 
     probes = _probe_answering(monkeypatch, "ISA P")
-    record = isa if differs is None else json.dumps({"isa": isa, "under": {**_probed_under(), **differs}})
+    record = isa if differs is None else json.dumps({"isa": isa, "under": {**probed_under(), **differs}})
     monkeypatch.setenv(ISA_VARIABLE, record)
     onednn_isa.cache_clear()
     try:
