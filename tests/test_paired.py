@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -144,21 +143,23 @@ def test_a_wrong_side_is_not_measured_and_a_missing_strategy_is_new_not_failed()
     assert [row["absent_at"] for row in absent] == ["base", "base"]
 
 
-PAGE_SLACK = 2 * os.sysconf("SC_PAGE_SIZE")  # how far two net peaks of the same call may differ
+AA_SHARE_OF_FLOOR = 4  # the same call's net peaks must agree to a quarter of the gate's memory floor
 
 
 @pytest.mark.slow
 def test_net_peaks_of_the_same_code_agree_in_their_pinned_process():
     """As the gate measures them: in a process of their own, started with glibc's threshold pinned. A resident
-    set moves in whole pages, and the interpreter's own small allocations land on a new page now and then, so
-    the two agree to a page or so (``PAGE_SLACK``), far inside the gate's floor. Without the warm-up call, the first
-    side is charged the pages of code and buffers the process touches for the first time, many pages more."""
+    set moves in whole pages, and the interpreter's own small allocations land on a new page now and then, so the
+    same call's two net peaks differ by a few pages (most often none, seen up to a few on a loaded machine). The
+    gate ignores a difference below its floor (``Thresholds.memory_floor_bytes``); this checks that A/A noise stays
+    a quarter of it or less, so that the floor keeps its margin."""
     command = [sys.executable, "-m", "benchmarks.paired", str(ROOT), str(ROOT), "native:example"]
     done = subprocess.run(command, cwd=ROOT, env=pinned_environment(), capture_output=True, text=True, check=True)
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [row["measure"] for row in rows] == ["net_peak_forward", "net_peak_forward_backward"]
-    assert all(row["before"] > 0 and abs(row["before"] - row["after"]) <= PAGE_SLACK for row in rows), rows
-    assert PAGE_SLACK < Thresholds().memory_floor_bytes
+    slack = Thresholds().memory_floor_bytes // AA_SHARE_OF_FLOOR
+    seen = [(row["measure"], row["before"], row["after"]) for row in rows]
+    assert all(row["before"] > 0 and abs(row["before"] - row["after"]) <= slack for row in rows), (slack, seen)
 
 
 @pytest.mark.slow
