@@ -172,6 +172,22 @@ def test_an_out_folder_is_checked_without_being_made_and_refused_naming_it(tmp_p
     assert not (tmp_path / "locked" / "reports").exists()
 
 
+@pytest.mark.parametrize("option_type", ["output_folder", "output_file"])
+def test_a_link_to_nothing_is_refused_as_such_where_named_or_on_the_way(tmp_path, option_type):
+    """A dangling symbolic link, named itself or as a folder on the way: named as a link to nothing, not as a file
+    (a file written through it would land where it points, or fail once the work is done)."""
+    import argparse
+
+    from unfold_bench import common_args
+
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone")
+    for text in (link, link / "below" / "report.txt"):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"{str(link)!r} is a link to ")):
+            getattr(common_args, option_type)(str(text))
+    assert not (tmp_path / "gone").exists()
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc here")
 @pytest.mark.parametrize(
     ("option_type", "text"), [("output_folder", "/proc/no-such/site"), ("output_file", "/proc/v/f")]

@@ -80,6 +80,15 @@ def cell_regex(text: str) -> str:
     return text
 
 
+def _refuse_broken_link(text: str, path: Path) -> None:
+    """An argparse error where ``path`` (named by the option's value ``text``) is a symbolic link to nothing: a
+    folder or file written through it would land where the link points, or the write would fail after the work."""
+    if path.is_symlink() and not path.exists():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {str(path)!r} is a link to {os.readlink(path)!r}, which does not exist"
+        )
+
+
 def _check_folder(text: str, folder: Path) -> None:
     """An argparse error where ``folder`` (which the option's value ``text`` names) could not be made and written
     into: a part of its path is a file, the nearest folder of it that exists cannot be written (``W_OK``) or entered
@@ -87,6 +96,7 @@ def _check_folder(text: str, folder: Path) -> None:
     shows it: ``os.access`` lets root through where ``mkdir`` fails, as in ``/proc``). Leaves nothing made: a
     command refused later leaves no empty folder behind."""
     existing = next(f for f in (folder, *folder.parents) if os.path.lexists(f))
+    _refuse_broken_link(text, existing)
     if not os.path.isdir(existing):
         raise argparse.ArgumentTypeError(f"{text!r}: {str(existing)!r} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -108,6 +118,7 @@ def output_file(text: str) -> str:
     into (``_check_folder``). Checked, not made: the command makes its folder (``with_folder_made``) as it writes
     it, so a command refused later leaves no empty folder behind."""
     path = Path(text).absolute()
+    _refuse_broken_link(text, path)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
     if path.exists() and not os.access(path, os.W_OK):
@@ -129,6 +140,7 @@ def output_folder(text: str) -> str:
     part of its path is a file, or it could not be made or written into (``_check_folder``). Checked, not made: the
     command makes it (``mkdir(parents=True, exist_ok=True)``) when it writes into it."""
     path = Path(text).absolute()
+    _refuse_broken_link(text, path)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
     _check_folder(text, path)
