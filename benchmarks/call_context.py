@@ -13,8 +13,8 @@ the suite places them, with A the reference and B the strategy, this times:
 
 Each order is repeated untimed first, so that its steady state is what is timed. Per order it gives each position's
 median time, the ratio B / A (``loop``, ``alternating``: the quotient of the medians; ``blocks``: the suite's own
-statistic, the trimmed mean of the block log-ratios, exponentiated; ``paused`` has no A) and the minor page faults
-per timed call. Run as a module (one process)::
+statistic, the trimmed mean of the block log-ratios, exponentiated; ``paused`` has no A), the minor page faults
+and the involuntary context switches per timed call. Run as a module (one process)::
 
     python -m benchmarks.call_context -   # spec on stdin: {"units": [...], "placements": P, "calls": N, ...}
 """
@@ -48,10 +48,11 @@ def _position(pattern: str, index: int) -> str:
 
 def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: dict | None = None) -> dict:
     """One placement of ``cells`` (A, B), checked by the caller: per order, ``times`` (position -> median seconds),
-    ``ratio`` (B over A; None for ``paused``) and ``faults`` (minor page faults per timed call); each pattern
+    ``ratio`` (B over A; None for ``paused``), ``faults`` and ``switches`` (minor page faults and involuntary
+    context switches per timed call, ``benchmarks.replicates``); each pattern
     repeated until it has ``calls`` timed calls of each of its sides."""
     from benchmarks.paired import timed_call
-    from benchmarks.replicates import fresh_workloads, minor_faults, trimmed_mean
+    from benchmarks.replicates import fresh_workloads, involuntary_switches, minor_faults, trimmed_mean
 
     workloads, spacer = fresh_workloads(cells, seed, templates)
     pause = statistics.median(timed_call(workloads, 0, which) for _ in range(WARM_REPEATS))  # A's call, untimed
@@ -61,11 +62,11 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
     for order in orders:
         times: dict[str, list[float]] = {}
         block_ratios = []
-        faults = 0
+        faults = switches = 0
         for pattern in ORDERS[order]:
             repeats = max(1, calls // max(pattern.count("A"), pattern.count("B")))
             for repeat in range(WARM_REPEATS + repeats):
-                before = minor_faults()
+                before, switched = minor_faults(), involuntary_switches()
                 took = {}
                 for index, side in enumerate(pattern):
                     if side == PAUSE:
@@ -75,6 +76,7 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
                 if repeat < WARM_REPEATS:
                     continue
                 faults += minor_faults() - before
+                switches += involuntary_switches() - switched
                 for index, seconds in took.items():
                     times.setdefault(_position(pattern, index), []).append(seconds)
                 if pattern == "ABBA":
@@ -89,7 +91,7 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
             a = [v for p, values in times.items() if p.startswith("A") for v in values]
             ratio = statistics.median(b) / statistics.median(a)
         timed = sum(len(values) for values in times.values())
-        found[order] = {"times": medians, "ratio": ratio, "faults": faults / timed}
+        found[order] = {"times": medians, "ratio": ratio, "faults": faults / timed, "switches": switches / timed}
     for workload in workloads:
         workload.reset()
     del workloads, spacer

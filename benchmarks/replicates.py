@@ -189,6 +189,13 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def involuntary_switches() -> int:
+    """The involuntary context switches of this process so far (every thread's): times the kernel took a CPU from
+    one of its threads for other work. A call of many short parallel regions waits at each for a thread so
+    descheduled, one of few regions does not, so such switches slow the two sides of a pair unalike."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
 def measure_pair(
     cells: tuple,
     which: str | tuple[str, str],
@@ -206,9 +213,10 @@ def measure_pair(
     (at least one), then takes at most ``blocks`` blocks A B B A or ``round_seconds`` of them (at least 4); per
     round, the log-ratios log(second cell's time / first's), the minor page faults each block took
     (``minor_faults``: a call whose output lands on fresh pages faults once per page, which adds time to both sides
-    whatever their work and pulls a fast side's ratio towards 1), the untimed blocks made (``warmup_made``) and
-    its seconds (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or each
-    side's (a floor's forward against a strategy's forward-backward)."""
+    whatever their work and pulls a fast side's ratio towards 1), its involuntary context switches
+    (``involuntary_switches``: other work that took a CPU from it), the untimed blocks made (``warmup_made``)
+    and its seconds (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or
+    each side's (a floor's forward against a strategy's forward-backward)."""
     from benchmarks.allocator import apply_regime_now
     from benchmarks.paired import timed_call
 
@@ -227,13 +235,14 @@ def measure_pair(
                 timed_call(workloads, side, passes[side])
             warmed += 1
         setup_seconds = time.monotonic() - round_started
-        ratios, faults = [], []
+        ratios, faults, switches = [], [], []
         end = time.monotonic() + round_seconds
         while len(ratios) < blocks and (len(ratios) < 4 or time.monotonic() < end):
-            before = minor_faults()
+            before, switched = minor_faults(), involuntary_switches()
             a, b = timed_call(workloads, 0, passes[0]), timed_call(workloads, 1, passes[1])
             b2, a2 = timed_call(workloads, 1, passes[1]), timed_call(workloads, 0, passes[0])
             faults.append(minor_faults() - before)
+            switches.append(involuntary_switches() - switched)
             ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
         for workload in workloads:
             workload.reset()
@@ -242,6 +251,7 @@ def measure_pair(
             "round": round_,
             "log_ratios": ratios,
             "minor_faults": faults,
+            "involuntary_switches": switches,
             "warmup_made": warmed,
             "seconds": time.monotonic() - round_started,
             "setup_seconds": setup_seconds,

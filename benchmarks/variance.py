@@ -195,6 +195,28 @@ def faulted_share(rows: Sequence[Mapping]) -> str:
     return "n/a" if not faults else f"{100 * sum(f > 0 for f in faults) / len(faults):.0f}%"
 
 
+def preemption(rows: Sequence[Mapping]) -> tuple[str, str]:
+    """How much other work took the CPUs during ``rows``' blocks: the median involuntary context switches a block
+    (``benchmarks.replicates.involuntary_switches``), and Spearman's rank correlation between a block's switches
+    and its log-ratio, each taken from its round's median first, so that only the blocks of one placement are
+    compared. Well above 0: B's slow blocks are the preempted ones (coincidence, not cause: a slow block also
+    lasts long enough to be preempted more); "n/a" where none were counted (rows from before the count) or none
+    varied."""
+    from scipy.stats import spearmanr
+
+    counted = [r for r in rows if len(r.get("involuntary_switches", [])) == len(r.get("log_ratios", [])) > 0]
+    if not counted:
+        return "n/a", "n/a"
+    switches, ratios = [], []
+    for row in counted:
+        switches += list(np.subtract(row["involuntary_switches"], np.median(row["involuntary_switches"])))
+        ratios += list(np.subtract(row["log_ratios"], np.median(row["log_ratios"])))
+    median = f"{np.median([s for r in counted for s in r['involuntary_switches']]):.0f}"
+    if len(set(switches)) < 2 or len(set(ratios)) < 2:
+        return median, "n/a"
+    return median, f"{spearmanr(switches, ratios).statistic:+.2f}"
+
+
 def report(
     rows: Sequence[Mapping], target: float, alpha: float, power: float, margin: float, confidence: float = 0.95
 ) -> str:
@@ -204,12 +226,14 @@ def report(
     lines = [
         "Variance components of log(B / A), as standard deviations in % of the ratio; seconds per repetition;",
         "faulted: the share of blocks that took any minor page fault (the interpreter's own, or an output on fresh "
-        "pages).",
+        "pages); sw/blk: involuntary context switches a block (other work taking a CPU); rho(sw): their rank "
+        "correlation with the block's log-ratio, within rounds (well above 0: B's slow blocks are the preempted ones).",
         f"Gate design: the cheapest (processes, rounds, blocks) whose resolution reaches {target:g}x "
         f"(one-sided alpha {alpha:g}, power {power:g}, margin {margin:g}).",
         "",
         f"{'unit':<40} {'ratio':>7} {'block':>6} {'round':>6} {'proc':>6} {'run':>6} "
-        f"{'s/proc':>7} {'s/round':>7} {'ms/blk':>7} {'faulted':>7}  gate design (k x m x n: resolution, s)",
+        f"{'s/proc':>7} {'s/round':>7} {'ms/blk':>7} {'faulted':>7} {'sw/blk':>6} {'rho(sw)':>7}  "
+        "gate design (k x m x n: resolution, s)",
     ]
     for key in dict.fromkeys(r["key"] for r in rows):
         mine = [r for r in rows if r["key"] == key]
@@ -224,6 +248,7 @@ def report(
             return "n/a" if math.isnan(variance) else f"{100 * math.expm1(math.sqrt(variance)):.1f}"
 
         best = cheapest(c, target, alpha, power, margin)
+        switched, correlation = preemption(mine)
         plan = (
             f"{best.processes} x {best.rounds} x {best.blocks}: {best.resolution:.3f}x, {best.seconds:.0f} s"
             if best
@@ -232,7 +257,7 @@ def report(
         lines.append(
             f"{key:<40} {ratio:7.3f} {pct(c.block):>6} {pct(c.round):>6} {pct(c.process):>6} {pct(c.run):>6} "
             f"{c.process_seconds:7.1f} {c.round_seconds:7.2f} {1000 * c.block_seconds:7.2f} "
-            f"{faulted_share(mine):>7}  {plan}"
+            f"{faulted_share(mine):>7} {switched:>6} {correlation:>7}  {plan}"
         )
     runs = len({r["run"] for r in rows if "run" in r})
     processes = len({(r["run"], r["process"]) for r in rows if "run" in r})

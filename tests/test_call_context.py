@@ -39,7 +39,7 @@ def test_every_order_gives_the_second_over_the_first_and_times_every_position():
     for order in RATIO_ORDERS:  # four times as slow by construction: far above 1 in every order, never below
         assert found[order]["ratio"] > 2, (order, found[order])
     for order in ORDERS:
-        assert found[order]["faults"] >= 0
+        assert found[order]["faults"] >= 0 and found[order]["switches"] >= 0
     assert found["paused"]["times"]["B after a pause"] > 2 * found["loop"]["times"]["A"]  # after a pause too
 
 
@@ -64,8 +64,9 @@ def test_the_table_gives_bs_times_and_each_orders_ratio_with_its_range_or_the_pr
         times = {"A": 1.0, "B": 0.5, "A after B": 1.0, "B after A": 0.6, "A after A": 1.0, "B after B": 0.8}
         times["B after a pause"] = 0.7
         faults = 7168.0 if ratio == 1.0 else 2.0
-        found = {order: {"times": times, "ratio": ratio, "faults": faults} for order in RATIO_ORDERS}
-        return {**found, "paused": {"times": times, "ratio": None, "faults": faults}}
+        counts = {"faults": faults, "switches": 31.5 if ratio == 1.0 else 4.0}
+        found = {order: {"times": times, "ratio": ratio, **counts} for order in RATIO_ORDERS}
+        return {**found, "paused": {"times": times, "ratio": None, **counts}}
 
     rows = [
         {"key": "s:example:forward", "placement": 0, "orders": orders(0.25)},
@@ -78,7 +79,9 @@ def test_the_table_gives_bs_times_and_each_orders_ratio_with_its_range_or_the_pr
     assert header.split()[7:10] == list(RATIO_ORDERS)  # a ratio per order with both sides: none for paused
     assert measured.split()[1:6] == ["500", "600", "700", "600", "800"]  # ms: the median over the placements
     assert measured.count("0.397 (0.25-1)") == len(RATIO_ORDERS)  # the geometric mean of 0.25, 0.25, 1, and range
-    assert measured.endswith("2 (7168)")  # the blocks' faults per call: the median placement's, the most of any
+    assert header.split()[-2:] == ["faults", "switches"]
+    # the blocks' faults, then involuntary switches, per call: the median placement's, the most of any
+    assert measured.endswith("2 (7168)      4.0 (31.5)")
     assert failed.endswith("t: wrong output: off by one") and "no placement measured" in missing
 
 

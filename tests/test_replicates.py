@@ -24,7 +24,7 @@ from benchmarks.replicates import (
     trimmed_mean,
 )
 from benchmarks.trees import ROOT
-from benchmarks.variance import Components, components, design, faulted_share, report
+from benchmarks.variance import Components, components, design, faulted_share, preemption, report
 from impls import STRATEGIES, Geometry
 from impls.strategy import Strategy
 from reports.compare import Thresholds, paired_table
@@ -128,6 +128,26 @@ def test_the_report_gives_the_share_of_blocks_that_took_a_page_fault():
     assert header.split().index("faulted") == line.split().index("25%")  # the column under its heading
 
 
+def test_the_report_gives_the_switches_a_block_and_whether_the_preempted_blocks_are_the_slow_ones():
+    rows = _rows(np.random.default_rng(2), {"block": 0.05, "round": 0.01, "process": 0.01, "run": 0.0}, runs=1)
+    rng = np.random.default_rng(3)
+    for row in rows:  # rounds that read slow are preempted more, which a correlation within rounds must not see
+        offset = int(1000 * (1 + np.mean(row["log_ratios"])))
+        row["involuntary_switches"] = [offset + int(rng.integers(10, 20)) for _ in row["log_ratios"]]
+    unrelated = preemption(rows)
+    assert unrelated[0] == f"{np.median([s for r in rows for s in r['involuntary_switches']]):.0f}"
+    assert abs(float(unrelated[1])) < 0.2
+    for row in rows:  # B slowed in proportion to the switches above its round's usual
+        usual = np.median(row["involuntary_switches"])
+        row["log_ratios"] = [r + 0.02 * (s - usual) for r, s in zip(row["log_ratios"], row["involuntary_switches"])]
+    assert float(preemption(rows)[1]) > 0.5
+    text = report(rows, target=1.1, alpha=ALPHA, power=POWER, margin=0.0)
+    header, line = (next(t for t in text.splitlines() if t.startswith(start)) for start in ("unit ", "k "))
+    assert line.split()[header.split().index("rho(sw)")] == preemption(rows)[1]  # the column under its heading
+    assert preemption([{"log_ratios": [0.1, 0.2]}]) == ("n/a", "n/a")  # rows recorded before the count
+    assert preemption([{"log_ratios": [0.1, 0.2], "involuntary_switches": [3, 3]}]) == ("3", "n/a")
+
+
 def test_a_design_is_costed_and_resolved_by_hand():
     c = Components(
         block=0.04,
@@ -172,7 +192,8 @@ def test_a_round_gives_the_second_over_the_first_and_each_round_places_the_input
     cells = (Cell(plain, EXAMPLE, "cpu"), Cell(slower_native(4.0), EXAMPLE, "cpu"))
     rounds = list(measure_pair(cells, "forward", rounds=3, blocks=8, round_seconds=0.05, seed=1))
     assert [r["round"] for r in rounds] == [0, 1, 2] and all(len(r["log_ratios"]) >= 4 for r in rounds)
-    assert all(len(r["minor_faults"]) == len(r["log_ratios"]) and min(r["minor_faults"]) >= 0 for r in rounds)
+    for counted in ("minor_faults", "involuntary_switches"):  # one count a block
+        assert all(len(r[counted]) == len(r["log_ratios"]) and min(r[counted]) >= 0 for r in rounds), counted
     assert all(np.median(r["log_ratios"]) > math.log(2) for r in rounds)  # four times as slow: far above 1
     assert len(set(inputs)) == 3  # one input per round, at an address of its own, shared within the round
 

@@ -7,8 +7,8 @@ in blocks A B B A. Where a call's time depends on its predecessor, the two read 
 wrong. In fresh processes (``benchmarks.call_context``), per cell and placement of the inputs, the strategy (B) and
 the reference (A) are timed in a loop each, alternating, B after an idle pause as long as A's call, and in the
 suite's blocks; the table gives B's median time per position, B / A per order with both sides, each as the
-geometric mean over every process and placement with its range, and the minor page faults per call of the blocks,
-both sides' calls together (the median placement's and the most of any).
+geometric mean over every process and placement with its range, and the minor page faults and involuntary context
+switches per call of the blocks, both sides' calls together (the median placement's and the most of any).
 A check to run by hand, not a test: timings on a shared machine. docs/methodology.md says how to read it.
 """
 
@@ -70,7 +70,7 @@ def geometric(values: list[float]) -> str:
 def table(rows: list[dict], keys: list[str]) -> list[str]:
     """One line per cell: B's median ms per position (the median over placements) and B / A per order."""
     header = f"{'cell':<42}" + "".join(f"{name:>9}" for name in ("loop", "after A", "paused", "1st", "2nd"))
-    header += "".join(f"{order:>24}" for order in RATIO_ORDERS) + f"{'faults':>14}"
+    header += "".join(f"{order:>24}" for order in RATIO_ORDERS) + f"{'faults':>14}{'switches':>14}"
     lines = [header]
     for key in keys:
         mine = [row for row in rows if row["key"] == key]
@@ -86,6 +86,8 @@ def table(rows: list[dict], keys: list[str]) -> list[str]:
         line += "".join(f"{geometric([orders[o]['ratio'] for orders in placements]):>24}" for o in RATIO_ORDERS)
         faults = [orders["blocks"]["faults"] for orders in placements]
         line += f"{f'{statistics.median(faults):.0f} ({max(faults):.0f})':>14}"
+        switches = [orders["blocks"]["switches"] for orders in placements]
+        line += f"{f'{statistics.median(switches):.1f} ({max(switches):.1f})':>14}"
         lines.append(line)
     return lines
 
@@ -139,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{', '.join(RATIO_ORDERS)} (the suite's statistic), each the "
             "geometric mean over the placements of every process, with their range. Last, the blocks' minor page "
             "faults per call, over A's and B's calls together, for the median placement (and the most of any "
-            "placement): a call whose output lands on fresh pages takes one per 4 KiB page, which adds to its time",
+            "placement): a call whose output lands on fresh pages takes one per 4 KiB page, which adds to its time; "
+            "then their involuntary context switches per call in the same way: other work that took a CPU",
             WIDTH,
         ),
         "",
