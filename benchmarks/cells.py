@@ -45,7 +45,7 @@ from impls import STRATEGIES, Strategy
 from impls.cpu_isa import probed_under
 from impls.parity import Reference, problems, random_grad_output
 from impls.plugins import PICKLABLE
-from impls.toolchain import compiler_identity, cpu_flags, inductor_compiler
+from impls.toolchain import compiler_identity, cpu_flags, inductor_compiler, inductor_settings
 
 INPUT_SEED = 0  # the grad_output seed is impls.parity.random_grad_output's default
 GATE_CACHE_VARIABLE = "UNFOLD_BENCH_GATE_CACHE"  # a directory: verdicts kept there are reused (see gate)
@@ -426,14 +426,16 @@ def _builds(cell: Cell) -> dict[str, str]:
     """What builds ``cell``'s checked code besides its sources and torch, for a verdict's key: the build key of the
     project's C++ kernel (``impls.cpp.KEY``, which hashes its compiler and compile flags, ``UNFOLD_BENCH_CPP_CFLAGS``
     among them) for a strategy that builds an extension; the C++ compiler Inductor builds CPU kernels with
-    (``impls.toolchain.inductor_compiler``, its ``compiler_identity``) for a CPU cell of a strategy that compiles;
-    and Triton's
-    version where Triton is installed (``_triton``)."""
+    (``impls.toolchain.inductor_compiler``, its ``compiler_identity``) for a CPU cell of a strategy that compiles,
+    and Inductor's options set in the environment (``impls.toolchain.inductor_settings``) for any of its cells; and
+    Triton's version where Triton is installed (``_triton``)."""
     builds = {}
     if cell.strategy.builds_extension:
         from impls import cpp
 
         builds["impls.cpp"] = cpp.KEY
+    if cell.strategy.compiles:
+        builds["inductor's settings"] = json.dumps(inductor_settings())
     if cell.strategy.compiles and cell.device == "cpu":  # on CUDA Inductor's kernels are Triton's (below)
         builds["inductor's compiler"] = compiler_identity(inductor_compiler())
     triton = _triton()

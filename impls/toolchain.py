@@ -7,7 +7,8 @@ of ``torch._inductor.config.cpp.cxx`` that it can run (``CXX`` as it was when th
 (``Strategy.missing_requirement``): it refuses every input saying what to install, and the tests and benchmarks skip
 it with that reason instead of failing. What a build made depends on the compiler's binary (``compiler_identity``)
 and, built for this CPU (``-march=native``), on the CPU's instruction-set flags (``cpu_flags``): the kernel's build
-key (``impls.cpp.KEY``) takes both, and the gate's key of a compiling strategy's verdict takes Inductor's compiler.
+key (``impls.cpp.KEY``) takes both, and the gate's key of a compiling strategy's verdict takes Inductor's compiler
+and its options set in the environment (``inductor_settings``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import platform
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -41,6 +43,23 @@ def inductor_compiler() -> str:
     search = inductor.cpp.cxx if isinstance(inductor.cpp.cxx, (list, tuple)) else (inductor.cpp.cxx,)
     names = [name for name in search if name is not None]
     return next((name for name in names if shutil.which(name)), names[0] if names else "")
+
+
+INDUCTOR_PREFIXES = ("TORCHINDUCTOR_", "TORCH_INDUCTOR_")  # the environment variables Inductor's config reads
+# ... of which these only say where Inductor keeps what it built, or with how many workers it builds: not what
+INDUCTOR_BOOKKEEPING = ("CACHE", "COMPILE_THREADS")
+
+
+def inductor_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Inductor's options set in the environment (``TORCHINDUCTOR_CPP_MARCH``, ``TORCHINDUCTOR_MAX_AUTOTUNE``,
+    ``TORCH_INDUCTOR_INSTALL_GXX``, ...), which its config reads when imported and which change the kernels it
+    generates or the compiler it builds them with; those that name only its caches or its number of compile workers
+    are left out."""
+    return {
+        name: value
+        for name, value in sorted(environ.items())
+        if name.startswith(INDUCTOR_PREFIXES) and not any(word in name for word in INDUCTOR_BOOKKEEPING)
+    }
 
 
 def compiler_identity(name: str) -> str:

@@ -327,6 +327,29 @@ def test_a_kept_verdict_of_a_compiling_strategy_is_found_under_the_same_inductor
     assert torch._inductor.config.cpp.cxx == original
 
 
+def test_a_kept_verdict_of_a_compiling_strategy_is_missed_under_other_inductor_options_but_not_another_cache(
+    tmp_path, monkeypatch
+):
+    """Inductor's options set in the environment change what it generates (``TORCHINDUCTOR_CPP_MARCH``) or the
+    compiler it builds with (``TORCH_INDUCTOR_INSTALL_GXX``): a compiling strategy's verdict kept without them is
+    missed under them, on the CPU and on CUDA; where Inductor keeps what it built is not such an option; ``native``,
+    which compiles nothing, keeps its verdict under all of them."""
+    from benchmarks.cells import _verdict_file
+
+    for name in [name for name in os.environ if name.startswith(("TORCHINDUCTOR_", "TORCH_INDUCTOR_"))]:
+        monkeypatch.delenv(name)
+    cells = [Cell(STRATEGIES[name], EXAMPLE, device) for name in ("compiled", "native") for device in ("cpu", "cuda")]
+    before = [_verdict_file(cell, tmp_path) for cell in cells]
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    assert [_verdict_file(cell, tmp_path) for cell in cells] == before
+    for option, value in [("TORCHINDUCTOR_CPP_MARCH", "x86-64-v2"), ("TORCH_INDUCTOR_INSTALL_GXX", "1")]:
+        with monkeypatch.context() as patched:
+            patched.setenv(option, value)
+            after = [_verdict_file(cell, tmp_path) for cell in cells]
+        assert [a != b for a, b in zip(after, before)] == [True, True, False, False], option
+
+
 @pytest.mark.slow
 def test_a_process_started_in_this_environment_keeps_verdicts_under_this_ones_key_and_one_capped_to_default_not(
     tmp_path,
