@@ -21,7 +21,7 @@ import importlib
 import inspect
 import os
 import pickle
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 
 import torch
@@ -87,7 +87,7 @@ def _distribution(module_name: str) -> str | None:
     return None
 
 
-def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str], built_in: Collection[str]) -> None:
+def _from_entry_points(found: dict[str, Strategy], problems: dict[str, str], built_in: Mapping[str, Strategy]) -> None:
     for entry in metadata.entry_points(group=GROUP):
         origin = f"{entry.dist.name} {entry.dist.version}" if entry.dist else entry.value
         try:
@@ -105,7 +105,9 @@ def specs(value: str | None = None) -> list[str]:
     return list(dict.fromkeys(s.strip() for s in value.split(",") if s.strip()))
 
 
-def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: str, built_in: Collection[str]) -> None:
+def _from_variable(
+    found: dict[str, Strategy], problems: dict[str, str], value: str, built_in: Mapping[str, Strategy]
+) -> None:
     for spec in specs(value):  # a spec named twice loads once
         module_name, _, attribute = spec.partition(":")
         name = attribute.rsplit(".", 1)[-1] or spec
@@ -124,14 +126,17 @@ def _from_variable(found: dict[str, Strategy], problems: dict[str, str], value: 
         _add(found, problems, strategy, built_in)
 
 
-def _add(found: dict[str, Strategy], problems: dict[str, str], strategy: Strategy, built_in: Collection[str]) -> None:
+def _add(
+    found: dict[str, Strategy], problems: dict[str, str], strategy: Strategy, built_in: Mapping[str, Strategy]
+) -> None:
     """``strategy`` under its own name (a ``Strategy``'s ``name``, which the cells and pages show, may differ from
     the entry point's or attribute's), unless that name is refused.
 
     A name in ``built_in`` is never accepted: a plugin cannot replace a built-in strategy, and is set aside saying
-    so. The same implementation reached twice (an installed entry point also named with ``--strategy``) is kept
-    once: under the same name, silently; under another name (it would be benchmarked twice), the first name
-    accepted keeps it and each later one is set aside, naming both. A copy under a built-in's name is never
+    so; nor is a built-in's own implementation under another name. The same implementation reached twice (an
+    installed entry point also named with ``--strategy``) is kept once: under the same name, silently; under
+    another name (it would be benchmarked twice), the first name accepted keeps it and each later one is set
+    aside, naming both. A copy under a built-in's name is never
     accepted, so a function loaded as ``gather`` and as ``mine`` is kept as ``mine`` whichever loads first. Another
     plugin of a name one took first is set aside, not swapped in."""
     if strategy.name in built_in:
@@ -145,11 +150,12 @@ def _add(found: dict[str, Strategy], problems: dict[str, str], strategy: Strateg
             why = f"{strategy.origin}: the name {strategy.name!r} is taken by {taken.origin}"
             set_aside(problems, strategy.name, why)
         return
-    twin = next((s for s in found.values() if _implementation(s) is _implementation(strategy)), None)
+    candidates = [*built_in.values(), *found.values()]
+    twin = next((s for s in candidates if _implementation(s) is _implementation(strategy)), None)
     if twin is not None:
         why = (
-            f"{strategy.origin}: the same implementation as {twin.name!r} ({twin.origin}), kept under that name: "
-            f"as {strategy.name!r} too it would be benchmarked twice"
+            f"{strategy.origin}: the same implementation as {twin.name!r} ({twin.origin or 'built in'}), kept under "
+            f"that name: as {strategy.name!r} too it would be benchmarked twice"
         )
         set_aside(problems, strategy.name, why)
         return
@@ -177,10 +183,13 @@ def _why(error: BaseException) -> str:
     return why
 
 
-def load(value: str | None = None, built_in: Collection[str] = ()) -> tuple[dict[str, Strategy], dict[str, str]]:
+def load(
+    value: str | None = None, built_in: Mapping[str, Strategy] | None = None
+) -> tuple[dict[str, Strategy], dict[str, str]]:
     """The outside strategies (entry points of group ``GROUP``, then ``value``, by default ``$UNFOLD_BENCH_STRATEGIES``)
     by name, and the plugins set aside (not loaded, or a name or implementation taken: ``_add``), by name, with why;
-    no outside strategy takes a name of ``built_in``, the built-in strategies' names."""
+    no outside strategy takes a name or an implementation of ``built_in``, the built-in strategies by name."""
+    built_in = {} if built_in is None else built_in
     found: dict[str, Strategy] = {}
     problems: dict[str, str] = {}
     _from_entry_points(found, problems, built_in)

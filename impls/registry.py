@@ -50,10 +50,11 @@ UNVERIFIED: dict[str, Strategy] = {s.name: s for s in _UNVERIFIED}
 if len({**_BUILT_IN, **UNVERIFIED}) != len(_REGISTERED) + len(_UNVERIFIED):
     raise RuntimeError("two strategies share a name")
 
-# Strategies from outside the repository (impls.plugins): added after the built-in ones, whose names they never take;
-# one that cannot be loaded, or whose name or implementation is taken, is left out and listed in PLUGIN_PROBLEMS
-# (name -> why). A built-in name is refused while loading, so the same function under another name is kept there.
-_OUTSIDE, PLUGIN_PROBLEMS = plugins.load(built_in={*_BUILT_IN, *UNVERIFIED})
+# Strategies from outside the repository (impls.plugins): added after the built-in ones, whose names and
+# implementations they never take; one that cannot be loaded, or whose name or implementation is taken, is left out
+# and listed in PLUGIN_PROBLEMS (name -> why). A built-in name is refused while loading, so the same function under
+# another name is kept there.
+_OUTSIDE, PLUGIN_PROBLEMS = plugins.load(built_in={**_BUILT_IN, **UNVERIFIED})
 STRATEGIES: dict[str, Strategy] = {**_BUILT_IN, **_OUTSIDE}
 TESTED_STRATEGIES: dict[str, Strategy] = {**STRATEGIES, **UNVERIFIED}
 

@@ -143,6 +143,19 @@ def test_a_plugin_never_takes_a_built_in_name_and_its_function_is_kept_under_its
         assert f"set aside: strategy 'gather': {why}" in describe(found, problems)
 
 
+def test_a_built_in_strategys_own_implementation_under_another_name_is_set_aside_naming_it(outside_path, monkeypatch):
+    """A module that re-exports a built-in's function (here ``gather``'s) under a name of its own: it would be
+    benchmarked twice, as the built-in and as the plugin, so it is set aside naming the built-in."""
+    import outside_bad
+
+    gather = STRATEGIES["gather"].implementation
+    monkeypatch.setattr(outside_bad, "my_gather", gather, raising=False)
+    found, problems = load("outside_bad:my_gather", built_in=STRATEGIES)
+    assert found == {} and set(problems) == {"my_gather"}
+    assert "the same implementation as 'gather' (built in), kept under that name" in problems["my_gather"]
+    assert set(load("outside_bad:my_gather")[0]) == {"my_gather"}  # without the built-ins to compare: a plugin
+
+
 @pytest.mark.parametrize("name", ["", "my unfold", "mine:v2", "mine, v2", "<b>mine</b>", "-mine", "'mine'"])
 def test_a_name_that_would_break_a_cell_a_table_or_a_page_is_refused_naming_it(outside_path, name):
     """An entry point's name becomes the strategy's: one holding a separator or markup is refused, so that plugin is
