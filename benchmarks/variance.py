@@ -226,8 +226,9 @@ def report(
     lines = [
         "Variance components of log(B / A), as standard deviations in % of the ratio; seconds per repetition;",
         "faulted: the share of blocks that took any minor page fault (the interpreter's own, or an output on fresh "
-        "pages); sw/blk: involuntary context switches a block (other work taking a CPU); rho(sw): their rank "
-        "correlation with the block's log-ratio, within rounds (well above 0: B's slow blocks are the preempted ones).",
+        "pages);",
+        "sw/blk: the median involuntary context switches a block (other work taking a CPU); rho(sw): their rank "
+        "correlation with the block's log-ratio within rounds (well above 0: B's slow blocks are the preempted ones).",
         f"Gate design: the cheapest (processes, rounds, blocks) whose resolution reaches {target:g}x "
         f"(one-sided alpha {alpha:g}, power {power:g}, margin {margin:g}).",
         "",

@@ -136,9 +136,9 @@ def _add(
     so; nor is a built-in's own implementation under another name. The same implementation reached twice (an
     installed entry point also named with ``--strategy``) is kept once: under the same name, silently; under
     another name (it would be benchmarked twice), the first name accepted keeps it and each later one is set
-    aside, naming both. A copy under a built-in's name is never
-    accepted, so a function loaded as ``gather`` and as ``mine`` is kept as ``mine`` whichever loads first. Another
-    plugin of a name one took first is set aside, not swapped in."""
+    aside, naming both. A plugin's copy under a built-in's name is never accepted, so a plugin's function loaded as
+    ``gather`` and as ``mine`` is kept as ``mine`` whichever loads first. Another plugin of a name one took first is
+    set aside, not swapped in."""
     if strategy.name in built_in:
         set_aside(
             problems, strategy.name, f"{strategy.origin}: the name {strategy.name!r} is taken by a built-in strategy"
@@ -155,7 +155,7 @@ def _add(
     if twin is not None:
         why = (
             f"{strategy.origin}: the same implementation as {twin.name!r} ({twin.origin or 'built in'}), kept under "
-            f"that name: as {strategy.name!r} too it would be benchmarked twice"
+            f"that name: as {strategy.name!r} too it would be the same strategy twice"
         )
         set_aside(problems, strategy.name, why)
         return

@@ -52,8 +52,8 @@ if len({**_BUILT_IN, **UNVERIFIED}) != len(_REGISTERED) + len(_UNVERIFIED):
 
 # Strategies from outside the repository (impls.plugins): added after the built-in ones, whose names and
 # implementations they never take; one that cannot be loaded, or whose name or implementation is taken, is left out
-# and listed in PLUGIN_PROBLEMS (name -> why). A built-in name is refused while loading, so the same function under
-# another name is kept there.
+# and listed in PLUGIN_PROBLEMS (name -> why). A built-in name is refused while loading, so a plugin's function
+# loaded under a built-in's name and under one of its own is kept under its own.
 _OUTSIDE, PLUGIN_PROBLEMS = plugins.load(built_in={**_BUILT_IN, **UNVERIFIED})
 STRATEGIES: dict[str, Strategy] = {**_BUILT_IN, **_OUTSIDE}
 TESTED_STRATEGIES: dict[str, Strategy] = {**STRATEGIES, **UNVERIFIED}

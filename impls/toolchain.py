@@ -46,7 +46,8 @@ def inductor_compiler() -> str:
 
 
 INDUCTOR_PREFIXES = ("TORCHINDUCTOR_", "TORCH_INDUCTOR_")  # the environment variables Inductor's config reads
-# ... of which these only say where Inductor keeps what it built, or with how many workers it builds: not what
+# ... of which these only say where Inductor keeps what it built, or with how many workers it builds: not what.
+# Torch sets TORCHINDUCTOR_CACHE_DIR itself on its first compile, so a key that took it would change within a process.
 INDUCTOR_BOOKKEEPING = ("CACHE", "COMPILE_THREADS")
 
 

@@ -144,8 +144,8 @@ def test_a_plugin_never_takes_a_built_in_name_and_its_function_is_kept_under_its
 
 
 def test_a_built_in_strategys_own_implementation_under_another_name_is_set_aside_naming_it(outside_path, monkeypatch):
-    """A module that re-exports a built-in's function (here ``gather``'s) under a name of its own: it would be
-    benchmarked twice, as the built-in and as the plugin, so it is set aside naming the built-in."""
+    """A module that re-exports a built-in's function (here ``gather``'s) under a name of its own: it would be the
+    same strategy twice, benchmarked as the built-in and as the plugin, so it is set aside naming the built-in."""
     import outside_bad
 
     gather = STRATEGIES["gather"].implementation
