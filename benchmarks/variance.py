@@ -196,7 +196,7 @@ def faulted_share(rows: Sequence[Mapping]) -> str:
 
 
 def preemption(rows: Sequence[Mapping]) -> tuple[str, str]:
-    """How much other work took the CPUs during ``rows``' blocks: the median involuntary context switches a block
+    """How much other work took the CPUs during ``rows``' blocks: the mean involuntary context switches a block
     (``benchmarks.replicates.involuntary_switches``), and Spearman's rank correlation between a block's switches
     and its log-ratio, each taken from its round's median first, so that only the blocks of one placement are
     compared. Well above 0: B's slow blocks are the preempted ones (coincidence, not cause: a slow block also
@@ -211,10 +211,10 @@ def preemption(rows: Sequence[Mapping]) -> tuple[str, str]:
     for row in counted:
         switches += list(np.subtract(row["involuntary_switches"], np.median(row["involuntary_switches"])))
         ratios += list(np.subtract(row["log_ratios"], np.median(row["log_ratios"])))
-    median = f"{np.median([s for r in counted for s in r['involuntary_switches']]):.0f}"
+    mean = f"{np.mean([s for r in counted for s in r['involuntary_switches']]):.3g}"  # most blocks of ms take none
     if len(set(switches)) < 2 or len(set(ratios)) < 2:
-        return median, "n/a"
-    return median, f"{spearmanr(switches, ratios).statistic:+.2f}"
+        return mean, "n/a"
+    return mean, f"{spearmanr(switches, ratios).statistic:+.2f}"
 
 
 def report(
@@ -227,7 +227,7 @@ def report(
         "Variance components of log(B / A), as standard deviations in % of the ratio; seconds per repetition;",
         "faulted: the share of blocks that took any minor page fault (the interpreter's own, or an output on fresh "
         "pages);",
-        "sw/blk: the median involuntary context switches a block (other work taking a CPU); rho(sw): their rank "
+        "sw/blk: the mean involuntary context switches a block (other work taking a CPU); rho(sw): their rank "
         "correlation with the block's log-ratio within rounds (well above 0: B's slow blocks are the preempted ones).",
         f"Gate design: the cheapest (processes, rounds, blocks) whose resolution reaches {target:g}x "
         f"(one-sided alpha {alpha:g}, power {power:g}, margin {margin:g}).",
