@@ -155,7 +155,7 @@ def _add(
     if twin is not None:
         why = (
             f"{strategy.origin}: the same implementation as {twin.name!r} ({twin.origin or 'built in'}), kept under "
-            f"that name: as {strategy.name!r} too it would be the same strategy twice"
+            f"that name: as {strategy.name!r} too it would be benchmarked twice"
         )
         set_aside(problems, strategy.name, why)
         return
