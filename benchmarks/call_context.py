@@ -52,7 +52,7 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
     context switches per timed call, ``benchmarks.replicates``); each pattern
     repeated until it has ``calls`` timed calls of each of its sides."""
     from benchmarks.paired import timed_call
-    from benchmarks.replicates import fresh_workloads, involuntary_switches, minor_faults, trimmed_mean
+    from benchmarks.replicates import disturbances, fresh_workloads, trimmed_mean
 
     workloads, spacer = fresh_workloads(cells, seed, templates)
     pause = statistics.median(timed_call(workloads, 0, which) for _ in range(WARM_REPEATS))  # A's call, untimed
@@ -66,7 +66,7 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
         for pattern in ORDERS[order]:
             repeats = max(1, calls // max(pattern.count("A"), pattern.count("B")))
             for repeat in range(WARM_REPEATS + repeats):
-                before, switched = minor_faults(), involuntary_switches()
+                before = disturbances()
                 took = {}
                 for index, side in enumerate(pattern):
                     if side == PAUSE:
@@ -75,8 +75,9 @@ def measure_orders(cells: tuple, which: str, calls: int, seed: int, templates: d
                         took[index] = timed_call(workloads, "AB".index(side), which)
                 if repeat < WARM_REPEATS:
                     continue
-                faults += minor_faults() - before
-                switches += involuntary_switches() - switched
+                taken = disturbances().since(before)
+                faults += taken.faults
+                switches += taken.switches
                 for index, seconds in took.items():
                     times.setdefault(_position(pattern, index), []).append(seconds)
                 if pattern == "ABBA":

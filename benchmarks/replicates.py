@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 import numpy as np
 
@@ -189,11 +189,24 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def involuntary_switches() -> int:
-    """The involuntary context switches of this process so far (every thread's): times the kernel took a CPU from
-    one of its threads for other work. A call of many short parallel regions waits at each for a thread so
-    descheduled, one of few regions does not, so such switches slow the two sides of a pair unalike."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+class Disturbances(NamedTuple):
+    """What the kernel counted against this process (every thread's) besides its own work, from one ``getrusage``."""
+
+    faults: int  # minor page faults: a page touched for the first time
+    # involuntary context switches: times the kernel took a CPU from one of its threads for other work. A call of
+    # many short parallel regions waits at each for a thread so descheduled, one of few regions does not, so such
+    # switches slow the two sides of a pair unalike
+    switches: int
+
+    def since(self, before: Disturbances) -> Disturbances:
+        """The counts taken between ``before`` and these."""
+        return Disturbances(self.faults - before.faults, self.switches - before.switches)
+
+
+def disturbances() -> Disturbances:
+    """This process's minor page faults and involuntary context switches so far (``Disturbances``)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return Disturbances(usage.ru_minflt, usage.ru_nivcsw)
 
 
 def measure_pair(
@@ -212,9 +225,9 @@ def measure_pair(
     after a placement read high; the gate's designs were sized with 2), or fewer once ``warmup_seconds`` have passed
     (at least one), then takes at most ``blocks`` blocks A B B A or ``round_seconds`` of them (at least 4); per
     round, the log-ratios log(second cell's time / first's), the minor page faults each block took
-    (``minor_faults``: a call whose output lands on fresh pages faults once per page, which adds time to both sides
-    whatever their work and pulls a fast side's ratio towards 1), its involuntary context switches
-    (``involuntary_switches``: other work that took a CPU from it), the untimed blocks made (``warmup_made``)
+    (a call whose output lands on fresh pages faults once per page, which adds time to both sides whatever their
+    work and pulls a fast side's ratio towards 1), its involuntary context switches (other work that took a CPU
+    from it; both ``Disturbances``), the untimed blocks made (``warmup_made``)
     and its seconds (``setup_seconds``: the placement and warm-up). ``which`` is the call both sides make, or
     each side's (a floor's forward against a strategy's forward-backward)."""
     from benchmarks.allocator import apply_regime_now
@@ -238,11 +251,12 @@ def measure_pair(
         ratios, faults, switches = [], [], []
         end = time.monotonic() + round_seconds
         while len(ratios) < blocks and (len(ratios) < 4 or time.monotonic() < end):
-            before, switched = minor_faults(), involuntary_switches()
+            before = disturbances()
             a, b = timed_call(workloads, 0, passes[0]), timed_call(workloads, 1, passes[1])
             b2, a2 = timed_call(workloads, 1, passes[1]), timed_call(workloads, 0, passes[0])
-            faults.append(minor_faults() - before)
-            switches.append(involuntary_switches() - switched)
+            taken = disturbances().since(before)
+            faults.append(taken.faults)
+            switches.append(taken.switches)
             ratios.append((math.log(b / a) + math.log(b2 / a2)) / 2)
         for workload in workloads:
             workload.reset()

@@ -197,7 +197,7 @@ def faulted_share(rows: Sequence[Mapping]) -> str:
 
 def preemption(rows: Sequence[Mapping]) -> tuple[str, str]:
     """How much other work took the CPUs during ``rows``' blocks: the mean involuntary context switches a block
-    (``benchmarks.replicates.involuntary_switches``), and Spearman's rank correlation between a block's switches
+    (``benchmarks.replicates.Disturbances``), and Spearman's rank correlation between a block's switches
     and its log-ratio, each taken from its round's median first, so that only the blocks of one placement are
     compared. Well above 0: B's slow blocks are the preempted ones (coincidence, not cause: a slow block also
     lasts long enough to be preempted more); "n/a" where none were counted (rows from before the count) or none
