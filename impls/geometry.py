@@ -13,7 +13,7 @@ Row ``c * K + flat(j_1, ..., j_n)`` and column ``flat(o_1, ..., o_n)`` (row-majo
 ``parse`` checks everything before any work is done, so every strategy rejects bad input with the same
 error naming the parameter and its value. As ``F.unfold``, it accepts an empty batch (``N == 0``, an output
 ``(0, C K, L)``) and refuses an empty channel or spatial dim; a strategy that cannot do ``N == 0`` declares
-it (``Strategy.known_defects``).
+it (``Strategy.empty_batch_defect``).
 """
 
 from __future__ import annotations

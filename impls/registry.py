@@ -4,9 +4,9 @@ Adding a strategy is one module exposing ``unfold = Strategy(...)`` plus one lin
 from another package comes in without an edit here (``impls.plugins``: an entry point or
 ``UNFOLD_BENCH_STRATEGIES``).
 
-A strategy written for a device that no session has had yet waits in ``_UNVERIFIED``: the tests run it
-(``TESTED_STRATEGIES``) wherever it can run, benchmarks and reports never see it. Once the test suite passes
-on that device (``pytest -m cuda`` on a GPU machine for the Triton kernels), its line moves to ``_REGISTERED``.
+A strategy whose code runs only on a device that no GPU check has passed on yet waits in ``_UNVERIFIED``: the
+tests run it (``TESTED_STRATEGIES``) wherever it can run, benchmarks and reports never see it. Once the test suite
+passes on that device (``pytest -m cuda`` on a GPU machine for the Triton kernels), its line moves to ``_REGISTERED``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""Where the error of a paired ratio is (call, placement, process, run), and the design that resolves a target.
+"""Where the error of a paired ratio is (block, placement, process, run), and the design that resolves a target.
 
-``unfold-bench variance --help`` gives the options; docs/methodology.md shows its output and how the profiles and
-the gate take their process counts from it.
+``unfold-bench variance --help`` gives the levels, the formulas and the options; docs/methodology.md ("Where the
+error is") says how to read it. With ``--from-gate-runs`` it sizes the regression gate's processes from the gate's
+own A/A runs (``benchmarks.gate_design``); a profile's ``ratio_processes`` comes from ``unfold-bench stability``'s
+forecast instead.
 """
 
 from __future__ import annotations
