@@ -7,7 +7,8 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
 # make bench: PROFILE=quick|full, REGIME=warm|fresh-pages (timing regime), THP=1 for the huge-page variant,
-# BENCH=<regex> to select cells, RESUME=1 to carry on where a killed run of this commit stopped.
+# BENCH=<regex> to select cells, RESUME=1 to carry on where a killed run of this commit stopped, RATIO_PROCESSES=N
+# for the paired ratios' replicate processes.
 # Unset, the command's own defaults (benchmarks/profiles.py's DEFAULT_PROFILE, benchmarks/allocator.py's
 # DEFAULT_REGIME) apply.
 PROFILE ?=
@@ -119,9 +120,11 @@ regress: venv  ## the regression gate: make regress BASE=origin/main [HEAD=rev] 
 		its verdict file)"; fi; exit $$status
 
 # Measure the gate here: 10 A/A and 10 injected runs of the CI subset (hours; docs/regression-gate.md);
-# VALIDATE_ARGS="--aa 3 --injected 3" for fewer. Writes docs/gate-validation.txt and each run's table beside it.
-regress-validate: venv  ## measure the gate's false alarms and catches on this machine (long)
-	$(PY) -m unfold_bench.cli validate-gate --out docs/gate-validation.txt $(VALIDATE_ARGS)
+# VALIDATE_ARGS="--aa 3 --injected 3" for fewer. Writes $(VALIDATE_OUT) and each run's table beside it: name it
+# after the machine, as the committed ones are (VALIDATE_OUT=docs/gate-validation-amd.txt).
+VALIDATE_OUT ?= docs/gate-validation.txt
+regress-validate: venv  ## measure the gate's false alarms and catches on this machine (long): VALIDATE_OUT=docs/...
+	$(PY) -m unfold_bench.cli validate-gate --out $(VALIDATE_OUT) $(VALIDATE_ARGS)
 
 # Which strategy to ship for your own layers: make advise ARGS="--input-shape 64,128,56,56 --kernel-size 3 --stride 2"
 # or ARGS="--model torchvision.models.resnet18 --input-shape 32,3,224,224" (unfold-bench advise --help).

@@ -1,7 +1,9 @@
 """Unfold (im2col) strategies behind one contract: the exact output of ``torch.nn.functional.unfold``.
 
-Every strategy is called as ``unfold(input, kernel_size, dilation=1, padding=0, stride=1)`` and accepts
-3-d, 4-d and 5-d input ``(N, C, *spatial)``, returning ``(N, C * prod(kernel_size), L)`` with autograd.
+Every strategy is called as ``unfold(input, kernel_size, dilation=1, padding=0, stride=1)`` on 3-d, 4-d or 5-d
+input ``(N, C, *spatial)`` and returns ``(N, C * prod(kernel_size), L)`` with autograd, for the spatial dims and
+devices its registry entry declares (``Strategy.spatial_dims``, ``Strategy.devices``); other input is refused with
+a ``ValueError`` naming what it supports.
 """
 
 from impls.geometry import SPATIAL_DIMS, SUPPORTED_DTYPES, Geometry, parse
