@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,8 @@ from unfold_bench.cli import main
             "--budget: 'nan' is not a finite number",
         ),
         (["commits"], "unknown command 'commits'"),
+        (["--strategy", "nocolon", "regress", "HEAD"], "--strategy 'nocolon': expected MODULE:ATTRIBUTE"),
+        (["--strategy"], "--strategy needs MODULE:ATTRIBUTE"),
         (["bench", "--machine", "../elsewhere"], "--machine: '../elsewhere' is not a machine name"),
         (["regress", "HEAD", "--machine", "a/b"], "--machine: 'a/b' is not a machine name"),
         (["variance", "--machine", ".."], "--machine: '..' is not a machine name"),
@@ -56,6 +59,13 @@ def test_a_command_refuses_bad_input_naming_it_before_any_work(arguments, named,
 
     assert main(arguments) == (NOTHING_RUN if arguments[0] == "bench" else 2)  # make bench stops on bench's own
     assert named in capsys.readouterr().err
+
+
+def test_a_command_that_cannot_be_loaded_exits_2_never_regress_regression_status(monkeypatch, capsys):
+    """A broken install is not a regression: ``regress`` gives 1 to a regression alone."""
+    monkeypatch.setitem(sys.modules, "unfold_bench.commands.regress", None)  # its import raises
+    assert main(["regress", "HEAD"]) == 2
+    assert "the command 'regress' could not be loaded" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("writer", ["stability", "print_report"])

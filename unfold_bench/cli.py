@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
+import traceback
 from pathlib import Path
 
 VARIABLE = "UNFOLD_BENCH_STRATEGIES"  # impls.plugins.VARIABLE, not imported: importing impls loads the registry
@@ -74,9 +75,20 @@ def outside_strategies(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = outside_strategies(sys.argv[1:] if argv is None else argv)
+    """Run the command ``argv`` names; its exit status. A usage error of the shared options, or a command that cannot
+    be loaded, exits 2, as argparse's usage errors do: never 1, which ``regress`` gives to a regression."""
+    try:
+        argv = outside_strategies(sys.argv[1:] if argv is None else argv)
+    except SystemExit as refused:
+        print(refused.code, file=sys.stderr)
+        return 2
     if argv and argv[0] in COMMANDS:
-        module = importlib.import_module(f"unfold_bench.commands.{COMMANDS[argv[0]]}")
+        try:
+            module = importlib.import_module(f"unfold_bench.commands.{COMMANDS[argv[0]]}")
+        except Exception:
+            traceback.print_exc()
+            print(f"unfold-bench: error: the command {argv[0]!r} could not be loaded (above)", file=sys.stderr)
+            return 2
         try:
             return module.main(argv[1:])
         except SystemExit as done:  # argparse's --help and errors, or a command's own message
