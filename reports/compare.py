@@ -346,6 +346,9 @@ def callgrind_rows(
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+COMPARED_VERDICTS = ("regression", "improvement", "unchanged", "unresolved")  # a cell measured at both revisions
+
+
 def paired_verdict(low: float, high: float, resolution: float, thresholds: Thresholds = Thresholds()) -> str:
     """The paired mode's verdict on one time cell from its interval of the ratio head / base across processes
     (``benchmarks.replicates.across_processes``): a regression when the whole interval lies above
@@ -355,7 +358,7 @@ def paired_verdict(low: float, high: float, resolution: float, thresholds: Thres
     if math.isnan(low) or math.isnan(high):  # nothing is known: never beyond
         low = high = math.nan
     verdict = ratio_verdict(low, high, thresholds.paired_margin)
-    if verdict == "unchanged" and resolution > thresholds.resolution_limit:
+    if verdict == "unchanged" and not resolution <= thresholds.resolution_limit:  # a NaN resolution resolves nothing
         return "unresolved"
     return verdict
 
@@ -426,7 +429,9 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0, nothing_to_time: boo
     """(exit status, why): 2 when a cell failed at the new revision, when asv reported a failed benchmark
     (``asv continuous`` exits 2), or when no cell was compared, unless ``nothing_to_time`` (every selected
     strategy's files were the same at both revisions, so none was measured: ``benchmarks.impact``); else 1 for a
-    significant regression beyond a threshold; else 0.
+    significant regression beyond a threshold; else 0. No cell compared at both revisions is 2 where the new
+    revision stopped running a cell the old one ran (``not measured``: a change that makes the strategy refuse
+    every selected input would otherwise pass unjudged), 0 where strategies were only added, removed or fixed.
 
     asv's status counts whatever it saw fail: asv restarts a cell's samples after a failed round, and a memory
     cell keeps no samples, so a round lost at HEAD can leave no trace in the results. asv's status does not say
@@ -449,4 +454,12 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0, nothing_to_time: boo
         return 1, "FAIL: regression"
     if not measured:
         return 0, "PASS: nothing timed: every selected strategy's files are identical at both revisions"
+    if not table.verdict[table["mode"] != "callgrind"].isin(COMPARED_VERDICTS).any():
+        unmeasured = int((table.verdict == "not measured").sum())
+        if unmeasured:
+            return 2, (
+                f"FAIL: no cell was compared at both revisions: head no longer runs {unmeasured} cell(s) that base "
+                "ran (not measured)"
+            )
+        return 0, "PASS: no cell was compared at both revisions: strategies only added, removed or fixed"
     return 0, "PASS"

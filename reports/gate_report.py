@@ -23,7 +23,7 @@ from benchmarks.vocabulary import measure_of
 from reports.compare import DETECTION_POWER
 from reports.units import BYTES, format_interval, format_ratio, format_value
 
-FLAGGED = ("regression", "failed", "failed (also before)", "failed (revision unknown)")
+FLAGGED = ("regression", "failed", "failed (also before)", "failed (revision unknown)", "failed (a round)")
 
 
 def _cell(row: pd.Series) -> str:

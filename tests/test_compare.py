@@ -33,7 +33,7 @@ from reports.compare import (
     rounds_differ,
     smallest_p,
 )
-from reports.gate_report import format_resolution, format_table
+from reports.gate_report import annotations, format_resolution, format_table, verdict_record
 from reports.results import load_results, unroll_result
 
 MIB = 2**20
@@ -235,6 +235,8 @@ def test_a_time_cell_that_lost_a_round_at_head_fails_and_at_base_is_flagged():
     table = compare(_results("a" * 40, [full], [MIB]), _results("b" * 40, [lost], [MIB]), rounds=8, repeat=3)
     row = table.set_index("benchmark").loc[TIME]
     assert (row.verdict, row.failed_at) == ("failed (a round)", "head") and _status(table) == 2
+    record = verdict_record(table, 2, "FAIL", "a" * 40, "b" * 40, {})
+    assert any("failed (a round)" in line for line in annotations(record))  # where reviewers look, as any failure
     table = compare(_results("a" * 40, [lost], [MIB]), _results("b" * 40, [full], [MIB]), rounds=8, repeat=3)
     row = table.set_index("benchmark").loc[TIME]
     assert row.failed_at == "base" and row.verdict == "unchanged" and _status(table) == 0
@@ -328,6 +330,7 @@ def test_every_mode_ends_in_the_one_ratio_verdict():
     assert paired_verdict(1.04, 1.2, 1.05, Thresholds()) == "unchanged"
     assert paired_verdict(math.nan, 1.2, 1.05, Thresholds()) == "unchanged"
     assert paired_verdict(math.nan, math.nan, 1.3, Thresholds()) == "unresolved"
+    assert paired_verdict(math.nan, math.nan, math.nan, Thresholds()) == "unresolved"  # nothing known: no vouching
 
 
 def test_the_gate_writes_its_values_in_the_reports_units():

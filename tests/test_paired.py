@@ -252,14 +252,19 @@ def test_regress_refuses_bad_paired_settings_before_any_work():
         assert status == 2 and named in stderr, (arguments, status, stderr)
 
 
-def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is_not_a_failure():
+def test_a_cell_skipped_at_both_revisions_is_left_out_and_one_skipped_at_head_is_not_a_failure_beside_others():
     half = dataclasses.replace(NATIVE, spatial_dims=(1,))  # cannot run the 2-d example config
     rows = _measured(half, half)
     assert rows["net_peak_forward"]["skipped_at"] == "both" and not rows["net_peak_forward"]["failed_at"]
     rows = list(_measured(NATIVE, half).values())
     assert rows[0]["skipped_at"] == "head"
     table = paired_table(rows, "quick")
-    assert set(table.verdict) == {"not measured"} and gate_decision(table)[0] != 2
+    assert set(table.verdict) == {"not measured"}
+    status, why = gate_decision(table)  # nothing compared: the change made the strategy refuse every input
+    assert status == 2 and "no longer runs" in why, why
+    compared = {"strategy": "cpp", "config": "example", "device": "cpu", "measure": "time_forward", "failed_at": ""}
+    compared |= {"ratio": 1.0, "low": 0.98, "high": 1.02, "resolution": 1.06, "pairs": 300}
+    assert gate_decision(paired_table([*rows, compared], "quick")) == (0, "PASS")
     both = paired_table(list(_measured(half, half).values()), "quick")
     assert both.empty
 
