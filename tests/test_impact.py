@@ -238,6 +238,23 @@ def test_the_gate_passes_without_timing_when_no_file_of_impls_differs(tmp_path):
     assert ran.returncode == 2 and json.loads(verdict.read_text())["verdict"].startswith("GATE ERROR: the gate refused")
 
 
+def test_a_gate_that_stops_while_registering_its_machine_leaves_no_earlier_verdict(tmp_path, monkeypatch, capsys):
+    """The record that the gate stopped is written once the revisions resolve, before the machine's record and the
+    gate's design are read: either can fail, and a job must not read an earlier run's PASS then."""
+    from benchmarks import machine
+    from unfold_bench.commands import regress
+
+    def unreadable(*args, **kwargs):
+        raise OSError("~/.asv-machine.json: unreadable")
+
+    monkeypatch.setattr(machine, "register_machine", unreadable)
+    verdict = tmp_path / "verdict.json"
+    verdict.write_text(json.dumps({"status": 0, "verdict": "PASS", "cells": []}))
+    assert regress.main(["HEAD", "HEAD", "--verdict-file", str(verdict)]) == 2
+    record = json.loads(verdict.read_text())
+    assert record["status"] == 2 and record["verdict"] == regress.STOPPED
+
+
 @pytest.mark.parametrize("strategy", [None, "gather"])
 def test_the_validations_commits_touch_what_they_claim(tmp_path, strategy):
     """validate-gate's A/A commit times every strategy by default, and the strategy and those importing it with

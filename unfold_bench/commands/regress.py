@@ -418,6 +418,12 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         base, head = git("rev-parse", args.base, repo=args.repo), git("rev-parse", args.head, repo=args.repo)
     except subprocess.CalledProcessError as error:
         parser.error(f"revisions {args.base!r}, {args.head!r} in {args.repo}: {error.stderr.strip()}")
+    from reports.gate_report import publish, verdict_record
+
+    # The work starts: a gate that stops without a verdict (the machine's record or the gate's design unreadable,
+    # a crash, asv saving nothing) leaves this record, not an earlier run's verdict, for a job that reads the file
+    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
+    publish(verdict_record(pd.DataFrame(), 2, STOPPED, base, head, {"mode": args.mode}), verdict_file, {})
     from benchmarks.machine import register_machine
 
     regime = get_regime(args.regime)
@@ -440,12 +446,6 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
             )
             print(f"paired: {args.processes} processes, {why}", flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
-    from reports.gate_report import publish, verdict_record
-
-    # The work starts: a gate that stops without a verdict (crashed, asv saving nothing) leaves this record, not an
-    # earlier run's verdict, for a job that reads the file
-    verdict_file = Path(args.verdict_file or WORK / "verdict.json")
-    publish(verdict_record(pd.DataFrame(), 2, STOPPED, base, head, {"mode": args.mode}), verdict_file, {})
     thresholds = Thresholds(
         args.time_threshold,
         args.memory_threshold,
