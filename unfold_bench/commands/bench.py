@@ -50,14 +50,15 @@ NOTHING_RUN = 64
 ASV_SELECTORS = ("NEW", "ALL", "EXISTING")  # what asv run takes besides a git range (and HASHFILE:<file>)
 
 
-def _at_least_one(text: str) -> int:
-    """argparse type of ``--ratio-processes``: a whole number of at least one, refused before any work."""
+def _at_least_two(text: str) -> int:
+    """argparse type of ``--ratio-processes``: a whole number of at least two, refused before any work. A paired
+    ratio's interval is across processes: one gives none, and a pick cannot tell a tie without it."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} processes: at least one is needed")
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{value} processes: at least two, for an interval across processes")
     return value
 
 
@@ -70,9 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_bench(parser)
     parser.add_argument(
         "--ratio-processes",
-        type=_at_least_one,
-        help="replicate processes of the paired ratios, each an asv run of its own (default: the profile's; "
-        "fewer is quicker and gives a wider interval; one gives none)",
+        type=_at_least_two,
+        help="replicate processes of the paired ratios, each an asv run of its own, at least 2 (default: the "
+        "profile's; fewer is quicker and gives a wider interval)",
     )
     parser.add_argument("--resume", action="store_true", help="skip the configs a killed run of this commit finished")
     parser.add_argument("--commits", help="a git range (e.g. main~3..main) to build and benchmark commit by commit")
