@@ -209,7 +209,8 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
                 line[f"{metric}:x_native_paired"] = True
                 line[f"{metric}:x_native_replicates"] = Replicates.of(measured)
                 own_low = _ratio(line[f"{metric}:q_25"], native_q75.get((config, metric)))
-                line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * measured.high)
+                paired_high = measured.high if pd.notna(measured.high) else measured.value  # one process: no interval
+                line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * paired_high)
             elif ok and figure.paired is not None and strategy == REFERENCE_STRATEGY and paired.size:
                 line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = 1.0  # itself, exactly
                 line[f"{metric}:x_native_paired"] = True
@@ -278,7 +279,8 @@ def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame, c
         if column == "x_bound" and not line[f"{metric}:x_native_paired"]:
             line[f"{metric}:own_loop"], line[f"{metric}:own_loop_over"] = own_loop, BOUNDS[COPY_FLOOR].short
             own_low = _ratio(line[f"{metric}:q_25"], copy_q75)
-            line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * measured.high)
+            paired_high = measured.high if pd.notna(measured.high) else measured.value
+            line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * paired_high)
 
 
 ROOFLINE_PAIRS = {metric: tracked_peak_metric(which) for metric, which in TIMED_PASSES.items()}
@@ -441,25 +443,27 @@ def own_loop_note(row: pd.Series | Mapping, metric: str, sep: str = "; ", over: 
     return f"{sep}own calls {row[f'{metric}:own_loop']:.2f}x {reference} (depends on what runs before it)"
 
 
-def winners(cells: pd.DataFrame) -> pd.DataFrame:
-    """The best ``ok`` figure per config and metric: columns config, metric, strategy, value. A time's best is
-    ``fastest``'s, ranked by the paired ratios among those whose time there does not depend on what ran before it,
-    and every strategy statistically tied with it gets a row too; a net peak's is the lowest, and every strategy
-    equal to it gets a row."""
+def winners(cells: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType({})) -> pd.DataFrame:
+    """The best ``ok`` figure per config and metric among the strategies a pick can take (not ``set_aside``):
+    columns config, metric, strategy, value. A time's best is ``fastest``'s, ranked by the paired ratios among those
+    whose time there does not depend on what ran before it, and every strategy statistically tied with it gets a row
+    too; a net peak's is the lowest, and every strategy within ``NET_PEAK_RESOLUTION`` of it gets a row (smaller
+    differences say nothing, as the picks' memory tie-break counts them)."""
     out = []
     for config, rows in cells.groupby("config", sort=False):
         for metric in METRICS:
             ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
             if ok.empty:
                 continue
-            if METRICS[metric].unit is SECONDS:
-                ok = ok[~not_ranked(ok)]
-                if ok.empty:
-                    continue
+            timed = METRICS[metric].unit is SECONDS
+            ok = ok[~not_ranked(ok, set_aside)] if timed else ok[~ok.strategy.isin(list(set_aside))]
+            if ok.empty:
+                continue
+            if timed:
                 leader, tied = fastest(ok, metric)
                 best = ok[ok.strategy.isin([leader.strategy, *tied])]
-            else:
-                best = ok[ok[metric] == ok[metric].min()]
+            else:  # within a net peak's resolution of the lowest, as the picks' tie-break counts it
+                best = ok[ok[metric] <= ok[metric].min() + NET_PEAK_RESOLUTION]
             for strategy, value in zip(best.strategy, best[metric]):
                 out.append({"config": config, "metric": metric, "strategy": strategy, "value": value})
     return pd.DataFrame(out, columns=["config", "metric", "strategy", "value"])

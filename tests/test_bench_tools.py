@@ -412,6 +412,9 @@ def test_a_strategy_whose_own_calls_run_far_slower_than_its_paired_ratio_says_is
     assert _x_native_text(advised, forward).endswith("; own calls 2.50x native (depends on what runs before it)")
     assert _x_native(advised, forward).endswith("; own calls 2.50x native (depends on what runs before it)")
     assert _x_native(advised, both) == "0.45 [0.42, 0.48]"  # the pass that agrees carries no note
+    # a paired ratio without an interval (one process, results taken elsewhere) is held at its value: still marked
+    alone = [{**r, "low": math.nan, "high": math.nan} if r["suite"] == "ratios" else r for r in rows]
+    assert cell_table(pd.DataFrame(alone), "cpu").set_index("strategy").loc["advised", f"{forward}:context_dependent"]
 
 
 def test_where_native_cannot_run_the_own_calls_are_held_against_the_paired_ratio_to_copy():
