@@ -20,13 +20,14 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 from markupsafe import Markup
 
-from benchmarks.allocator import REGIMES, regime_of_machine
+from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
 from benchmarks.vocabulary import PASSES, pass_label, timed_metric, tracked_peak_metric
 from reports import analysis, figures
 from reports.findings import findings, render_html
@@ -180,15 +181,15 @@ def _x_native_text(row: pd.Series | dict, metric: str) -> str:
     if pd.isna(ratio):
         return "- native"
     if not row.get(f"{metric}:x_native_paired", False):
-        return f"{format_ratio(ratio)} native (medians)"
+        return f"{format_ratio(ratio)} native" + (" (medians)" if METRICS[metric].unit is SECONDS else "")
     low, high = row.get(f"{metric}:x_native_low", math.nan), row.get(f"{metric}:x_native_high", math.nan)
     return format_ratio_interval(ratio, low, high, suffix="x native") + analysis.own_loop_note(
         row, metric, over=analysis.REFERENCE_STRATEGY
     )
 
 
-def _cell_table_html(cells: pd.DataFrame) -> str:
-    best = {(w.config, w.metric, w.strategy) for w in analysis.winners(cells).itertuples()}
+def _cell_table_html(cells: pd.DataFrame, aside: Mapping[str, str] = MappingProxyType({})) -> str:
+    best = {(w.config, w.metric, w.strategy) for w in analysis.winners(cells, aside).itertuples()}
     header = ["config", "strategy", *(figure.label for figure in METRICS.values())]
     rows = []
     for row in cells.sort_values(["config", "strategy"], kind="stable").to_dict("records"):
@@ -346,7 +347,9 @@ def overview_page(
             "system allows), paired inside processes too, its interval widened by how far such ratios move between "
             "runs where <code>unfold-bench stability</code> measured that on the machine; <b>x min</b> with the "
             "analytic minimum (the output; for forward-backward also "
-            "<code>grad_output</code> and <code>grad_input</code>). ★ marks the best figure of a config. Lower is "
+            "<code>grad_output</code> and <code>grad_input</code>). ★ marks the best figure of a config among "
+            "the strategies a pick can take (statistical ties and net peaks "
+            f"within {NET_PEAK_RESOLUTION // 1024} KiB of the lowest included). Lower is "
             "better everywhere. <b>quick</b> runs use a batch of at most 8, <b>full</b> runs the real batch (256). "
             "<code>copy_</code> reads and writes the output's bytes; a perfect forward writes them once and reads "
             "the smaller input (about 0.5x copy_), a perfect forward-backward also reads the output's gradient and "
@@ -384,7 +387,7 @@ def overview_page(
                 continue
             record = _capability_record(list(capabilities), run["machine"])
             page.add(_recommendation_html(cells, table, run, device, catalogue, record))
-            page.add(_cell_table_html(cells))
+            page.add(_cell_table_html(cells, set_aside(catalogue.strategies)))
             for note in (_skipped_note(run_table, device), _short_note(run_table, device)):
                 if note:
                     page.paragraph(note, "note")

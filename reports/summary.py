@@ -75,10 +75,11 @@ def _format(value: float) -> str:
 
 
 def _x_native(cell: dict | pd.Series, metric: str) -> str:
-    """The ratio to native: paired, with its interval across processes, or the quotient of medians (marked ``*``)."""
+    """The ratio to native: a time's paired, with its interval across processes, or the quotient of medians (marked
+    ``*``); a net peak's, measured alone in its process, unmarked."""
     ratio = format_ratio(cell[f"{metric}:x_native"], suffix="")
     if ratio == "-" or not cell.get(f"{metric}:x_native_paired", False):
-        return ratio if ratio == "-" else f"{ratio}*"
+        return f"{ratio}*" if METRICS[metric].unit is SECONDS and ratio != "-" else ratio
     low, high = cell.get(f"{metric}:x_native_low"), cell.get(f"{metric}:x_native_high")
     return format_ratio_interval(cell[f"{metric}:x_native"], low, high, suffix="") + own_loop_note(
         cell, metric, over=REFERENCE_STRATEGY

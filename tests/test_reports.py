@@ -135,6 +135,33 @@ def test_cell_table_ratios_statuses_and_winners(table):
     assert analysis.cell_table(analysis.select_run(table, {**_run(CPU, "quick")}), "cuda").empty  # no GPU
 
 
+def test_the_star_goes_to_what_a_pick_can_take_and_net_peaks_within_their_resolution_tie():
+    """★ (``winners``) leaves out the set-aside strategies, as every pick does, and counts net peaks closer than
+    ``NET_PEAK_RESOLUTION`` as equal, as the picks' memory tie-break does: one page lower does not take the star."""
+    from benchmarks.allocator import NET_PEAK_RESOLUTION
+
+    metric = "track_net_peak_forward"
+    mib = 2**20
+    peaks = {"reuse": 27 * mib, "cpp": 27 * mib + 4096, "native": 27 * mib + 2 * NET_PEAK_RESOLUTION}
+    cells = pd.DataFrame(
+        [{"config": "c", "strategy": name, metric: peak, f"{metric}:status": "ok"} for name, peak in peaks.items()]
+    )
+    assert sorted(analysis.winners(cells).strategy) == ["cpp", "reuse"]  # within a page: both
+    assert list(analysis.winners(cells, {"reuse": "reuses its output"}).strategy) == ["cpp"]
+
+
+def test_a_quotient_of_medians_is_marked_as_such_for_times_alone():
+    """The marks "(medians)" and "*" say that a time's ratio compares medians of different processes (a run without
+    paired ratios); a net peak's ratio is never paired and is not a median, so it carries neither."""
+    from reports.site import _x_native_text
+    from reports.summary import _x_native
+
+    row = {"time_forward:x_native": 0.5, "track_net_peak_forward:x_native": 1.0}
+    assert _x_native_text(row, "time_forward").endswith("(medians)") and _x_native(row, "time_forward").endswith("*")
+    assert "medians" not in _x_native_text(row, "track_net_peak_forward")
+    assert _x_native(row, "track_net_peak_forward") == "1.00"
+
+
 def _run(machine: str, profile: str) -> dict:
     return {"machine": machine, "env": "fixture-env", "profile": profile, "commit": LAST}
 
