@@ -21,7 +21,7 @@ import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
-from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE
+from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE, PAIRED_SUITES
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
 from benchmarks.vocabulary import (
     COPY_FLOOR,
@@ -34,6 +34,7 @@ from benchmarks.vocabulary import (
     tracked_peak_metric,
 )
 from reports.results import chained_ratio, summed_error
+from reports.run_level import RUN_LEVEL_FILE
 from reports.units import BOUNDS, METRICS, RATIO_METRICS, SECONDS, Metric, format_spread
 
 RUN_KEYS = ["machine", "env", "profile", "commit"]
@@ -1015,6 +1016,32 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
 
 
 regressions = steps  # the name it had
+
+
+def run_level_note(run_table: pd.DataFrame) -> str:
+    """Whether one run's paired intervals hold the spread between runs: the suites whose intervals a run level
+    recorded for the machine widened (``reports.run_level``), and those across processes alone, for want of one;
+    "" for a run without paired ratios."""
+    paired = run_table[run_table.suite.isin(PAIRED_SUITES) & run_table.processes.notna()]
+    if paired.empty:
+        return ""
+    widened = sorted(set(paired.suite[paired.run_variance.notna()]))
+    alone = sorted(set(paired.suite) - set(widened))
+    machine, profile = paired.machine.iloc[0], paired.profile.iloc[0]
+    parts = []
+    if widened:
+        parts.append(
+            f"the paired intervals of {', '.join(widened)} hold the spread between runs recorded for {machine} "
+            f"(results/{machine}/{RUN_LEVEL_FILE})"
+        )
+    if alone:
+        which = "those" if widened else "the paired intervals"
+        parts.append(
+            f"{which} of {', '.join(alone)} are across processes alone: no run level is recorded for {machine} at the "
+            f"{profile} profile (unfold-bench stability records one), so they are narrower than what another run "
+            "would show"
+        )
+    return "Intervals: " + "; ".join(parts) + "."
 
 
 def short_cells(run_table: pd.DataFrame, device: str | None = None) -> pd.DataFrame:

@@ -388,7 +388,12 @@ def overview_page(
             record = _capability_record(list(capabilities), run["machine"])
             page.add(_recommendation_html(cells, table, run, device, catalogue, record))
             page.add(_cell_table_html(cells, set_aside(catalogue.strategies)))
-            for note in (_skipped_note(run_table, device), _short_note(run_table, device)):
+            notes = (
+                _skipped_note(run_table, device),
+                _short_note(run_table, device),
+                analysis.run_level_note(run_table),
+            )
+            for note in notes:
                 if note:
                     page.paragraph(note, "note")
             title = f"Each figure as a multiple of its bound: {_run_title(run, device)}"

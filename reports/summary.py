@@ -40,6 +40,7 @@ from reports.analysis import (
     own_loop_note,
     recommend,
     regime_note,
+    run_level_note,
     short_cells,
     skipped_cells,
     with_bandwidth,
@@ -274,6 +275,9 @@ def print_summary(
     for env, rows in table[table.commit == commit].groupby("env", sort=True):
         heading = f"machine {machine}, profile {profile}, commit {commit[:8]}, environment {env}"
         print(f"\nSummary: {heading}\nTiming regime: {regime.label}")
+        note = run_level_note(rows)
+        if note:
+            print(note)
         full = io.StringIO()
         with contextlib.redirect_stdout(full):
             print(f"Full summary: {heading}\nTiming regime: {regime.label}: {regime.description}")

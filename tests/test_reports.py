@@ -162,6 +162,21 @@ def test_a_quotient_of_medians_is_marked_as_such_for_times_alone():
     assert _x_native(row, "track_net_peak_forward") == "1.00"
 
 
+def test_a_run_says_which_paired_intervals_hold_the_spread_between_runs():
+    def rows(recorded: dict[str, float]) -> pd.DataFrame:
+        suites = ("ratios", "floors", "direct_floors")
+        base = {"machine": "m-freshpages", "profile": "quick", "processes": 7.0}
+        return pd.DataFrame([{**base, "suite": s, "run_variance": recorded.get(s, math.nan)} for s in suites])
+
+    both = analysis.run_level_note(rows({"ratios": 0.001, "floors": 0.0}))  # a pooled 0 is a record too
+    assert "of floors, ratios hold the spread between runs recorded for m-freshpages" in both
+    assert "those of direct_floors are across processes alone: no run level is recorded" in both
+    assert "the paired intervals of direct_floors, floors, ratios are across processes alone" in (
+        analysis.run_level_note(rows({}))
+    )
+    assert analysis.run_level_note(rows({}).assign(processes=math.nan)) == ""  # no paired ratios: nothing to say
+
+
 def _run(machine: str, profile: str) -> dict:
     return {"machine": machine, "env": "fixture-env", "profile": profile, "commit": LAST}
 
