@@ -22,6 +22,7 @@ from asv.step_detect import detect_regressions, detect_steps
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE, PAIRED_SUITES
+from benchmarks.selections import WHOLE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
 from benchmarks.vocabulary import (
     COPY_FLOOR,
@@ -78,16 +79,21 @@ def latest_runs(table: pd.DataFrame) -> pd.DataFrame:
     """Each machine's and profile's newest **complete** run (if several environments ran that commit, the one with
     the most ``ok`` figures), so that a run of a selection (``make bench BENCH=conv2``) never decides the picks.
 
-    A run is complete when it ran (``ok`` or ``failed``) at least ``COMPLETE_SHARE`` of the strategy x config x
-    device cells of the machine's and profile's largest run; where none is, the newest run stands. Column
-    ``newer_partial``: the commits of newer partial runs left out (the site names them)."""
+    A run is complete when a finished run recorded that it measured every cell (``benchmarks.selections``), and
+    partial when it recorded a selection; a run without a record (older results, a killed run) is complete when it
+    ran (``ok`` or ``failed``) at least ``COMPLETE_SHARE`` of the strategy x config x device cells of the machine's
+    and profile's largest run. Where none is complete, the newest run stands. Column ``newer_partial``: the commits
+    of newer partial runs left out (the site names them)."""
     cells = table[(table.suite == "unfold") & table.status.isin(["ok", "failed"])]
     ran = cells.drop_duplicates([*RUN_KEYS, "strategy", "config", "device"]).groupby(RUN_KEYS).size()
     ok_counts = table[table.status == "ok"].groupby(RUN_KEYS).size()
     all_runs = runs(table).join(ran.rename("cells_run"), on=RUN_KEYS).join(ok_counts.rename("ok_figures"), on=RUN_KEYS)
     all_runs = all_runs.fillna({"cells_run": 0, "ok_figures": 0}).sort_values(["date", "ok_figures"], kind="stable")
     largest = all_runs.groupby(["machine", "profile"]).cells_run.transform("max")
-    all_runs["complete"] = all_runs.cells_run >= COMPLETE_SHARE * largest
+    recorded = table.groupby(RUN_KEYS).selection.agg(lambda s: WHOLE if (s == WHOLE).any() else s.dropna().max())
+    selection = all_runs.join(recorded.rename("recorded"), on=RUN_KEYS).recorded
+    by_count = all_runs.cells_run >= COMPLETE_SHARE * largest
+    all_runs["complete"] = by_count.where(selection.isna(), selection == WHOLE).astype(bool)
     chosen = []
     for _, group in all_runs.groupby(["machine", "profile"], sort=True):
         complete = group[group.complete]

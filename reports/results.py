@@ -30,6 +30,7 @@ from asv.results import Results, get_filename, iter_results
 from benchmarks.allocator import FRESH_PAGES, WARM
 from benchmarks.catalogue import CATALOGUE_FILE
 from benchmarks.kept_samples import LOST_REPLICATES_FILE
+from benchmarks.selections import SELECTIONS_FILE, selections
 from benchmarks.traffic import Sizes
 from reports.run_level import RunLevel, load_run_levels, read_records
 
@@ -71,6 +72,7 @@ COLUMNS = [
     "run_df",
     "samples",
     "lost_replicates",
+    "selection",  # the --bench of the finished run that measured its results file ("": every cell; None: unknown)
     "status",
     *MACHINE_FIELDS,
 ]
@@ -242,6 +244,15 @@ def load_lost_replicates(results_dir: str | Path) -> dict[LostKey, tuple[int, ..
     return found
 
 
+def load_selections(results_dir: str | Path) -> dict[tuple[str, str, str], str]:
+    """(machine, results file, profile) -> the selection a finished run of it recorded (``benchmarks.selections``)."""
+    return {
+        (path.parent.name, file, profile): bench
+        for path in Path(results_dir).glob(f"*/{SELECTIONS_FILE}")
+        for (file, profile), bench in selections(read_records(path)).items()
+    }
+
+
 def load_results(
     results_dir: str | Path, run_levels: Mapping[tuple[str, str, str], RunLevel] | None = None
 ) -> pd.DataFrame:
@@ -254,6 +265,7 @@ def load_results(
     if run_levels is None:
         run_levels = load_run_levels(results_dir)
     lost = load_lost_replicates(results_dir)
+    selected = load_selections(results_dir)
     rows = []
     for result in iter_results(str(results_dir)):
         machine_params = result.params
@@ -300,6 +312,7 @@ def load_results(
                     "run_df": added_df,
                     "samples": samples,
                     "lost_replicates": lost_replicates,
+                    "selection": selected.get((machine_params.get("machine"), file, profile.lower())),
                     "status": cell.status,
                     **{field: machine_params.get(field) for field in MACHINE_FIELDS},
                     "timing_regime": timing_regime(machine_params),

@@ -309,6 +309,7 @@ def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no
     assert set(mine[mine.suite == "unfold"].status) == {"ok"}
     ratios = mine[mine.suite == "ratios"]
     assert set(ratios.status) == {"ok"} and set(ratios.processes) == {2} and ratios.low.notna().all()
+    assert set(mine.selection) == {"'outside_unfold', 'example', 'cpu'"}  # a finished run records what it selected
     # Only the new strategy is checked, its row merged into the machine's matrix (here one of native alone).
     matrix_dir = tmp_path / "capabilities"
     matrix_dir.mkdir()

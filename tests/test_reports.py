@@ -93,6 +93,34 @@ def test_a_newer_run_of_a_selection_never_decides_the_picks(table):
     assert latest.loc[(CPU, "full"), "newer_partial"] == []
 
 
+def test_a_finished_whole_run_is_complete_whatever_an_older_run_of_more_strategies_measured(table, tmp_path):
+    """A run records what it was asked for once it finishes (``benchmarks.selections``): a newer whole run of a
+    registry that lost a strategy, short of the older runs' cell count, still decides the picks; a recorded selection
+    never does, however many cells it ran; a run without a record is judged by its count, as before."""
+    from benchmarks.selections import WHOLE, record_selection
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURE, results)
+    newest = table[(table.machine == CPU) & (table.profile == "quick") & (table.commit == LAST)]
+    dropped = sorted(set(newest.strategy.dropna()) - {"native"})[0]
+
+    def thinned(loaded: pd.DataFrame) -> pd.DataFrame:  # the newest commit's run, of a registry without one strategy
+        return loaded[~((loaded.commit == LAST) & (loaded.strategy == dropped))]
+
+    runs = analysis.latest_runs(thinned(load_results(results))).set_index(["machine", "profile"])
+    assert runs.loc[(CPU, "quick"), "commit"] != LAST  # by its count alone, it reads as a selection
+    record_selection(results / CPU, "bbbbbbbb-fixture-env.json", "quick", WHOLE)
+    record_selection(results / CPU, "dddddddd-fixture-env.json", "quick", "conv2")
+    loaded = load_results(results)
+    ours = loaded[(loaded.machine == CPU) & (loaded.commit == LAST) & (loaded.profile == "quick")]
+    assert set(ours.selection) == {WHOLE}
+    runs = analysis.latest_runs(thinned(loaded)).set_index(["machine", "profile"])
+    assert runs.loc[(CPU, "quick"), "commit"] == LAST and runs.loc[(CPU, "quick"), "complete"]
+    record_selection(results / CPU, "bbbbbbbb-fixture-env.json", "full", "'gather'")  # every cell, but asked for
+    runs = analysis.latest_runs(load_results(results)).set_index(["machine", "profile"])
+    assert not runs.loc[(CPU, "full"), "complete"]  # the only full run: it stands, named partial
+
+
 def test_one_machines_results_from_two_checkouts_are_one_series():
     """asv names an existing interpreter's environment after its path; the tidy table names it by what decides
     the figures, so a laptop's and CI's checkouts of one machine are one series."""

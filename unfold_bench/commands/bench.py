@@ -167,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = [*asv, "--python=same", "--set-commit-hash", commit]
         saved = CommitResults.of_this_interpreter(results_dir / info["machine"], commit)  # not another's file
         status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume, results=saved)
+        from asv.results import get_filename
+
+        from benchmarks.selections import record_selection
+
+        results_file = Path(get_filename(info["machine"], commit, saved.environment)).name
+        record_selection(results_dir / info["machine"], results_file, profile.name, args.bench)
     print(f"benchmarks finished in {(time.monotonic() - start) / 60:.1f} min, asv exit status {status}")
 
     from reports.summary import print_summary
