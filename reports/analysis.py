@@ -827,9 +827,9 @@ def recommend(
 
 
 def lacking(record: Mapping | None, device: str, capability: str) -> dict[str, str]:
-    """The strategies a capability matrix (``unfold-bench capabilities``) shows not working for ``capability`` on
-    ``device``, each with its cell (to set aside when a user needs that capability); an unverified cell is not
-    counted (nothing is known), and there are none without a matrix."""
+    """The strategies a capability matrix (``unfold-bench capabilities``) does not show working for ``capability``
+    on ``device``, each with its cell (to set aside when a user needs that capability): an unverified cell counts
+    too, since a user who needs the capability cannot rely on it; there are none without a matrix."""
     rows = (record or {}).get("cells", {}).get(device, {})
     return {
         s: f"no {capability} ({row[capability]})" for s, row in rows.items() if row.get(capability, "works") != "works"

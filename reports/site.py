@@ -335,7 +335,8 @@ def overview_page(
             "of the forward pass and of forward plus backward, and the net peak memory "
             "each allocates. Ratios: <b>x native</b> is the time over PyTorch's own <code>F.unfold</code> on the "
             "same config, measured against it inside each of several processes, each call after the other's (blocks "
-            "A B B A), with its 95% interval across the processes in brackets (<i>(medians)</i>: a run without paired "
+            "A B B A), with its 95% interval across the processes, widened by the spread between runs where one is "
+            "recorded (below each run's table), in brackets (<i>(medians)</i>: a run without paired "
             "ratios, the quotient of two medians). The runtimes are each strategy's own calls one after another (asv's "
             "samples, one call each with only a setup between), as a loop of <code>torch.utils.benchmark</code> times "
             "them, so a runtime over native's can read lower than x native where a call costs more after other work "
@@ -474,7 +475,7 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
                 continue
             title = (
                 f"{SHOWN_METRICS[metric].label}: {section.machine} · {section.profile} · {section.device} · "
-                + _regime_label(section.machine)
+                f"{section.env} · {_regime_label(section.machine)}"  # a series per environment: two titles differ
             )
             page.figure(figures.trend_lines(rows, metric, colors, steps, title))
     if sections.empty:

@@ -63,7 +63,8 @@ LEGEND = (
     f"measured with glibc's mmap threshold pinned, repeats to within its {NET_PEAK_RESOLUTION // 1024} KiB "
     "resolution (docs/methodology.md); "
     "xnat: time over native's on the same config, paired inside each process, with its 95% interval across "
-    "processes (*: a quotient of medians, from a run without paired ratios); "
+    "processes, widened by the run level where one is recorded (*: a quotient of medians, from a run without "
+    "paired ratios); "
     "xcopy: ratio to copy_ of the output's size (roofline), chained through native's paired ratios "
     "(benchmarks.floors), or paired with copy_ itself where native does not run (benchmarks.direct_floors), with its "
     "interval (*: a quotient of medians from different processes); "
@@ -217,8 +218,8 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str])
         return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_x_bound(best, metric)})"
     best, tied = fastest(ok, metric)
     shown = _x_native(best, metric) if ratio == "x_native" else _x_bound(best, metric)
-    if shown == "-" and ratio == "x_native" and best.get(f"{metric}:x_bound_paired", False):
-        shown = f"{_x_bound(best, metric)} x copy_"  # the reference does not run this config
+    if shown == "-" and ratio == "x_native" and _x_bound(best, metric) != "-":
+        shown = f"{_x_bound(best, metric)} x copy_"  # the reference does not run this config (* where unpaired)
     return f"{best.strategy} {shown}" + (f"; tie: {', '.join(tied)}" if tied else "")
 
 

@@ -679,6 +679,8 @@ def test_the_summary_fits_a_screen_and_writes_the_full_tables_to_a_file(tmp_path
     assert "Timing regime: warm allocator" in out and "xnat" not in out
     assert "Which to ship for training (forward and backward): native" in out
     assert len(out.splitlines()) < 40
+    vol3d = next(line for line in out.splitlines() if line.strip().startswith("vol3d-conv"))
+    assert "as_strided 6.67* x copy_" in vol3d  # native cannot run it: the unpaired ratio to copy_, marked
 
 
 def test_which_to_ship_shows_each_machines_capability_matrix_and_explains_every_other_cell(tmp_path):
