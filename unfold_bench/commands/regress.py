@@ -374,6 +374,11 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
     args = parser.parse_args(argv)
+    given = {token.split("=", 1)[0] for token in (sys.argv[1:] if argv is None else argv) if token.startswith("--")}
+    for group, mode in ((paired, "paired"), (processes, "asv")):  # an option the other mode reads changes nothing
+        named = sorted(o for action in group._group_actions for o in action.option_strings if o in given)
+        if args.mode != mode and named:
+            parser.error(f"{named[0]}: an option of --mode {mode}, which this run (--mode {args.mode}) does not read")
     if args.mode == "asv" and args.rounds < min_rounds():
         parser.error(
             f"--rounds {args.rounds}: the Mann-Whitney U test on {args.rounds} round medians a side cannot reach "
