@@ -2,39 +2,70 @@
 
 asv records every cell of a benchmark it ran, n/a alike where a run of a selection (``--bench``) left it out and
 where the machine cannot run it, so its results cannot tell a whole run from a selection. ``unfold-bench bench``
-therefore writes, once every chunk of a run has finished, one record to ``results/<machine>/selections.jsonl``
-(asv reads only ``*.json`` there): the results file it saved in, the profile and the ``--bench`` regex ("" for
-every cell). A killed run writes none until a resume finishes it. The reports take a results file that a finished
-run measured whole as a whole run (``reports.analysis.latest_runs``), whatever another run of another registry
-measured; one without a record (older results, a killed run) is judged by its cell count.
+therefore appends, once every chunk of a run has finished, one record to ``<results file stem>.selections.jsonl``
+beside the results file it saved in (asv reads only ``*.json`` there): the profile and the ``--bench`` regex (""
+for every cell). One file per results file, so that laying one run's results over another's (the publishing job,
+``gpu-check import``) never replaces another commit's record. A run that stopped early (asv failed, or it was
+killed) writes none until a resume finishes it, and ``bench --commits`` (asv's own environments, commit by
+commit) writes none. The reports take a results file that a finished run measured whole as a whole run
+(``reports.analysis.latest_runs``), whatever another run of another registry measured; one without a record is
+judged by its cell count.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
-SELECTIONS_FILE = "selections.jsonl"
+SELECTIONS_SUFFIX = ".selections.jsonl"
 WHOLE = ""  # the --bench of a run of every cell
+
+
+def selections_path(machine_dir: Path, results_file: str) -> Path:
+    """Where the selections of ``machine_dir/results_file`` (asv's results file of a commit and environment) go."""
+    return Path(machine_dir) / (Path(results_file).stem + SELECTIONS_SUFFIX)
 
 
 def record_selection(machine_dir: Path, results_file: str, profile: str, bench: str) -> None:
     """Record that a run of ``profile`` selected by ``bench`` (``WHOLE``: every cell) finished into
-    ``machine_dir/results_file`` (asv's name of the commit's and environment's results file)."""
-    machine_dir.mkdir(parents=True, exist_ok=True)
-    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    record = {"file": results_file, "profile": profile, "bench": bench, "finished": date}
-    with (machine_dir / SELECTIONS_FILE).open("a") as out:
-        out.write(json.dumps(record) + "\n")
+    ``machine_dir/results_file``."""
+    path = selections_path(machine_dir, results_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    with path.open("a") as out:
+        out.write(json.dumps({"profile": profile, "bench": bench, "finished": date}) + "\n")
 
 
-def selections(records: list[dict]) -> dict[tuple[str, str], str]:
+def record_if_finished(
+    machine_dir: Path,
+    results_file: str,
+    profile: str,
+    bench: str,
+    planned: Iterable[str],
+    finished: Collection[str],
+    status: int,
+) -> bool:
+    """``record_selection`` where the run finished: asv's status 0 or 2 (a failed cell is a result like any other)
+    and every ``planned`` chunk among the ``finished`` ones (``benchmarks.runner.Ledger``); whether it recorded.
+    A run that stopped early (asv itself failed, or was killed) records nothing, so its cell count judges it."""
+    if status not in (0, 2) or not set(planned) <= set(finished):
+        return False
+    record_selection(machine_dir, results_file, profile, bench)
+    return True
+
+
+def selections(machine_dir: Path) -> dict[tuple[str, str], str]:
     """(results file, profile) -> ``WHOLE`` where a finished run measured every cell into it, else the newest
-    selection's regex."""
+    selection's regex, for every results file of ``machine_dir`` with a record."""
     found: dict[tuple[str, str], str] = {}
-    for record in records:
-        key = (record["file"], record["profile"])
-        if found.get(key) != WHOLE:
-            found[key] = record["bench"]
+    for path in sorted(Path(machine_dir).glob(f"*{SELECTIONS_SUFFIX}")):
+        results_file = path.name.removesuffix(SELECTIONS_SUFFIX) + ".json"
+        for line in path.read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                key = (results_file, record["profile"])
+                if found.get(key) != WHOLE:
+                    found[key] = record["bench"]
     return found

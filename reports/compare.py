@@ -222,7 +222,8 @@ def compare(
             elif was.status == "failed":
                 rows.append({**row, "verdict": FAILED_VERDICTS["base"], "failed_at": "base"})
             elif not was.ok or not now.ok:
-                rows.append({**row, "verdict": "new" if not was.ok else "not measured"})
+                gone = params not in new  # no such cell at HEAD: a strategy removed (or renamed), not one it skips
+                rows.append({**row, "verdict": "new" if not was.ok else "removed" if gone else "not measured"})
             else:
                 ratio, significant, verdict, mode = judge(
                     was.value, now.value, was.stats, now.stats, was.samples, now.samples, unit, thresholds, rounds
@@ -458,8 +459,8 @@ def gate_decision(table: pd.DataFrame, asv_status: int = 0, nothing_to_time: boo
         unmeasured = int((table.verdict == "not measured").sum())
         if unmeasured:
             return 2, (
-                f"FAIL: no cell was compared at both revisions: head no longer runs {unmeasured} cell(s) that base "
-                "ran (not measured)"
+                f"FAIL: no time or memory cell was compared at both revisions: head no longer runs {unmeasured} "
+                "cell(s) that base ran (not measured)"
             )
-        return 0, "PASS: no cell was compared at both revisions: strategies only added, removed or fixed"
+        return 0, "PASS: no time or memory cell was compared at both revisions: strategies only added, removed or fixed"
     return 0, "PASS"

@@ -30,7 +30,7 @@ from asv.results import Results, get_filename, iter_results
 from benchmarks.allocator import FRESH_PAGES, WARM
 from benchmarks.catalogue import CATALOGUE_FILE
 from benchmarks.kept_samples import LOST_REPLICATES_FILE
-from benchmarks.selections import SELECTIONS_FILE, selections
+from benchmarks.selections import selections
 from benchmarks.traffic import Sizes
 from reports.run_level import RunLevel, load_run_levels, read_records
 
@@ -247,9 +247,10 @@ def load_lost_replicates(results_dir: str | Path) -> dict[LostKey, tuple[int, ..
 def load_selections(results_dir: str | Path) -> dict[tuple[str, str, str], str]:
     """(machine, results file, profile) -> the selection a finished run of it recorded (``benchmarks.selections``)."""
     return {
-        (path.parent.name, file, profile): bench
-        for path in Path(results_dir).glob(f"*/{SELECTIONS_FILE}")
-        for (file, profile), bench in selections(read_records(path)).items()
+        (machine_dir.name, file, profile): bench
+        for machine_dir in Path(results_dir).iterdir()
+        if machine_dir.is_dir()
+        for (file, profile), bench in selections(machine_dir).items()
     }
 
 

@@ -266,6 +266,20 @@ def test_asv_failure_without_a_trace_in_the_results_fails_the_gate():
     assert _status(table, asv_status=1) == 0  # asv's own regression verdict is not the gate's
 
 
+def test_a_strategy_gone_at_head_is_removed_not_unmeasured_in_the_asv_mode_too():
+    """A strategy the registry no longer has is no cell at HEAD: removed (a pass), where one HEAD skips is not
+    measured; with nothing else compared the first passes, the second fails (``gate_decision``)."""
+    rng = random.Random(6)
+    both = [_samples(1.0, 24, 0.05, rng), _samples(1.0, 24, 0.05, rng)]
+    gone = compare(_results("a" * 40, both, [MIB, MIB]), _results("b" * 40, both[:1], [MIB]), rounds=8, repeat=3)
+    assert dict(zip(gone.params, gone.verdict))["s1"] == "removed" and _status(gone) == 0
+    status, why = gate_decision(gone[gone.params == "s1"])
+    assert status == 0 and "only added, removed or fixed" in why
+    skipped = compare(_results("a" * 40, both, [MIB, MIB]), _results("b" * 40, both, [MIB, math.nan]))
+    skipped = skipped[(skipped.params == "s1") & (skipped.benchmark == MEMORY)]  # n/a at HEAD: skipped there
+    assert set(skipped.verdict) == {"not measured"} and gate_decision(skipped)[0] == 2
+
+
 def test_nothing_compared_is_not_a_pass():
     nan = math.nan
     skipped = _results("a" * 40, [[1.0]], [nan]), _results("b" * 40, [[1.0]], [nan])

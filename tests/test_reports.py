@@ -109,8 +109,12 @@ def test_a_finished_whole_run_is_complete_whatever_an_older_run_of_more_strategi
 
     runs = analysis.latest_runs(thinned(load_results(results))).set_index(["machine", "profile"])
     assert runs.loc[(CPU, "quick"), "commit"] != LAST  # by its count alone, it reads as a selection
+    selected = tmp_path / "selected"
+    shutil.copytree(FIXTURE, selected)
+    record_selection(selected / CPU, "bbbbbbbb-fixture-env.json", "quick", "allcnnc")  # every cell ran, but asked for
+    runs = analysis.latest_runs(load_results(selected)).set_index(["machine", "profile"])
+    assert runs.loc[(CPU, "quick"), "commit"] != LAST and runs.loc[(CPU, "quick"), "newer_partial"] == [LAST]
     record_selection(results / CPU, "bbbbbbbb-fixture-env.json", "quick", WHOLE)
-    record_selection(results / CPU, "dddddddd-fixture-env.json", "quick", "conv2")
     loaded = load_results(results)
     ours = loaded[(loaded.machine == CPU) & (loaded.commit == LAST) & (loaded.profile == "quick")]
     assert set(ours.selection) == {WHOLE}
@@ -119,6 +123,22 @@ def test_a_finished_whole_run_is_complete_whatever_an_older_run_of_more_strategi
     record_selection(results / CPU, "bbbbbbbb-fixture-env.json", "full", "'gather'")  # every cell, but asked for
     runs = analysis.latest_runs(load_results(results)).set_index(["machine", "profile"])
     assert not runs.loc[(CPU, "full"), "complete"]  # the only full run: it stands, named partial
+
+
+def test_a_run_that_stopped_early_records_no_selection(tmp_path):
+    """Only a run whose every planned chunk finished, with asv's 0 or 2 (a failed cell is a result), says what it
+    measured: one that asv gave up on, or that a kill cut short, is left to its cell count."""
+    from benchmarks.selections import WHOLE, record_if_finished, selections
+
+    machine = tmp_path / "m"
+    planned = ["example", "ratios 1/2", "ratios 2/2"]
+    assert not record_if_finished(machine, "f.json", "quick", WHOLE, planned, {"example", "ratios 1/2"}, 0)
+    assert not record_if_finished(machine, "f.json", "quick", WHOLE, planned, set(planned), 1)  # asv failed
+    assert not machine.exists() or selections(machine) == {}
+    assert record_if_finished(machine, "f.json", "quick", WHOLE, planned, set(planned), 2)  # a failed cell
+    assert record_if_finished(machine, "g.json", "quick", "conv2", planned, set(planned), 0)
+    assert selections(machine) == {("f.json", "quick"): WHOLE, ("g.json", "quick"): "conv2"}
+    assert sorted(p.name for p in machine.iterdir()) == ["f.selections.jsonl", "g.selections.jsonl"]  # one a file
 
 
 def test_one_machines_results_from_two_checkouts_are_one_series():

@@ -169,10 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = run_chunks(chunks, command, env, ROOT, log_path, ledger, args.resume, results=saved)
         from asv.results import get_filename
 
-        from benchmarks.selections import record_selection
+        from benchmarks.selections import record_if_finished
 
         results_file = Path(get_filename(info["machine"], commit, saved.environment)).name
-        record_selection(results_dir / info["machine"], results_file, profile.name, args.bench)
+        planned = [chunk.name for chunk in chunks]
+        record_if_finished(
+            results_dir / info["machine"], results_file, profile.name, args.bench, planned, ledger.finished(), status
+        )
     print(f"benchmarks finished in {(time.monotonic() - start) / 60:.1f} min, asv exit status {status}")
 
     from reports.summary import print_summary

@@ -10,9 +10,9 @@ differ between the revisions are measured (``benchmarks.impact``; ``--every-stra
 ``--callgrind`` adds a cell judged by its instruction count at each revision.
 
 Exit status: 0 pass (nothing timed included, where no selected strategy's files differ); 1 a regression beyond its
-threshold; 2 a failure (a benchmark failed at HEAD, no cell could be compared, or the gate itself failed). Every
-default is ``reports.compare.Thresholds``'s (``--help`` shows them), except that ``--processes`` is this machine's
-recorded design where there is one (``benchmarks.gate_design``).
+threshold; 2 a failure (a benchmark failed at HEAD, HEAD stopped running every cell BASE ran so none was compared,
+or the gate itself failed). Every default is ``reports.compare.Thresholds``'s (``--help`` shows them), except that
+``--processes`` is this machine's recorded design where there is one (``benchmarks.gate_design``).
 
 Details: docs/internals.md#unfold_benchcommandsregresspy.
 """
@@ -431,7 +431,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     publish(verdict_record(pd.DataFrame(), 2, STOPPED, base, head, {"mode": args.mode}), verdict_file, {})
     from benchmarks.machine import register_machine
 
-    regime = get_regime(args.regime)
+    regime = FRESH_PAGES if args.mode == "asv" else get_regime(args.regime)  # the asv mode times in fresh pages
     info = register_machine(args.machine, regime.name, regime_environment(regime))  # as make bench names it
     machine = info["machine"]
     if args.processes is None:
