@@ -18,6 +18,7 @@ from unfold_bench.cli import main
     [
         (["stability", "--bench", "zzz"], "--bench 'zzz': no quick-profile cell matches"),
         (["stability", "--record"], "--record: a measurement records its run level anyway"),
+        (["stability", "--bench", "^ratios"], "--bench '^ratios': selects paired ratios alone; the report reads them"),
         (["capabilities", "--out", "/etc/hostname"], "--out: '/etc/hostname' is a file, not a folder"),
         (["report", "--out", "/etc/hostname/site"], "--out: '/etc/hostname/site': '/etc/hostname' is not a folder"),
         (["report", "--config", "/no/such/asv.conf.json"], "--config: '/no/such/asv.conf.json': no such file"),

@@ -401,8 +401,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from benchmarks.profiles import get_profile
         from benchmarks.runner import plan
 
-        if not plan(get_profile(args.profile), args.bench):
+        chunks = plan(get_profile(args.profile), args.bench)
+        if not chunks:
             parser.error(f"--bench {args.bench!r}: no {args.profile}-profile cell matches")
+        if all(chunk.replicate is not None for chunk in chunks):  # the report reads each ratio beside its figures
+            parser.error(
+                f"--bench {args.bench!r}: selects paired ratios alone; the report reads them beside the figures of "
+                "their cells (suite unfold): select those too"
+            )
     directories = [args.keep / f"{args.profile}-run-{i}" for i in range(args.runs)]
     seconds = []
     for index, directory in enumerate(directories, 1):
