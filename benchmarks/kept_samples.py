@@ -6,9 +6,10 @@ failure in place of the cell's result and drops the samples it had (``asv.result
 earlier replicates' processes would be lost and the cell would read as measured by the later ones alone. The
 runner therefore reads the samples before each appending replicate and, where a cell failed in it, stores them
 again. A sample's position then no longer names its replicate, so each replicate a cell lost is written to
-``results/<machine>/lost-replicates.jsonl`` (asv reads only ``*.json`` there): the reports name the cell and
-do not line its samples up with other cells' by replicate (``reports.results``, ``reports.analysis``). A first
-replicate discards a cell's earlier samples, and with them its records.
+``<results file stem>.lost-replicates.jsonl`` beside the results file (asv reads only ``*.json`` there; one file
+per results file, so that laying one run's results over another's never replaces another commit's records): the
+reports name the cell and do not line its samples up with other cells' by replicate (``reports.results``,
+``reports.analysis``). A first replicate discards a cell's earlier samples, and with them its records.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from asv.environment import get_env_name
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
-LOST_REPLICATES_FILE = "lost-replicates.jsonl"
+LOST_REPLICATES_SUFFIX = ".lost-replicates.jsonl"
+
+
+def lost_path(directory: Path, results_file: str) -> Path:
+    """Where the lost replicates of ``directory/results_file`` (asv's results file of a commit and environment) go."""
+    return Path(directory) / (Path(results_file).stem + LOST_REPLICATES_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -154,39 +160,33 @@ class CommitResults:
                 results.save(str(self.directory.parent))
         return restored
 
-    @property
-    def lost_path(self) -> Path:
-        return self.directory / LOST_REPLICATES_FILE
-
     def record_lost(self, failed: dict[str, list[tuple[str, tuple[str, ...]]]], replicate: int, of: int) -> None:
         """Append that each ``failed`` cell (``failed``'s shape) lost replicate ``replicate`` of ``of``."""
-        lines = [
-            json.dumps({"file": file, "benchmark": name, "params": list(combo), "replicate": replicate, "of": of})
-            for file, cells in failed.items()
-            for name, combo in cells
-        ]
-        if lines:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with self.lost_path.open("a") as out:
-                out.write("".join(line + "\n" for line in lines))
+        for file, cells in failed.items():
+            lines = [
+                json.dumps({"file": file, "benchmark": name, "params": list(combo), "replicate": replicate, "of": of})
+                for name, combo in cells
+            ]
+            if lines:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                with lost_path(self.directory, file).open("a") as out:
+                    out.write("".join(line + "\n" for line in lines))
 
     def forget_lost(self, cells: tuple[str, ...], replicate: int | None = None) -> None:
         """Drop the records of ``cells`` in this commit's files (a first replicate discards their samples), or only
         those of their losing ``replicate`` (a replicate taken back, ``benchmarks.checkpoint``)."""
-        if not self.lost_path.exists():
-            return
-        wanted, prefix = set(cells), f"{self.commit[:8]}-"
-        lines = self.lost_path.read_text().splitlines()
-        kept = [
-            line
-            for line in lines
-            if not (
-                (record := json.loads(line))["file"].startswith(prefix)
-                and stored_cell_name(record["benchmark"], tuple(record["params"])) in wanted
-                and replicate in (None, record["replicate"])
-            )
-        ]
-        if len(kept) != len(lines):
-            partial = self.lost_path.with_suffix(".tmp")
-            partial.write_text("".join(line + "\n" for line in kept))
-            partial.replace(self.lost_path)  # atomic: a kill leaves the old records or the new ones
+        wanted = set(cells)
+        for path in sorted(self.directory.glob(f"{self.commit[:8]}-{self.environment or '*'}{LOST_REPLICATES_SUFFIX}")):
+            lines = path.read_text().splitlines()
+            kept = [
+                line
+                for line in lines
+                if not (
+                    stored_cell_name((record := json.loads(line))["benchmark"], tuple(record["params"])) in wanted
+                    and replicate in (None, record["replicate"])
+                )
+            ]
+            if len(kept) != len(lines):
+                partial = path.with_suffix(".tmp")
+                partial.write_text("".join(line + "\n" for line in kept))
+                partial.replace(path)  # atomic: a kill leaves the old records or the new ones

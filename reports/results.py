@@ -29,7 +29,7 @@ from asv.results import Results, get_filename, iter_results
 
 from benchmarks.allocator import FRESH_PAGES, WARM
 from benchmarks.catalogue import CATALOGUE_FILE
-from benchmarks.kept_samples import LOST_REPLICATES_FILE
+from benchmarks.kept_samples import LOST_REPLICATES_SUFFIX
 from benchmarks.selections import selections
 from benchmarks.traffic import Sizes
 from reports.run_level import RunLevel, load_run_levels, read_records
@@ -236,7 +236,7 @@ def load_lost_replicates(results_dir: str | Path) -> dict[LostKey, tuple[int, ..
     """The replicates each paired cell lost, recorded beside its machine's results (``benchmarks.kept_samples``):
     its samples are those of the other replicates, so their positions do not name their replicates."""
     found: dict[LostKey, tuple[int, ...]] = {}
-    for path in Path(results_dir).glob(f"*/{LOST_REPLICATES_FILE}"):
+    for path in Path(results_dir).glob(f"*/*{LOST_REPLICATES_SUFFIX}"):
         for record in read_records(path):
             params = tuple(_unquote(p) for p in record["params"])
             key = (path.parent.name, record["file"], record["benchmark"], params)

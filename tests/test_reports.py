@@ -869,7 +869,7 @@ def test_a_paired_cell_that_lost_a_replicate_is_named_in_the_summary_and_on_the_
     from asv.results import Results
     from asv.runner import BenchmarkResult
 
-    from benchmarks.kept_samples import LOST_REPLICATES_FILE
+    from benchmarks.kept_samples import lost_path
 
     results = tmp_path / "results"
     shutil.copytree(FIXTURE, results, ignore=shutil.ignore_patterns("*.py"))
@@ -884,7 +884,7 @@ def test_a_paired_cell_that_lost_a_replicate_is_named_in_the_summary_and_on_the_
     stored.add_result({"name": name, "version": "v", "params": params}, result, record_samples=True)
     stored.save(str(results))
     record = {"file": "bbbbbbbb-fixture-env.json", "benchmark": name, "params": ["'tiling'", *params[1], *params[2]]}
-    (results / CPU / LOST_REPLICATES_FILE).write_text(json.dumps({**record, "replicate": 3, "of": 3}) + "\n")
+    lost_path(results / CPU, record["file"]).write_text(json.dumps({**record, "replicate": 3, "of": 3}) + "\n")
 
     print_summary(results, CPU, "quick", None)
     out = capsys.readouterr().out
