@@ -11,13 +11,13 @@ bench's torch on a 2x3x5x5 float32 tensor.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.profiles import PROFILES
+from benchmarks.records import write_records
 from benchmarks.traffic import Sizes
 
 if TYPE_CHECKING:
@@ -108,9 +108,4 @@ def write_catalogue(machine_dir: Path, commit: str | None, strategies: Mapping[s
         from impls import STRATEGIES
 
         strategies = STRATEGIES
-    path = Path(machine_dir) / CATALOGUE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    partial.write_text("".join(json.dumps(r) + "\n" for r in catalogue(strategies, commit)))
-    partial.replace(path)  # a killed run leaves the old catalogue or the new one
-    return path
+    return write_records(Path(machine_dir) / CATALOGUE_FILE, catalogue(strategies, commit))

@@ -30,6 +30,7 @@ import pandas as pd
 
 from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.machine import allocator_setting
+from benchmarks.records import append_records
 from benchmarks.replicates import MAX_PROCESSES, resolution
 
 GATE_DESIGN_FILE = "gate-design.jsonl"  # results/<machine>/: asv reads only *.json there
@@ -147,9 +148,7 @@ def report(table: pd.DataFrame, measured: int, target: float, slowdown: float) -
 def record(results_dir: Path, machine: str, design: GateDesign) -> Path:
     """Append ``design`` to ``machine``'s record: from now on the one its gate runs with."""
     path = Path(results_dir) / machine / GATE_DESIGN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as out:
-        out.write(json.dumps(asdict(design)) + "\n")
+    append_records(path, [asdict(design)])
     return path
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import itertools
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -26,12 +25,14 @@ from asv.environment import get_env_name
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
+from benchmarks.records import append_records, beside_results, read_records, write_records
+
 LOST_REPLICATES_SUFFIX = ".lost-replicates.jsonl"
 
 
 def lost_path(directory: Path, results_file: str) -> Path:
     """Where the lost replicates of ``directory/results_file`` (asv's results file of a commit and environment) go."""
-    return Path(directory) / (Path(results_file).stem + LOST_REPLICATES_SUFFIX)
+    return beside_results(directory, results_file, LOST_REPLICATES_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -163,30 +164,27 @@ class CommitResults:
     def record_lost(self, failed: dict[str, list[tuple[str, tuple[str, ...]]]], replicate: int, of: int) -> None:
         """Append that each ``failed`` cell (``failed``'s shape) lost replicate ``replicate`` of ``of``."""
         for file, cells in failed.items():
-            lines = [
-                json.dumps({"file": file, "benchmark": name, "params": list(combo), "replicate": replicate, "of": of})
-                for name, combo in cells
-            ]
-            if lines:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                with lost_path(self.directory, file).open("a") as out:
-                    out.write("".join(line + "\n" for line in lines))
+            append_records(
+                lost_path(self.directory, file),
+                (
+                    {"file": file, "benchmark": name, "params": list(combo), "replicate": replicate, "of": of}
+                    for name, combo in cells
+                ),
+            )
 
     def forget_lost(self, cells: tuple[str, ...], replicate: int | None = None) -> None:
         """Drop the records of ``cells`` in this commit's files (a first replicate discards their samples), or only
         those of their losing ``replicate`` (a replicate taken back, ``benchmarks.checkpoint``)."""
         wanted = set(cells)
         for path in sorted(self.directory.glob(f"{self.commit[:8]}-{self.environment or '*'}{LOST_REPLICATES_SUFFIX}")):
-            lines = path.read_text().splitlines()
+            records = read_records(path)
             kept = [
-                line
-                for line in lines
+                record
+                for record in records
                 if not (
-                    stored_cell_name((record := json.loads(line))["benchmark"], tuple(record["params"])) in wanted
+                    stored_cell_name(record["benchmark"], tuple(record["params"])) in wanted
                     and replicate in (None, record["replicate"])
                 )
             ]
-            if len(kept) != len(lines):
-                partial = path.with_suffix(".tmp")
-                partial.write_text("".join(line + "\n" for line in kept))
-                partial.replace(path)  # atomic: a kill leaves the old records or the new ones
+            if len(kept) != len(records):
+                write_records(path, kept)

@@ -15,9 +15,10 @@ judged by its cell count.
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Collection, Iterable
 from pathlib import Path
+
+from benchmarks.records import append_records, beside_results, read_records
 
 SELECTIONS_SUFFIX = ".selections.jsonl"
 WHOLE = ""  # the --bench of a run of every cell
@@ -25,17 +26,14 @@ WHOLE = ""  # the --bench of a run of every cell
 
 def selections_path(machine_dir: Path, results_file: str) -> Path:
     """Where the selections of ``machine_dir/results_file`` (asv's results file of a commit and environment) go."""
-    return Path(machine_dir) / (Path(results_file).stem + SELECTIONS_SUFFIX)
+    return beside_results(machine_dir, results_file, SELECTIONS_SUFFIX)
 
 
 def record_selection(machine_dir: Path, results_file: str, profile: str, bench: str) -> None:
     """Record that a run of ``profile`` selected by ``bench`` (``WHOLE``: every cell) finished into
     ``machine_dir/results_file``."""
-    path = selections_path(machine_dir, results_file)
-    path.parent.mkdir(parents=True, exist_ok=True)
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    with path.open("a") as out:
-        out.write(json.dumps({"profile": profile, "bench": bench, "finished": date}) + "\n")
+    append_records(selections_path(machine_dir, results_file), [{"profile": profile, "bench": bench, "finished": date}])
 
 
 def record_if_finished(
@@ -62,10 +60,8 @@ def selections(machine_dir: Path) -> dict[tuple[str, str], str]:
     found: dict[tuple[str, str], str] = {}
     for path in sorted(Path(machine_dir).glob(f"*{SELECTIONS_SUFFIX}")):
         results_file = path.name.removesuffix(SELECTIONS_SUFFIX) + ".json"
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                key = (results_file, record["profile"])
-                if found.get(key) != WHOLE:
-                    found[key] = record["bench"]
+        for record in read_records(path):
+            key = (results_file, record["profile"])
+            if found.get(key) != WHOLE:
+                found[key] = record["bench"]
     return found

@@ -30,9 +30,10 @@ from asv.results import Results, get_filename, iter_results
 from benchmarks.allocator import FRESH_PAGES, WARM
 from benchmarks.catalogue import CATALOGUE_FILE
 from benchmarks.kept_samples import LOST_REPLICATES_SUFFIX
+from benchmarks.records import read_records
 from benchmarks.selections import selections
 from benchmarks.traffic import Sizes
-from reports.run_level import RunLevel, load_run_levels, read_records
+from reports.run_level import RunLevel, load_run_levels
 
 MACHINE_FIELDS = (
     "python_version",

@@ -22,7 +22,6 @@ start afresh after a change of the harness or the machine.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -30,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from benchmarks.records import read_records, write_records
 
 RUN_LEVEL_FILE = "run-level.jsonl"  # results/<machine>/: one record per (profile, suite); asv reads only *.json
 
@@ -116,17 +117,7 @@ def write_run_levels(
     """Record the estimates ``levels`` of one set of runs in ``machine_dir`` beside the other sets' (``with_set``: a
     set recorded again replaces its own records). The file's path."""
     path = Path(machine_dir) / RUN_LEVEL_FILE
-    records = with_set(read_records(path), profile, levels, measured, provenance)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    partial.write_text("".join(json.dumps(r) + "\n" for r in records))
-    partial.replace(path)
-    return path
-
-
-def read_records(path: Path) -> list[dict]:
-    """The JSON objects of a records file kept beside a machine's results (one per line; none if it is absent)."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return write_records(path, with_set(read_records(path), profile, levels, measured, provenance))
 
 
 def pooled(records: list[dict], machine: str, leave_out: str | None = None) -> RunLevels:

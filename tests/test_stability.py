@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student
 
-from reports.run_level import RUN_LEVEL_FILE, RunLevel, read_records, write_run_levels
+from benchmarks.records import read_records
+from reports.run_level import RUN_LEVEL_FILE, RunLevel, write_run_levels
 from unfold_bench.commands import stability
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks.records import read_records
 from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import COPY_FLOOR, DIRECT_FLOOR_RATIOS, TIMED_PASSES
@@ -55,7 +56,6 @@ from reports.run_level import (
     estimate,
     load_run_levels,
     pooled,
-    read_records,
     with_set,
     write_run_levels,
 )
