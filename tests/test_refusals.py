@@ -45,6 +45,7 @@ from unfold_bench.cli import main
         (["regress", "HEAD", "--machine", "a/b"], "--machine: 'a/b' is not a machine name"),
         (["regress", "HEAD", "--rounds", "8"], "--rounds: an option of --mode asv, which this run (--mode paired)"),
         (["regress", "HEAD", "--mode", "asv", "--margin=0.1"], "--margin: an option of --mode paired, which this"),
+        (["regress", "HEAD", "--mode", "asv", "--regime", "warm"], "--regime: an option of --mode paired, which this"),
         (["variance", "--machine", ".."], "--machine: '..' is not a machine name"),
         (["bench", "--commit", "notacommit"], "--commit: 'notacommit' is not a commit hash"),
         (["capabilities", "--commit", "main"], "--commit: 'main' is not a commit hash"),  # a branch moves
