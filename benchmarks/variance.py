@@ -266,6 +266,7 @@ def report(
         "",
         f"Measured: {runs} run(s), {processes} processes; a published ratio from k processes of one run has a "
         f"{confidence:.0%} interval of about exp(+-t se); the run level adds to it between runs "
-        f"(t at k - 2 degrees of freedom: k=8 gives {student.ppf((1 + confidence) / 2, 6):.2f}).",
+        f"(t at k - 1 degrees of freedom: k=8 gives {student.ppf((1 + confidence) / 2, 7):.2f}; the gate's, "
+        f"with the set-up order a fixed effect, at k - 2: {student.ppf((1 + confidence) / 2, 6):.2f}).",
     ]
     return "\n".join(lines)

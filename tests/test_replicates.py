@@ -336,3 +336,13 @@ def test_the_variance_command_reads_its_cells_as_every_command_does_and_refuses_
     with pytest.raises(SystemExit) as exit:  # one placement a process: the placements' level cannot be estimated
         variance.main(["--cells", "gather:example:forward", "--rounds", "1", "--processes", "4"])
     assert exit.value.code == 2 and "--rounds 1: the placements' level needs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["variance-components", "variance-x-native"])
+def test_the_committed_variance_reports_are_what_the_command_prints_from_their_saved_rounds(name, tmp_path):
+    """A figure or a sentence of method in docs that the code no longer produces fails here."""
+    from unfold_bench.commands import variance
+
+    again = tmp_path / f"{name}.txt"
+    assert variance.main(["--from-json", str(ROOT / "docs" / f"{name}.jsonl"), "--out", str(again)]) == 0
+    assert again.read_text() == (ROOT / "docs" / f"{name}.txt").read_text()
