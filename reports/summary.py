@@ -302,7 +302,9 @@ def _skipped_and_failed(
     skipped = skipped_cells(table)
     if not skipped.empty:
         reasons = Counter(
-            (skip_reason(r.strategy, r.config, r.device) if skip_reason else None) or "not run in this selection"
+            (skip_reason(r.strategy, r.config, r.device) or "not run in this selection")
+            if skip_reason
+            else "reason not recorded (asv records n/a)"
             for r in skipped.itertuples()
         )
         print(f"\nSkipped cells (asv: n/a): {len(skipped)}")

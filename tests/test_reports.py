@@ -940,3 +940,22 @@ def test_report_refuses_an_unusable_out_or_config_naming_it_before_any_work(
     arguments = ["report", "--results", str(FIXTURE), "--out", str(tmp_path / "site"), option, value]
     assert main(arguments) == 2
     assert named.format(**paths) in capsys.readouterr().err
+
+
+def _summary_and_picks(text: str) -> list[str]:
+    """A printed summary's lines from its heading to its picks, but for those that name another regime's newest
+    run (a later run of another commit changes them) and the run's own reasons for its skipped cells."""
+    lines = text[text.index("\nSummary: ") + 1 :].splitlines()
+    lines = lines[: next(i for i, line in enumerate(lines) if line.startswith("Skipped cells") or not line)]
+    return [line for line in lines if not line.startswith("  Timed in the ")]
+
+
+def test_the_committed_full_run_summary_is_what_the_reports_print_from_its_results(tmp_path, capsys):
+    """docs/bench-full-amd.txt shows a whole run's output, its summary re-rendered from the committed results: a
+    change to the reports' rules that moves a figure or a pick there fails here until it is rendered again."""
+    committed = (ROOT / "docs" / "bench-full-amd.txt").read_text()
+    machine, commit = re.search(r"machine (\S+), profile full, commit (\w+),", committed).groups()
+    table = load_results(ROOT / "results")
+    (full,) = {c for c in table[(table.machine == machine) & (table.profile == "full")].commit if c.startswith(commit)}
+    print_summary(ROOT / "results", machine, "full", full, None, tmp_path)
+    assert _summary_and_picks(capsys.readouterr().out) == _summary_and_picks(committed)
