@@ -214,6 +214,13 @@ def validation_header(command: str, machine: str, commit: str, date: str, alloca
     return f"{command}: machine {machine}, commit {commit}, {date}, allocator [{allocator}];"
 
 
+def validation_first_line(runs: Path) -> str:
+    """The first line of the ``validate-gate --out FILE`` whose tables ``runs`` holds (FILE's stem + "-runs/"):
+    its command, machine, commit, allocator and what it injected; "" where there is no such file (a ``--workdir``)."""
+    text = runs.with_name(runs.name.removesuffix("-runs") + ".txt")
+    return text.read_text().split("\n", 1)[0] if runs.name.endswith("-runs") and text.exists() else ""
+
+
 def validation_source(first_line: str) -> dict[str, str]:
     """The machine, commit and allocator setting that a validation's first line names (``validation_header``);
     empty where none, and no ``allocator`` in a line from before it was named."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.trees import ROOT
 from unfold_bench.cli import main
 
 
@@ -56,6 +57,9 @@ from unfold_bench.cli import main
         (["bench", "--prof", "nosuch"], "unrecognized arguments: --prof nosuch"),
         (["gpu-check", "run", "--budg", "0"], "unrecognized arguments: --budg 0"),
         (["regress", "HEAD", "--verdict", "/proc/no-such/v.json"], "unrecognized arguments: --verdict"),
+        (["validate-gate", "--bench", "nosuch"], "--bench 'nosuch': selects no cell of gather, cpp, compiled"),
+        (["validate-gate", "--workdir", "/etc/passwd"], "--workdir /etc/passwd: not a folder"),
+        (["validate-gate", "--rejudge", "docs/gate-validation-gather-runs", "--aa", "3"], "--aa: for a validation"),
     ],
 )
 def test_a_command_refuses_bad_input_naming_it_before_any_work(arguments, named, capsys):
@@ -235,3 +239,16 @@ def test_a_nested_out_folder_is_made_when_the_command_writes_into_it(tmp_path, m
         results = Path(__file__).resolve().parent / "fixtures" / "report_results"
         assert main(["report", "--results", str(results), "--out", str(out), "--no-asv-publish"]) == 0
         assert (out / "index.html").is_file()
+
+
+def test_validate_gate_rejudges_only_runs_of_the_injection_and_machine_it_is_told(monkeypatch, capsys):
+    """Judged as another strategy's runs, or pooled across machines, saved tables give wrong figures."""
+    monkeypatch.chdir(ROOT)
+    wrong = ["validate-gate", "--rejudge", "docs/gate-validation-gather-runs", "--strategy", "cpp"]
+    assert main(wrong) == 2
+    assert (
+        'its runs were not "A/A a comment in impls/cpp.py; injected cpp\'s forward slowed"' in capsys.readouterr().err
+    )
+    pooled = ["validate-gate", "--rejudge", "docs/gate-validation-gather-runs", "docs/gate-validation-gather-amd-runs"]
+    assert main([*pooled, "--strategy", "gather"]) == 2
+    assert "--rejudge: runs of several machines (vm-amd-epyc-2cpu-nogpu, vm-intel-xeon" in capsys.readouterr().err

@@ -122,7 +122,7 @@ def count_with_callgrind(cells: list[str], revisions: list[str], profile: str) -
     return counts
 
 
-def _unit_names(profile: Profile, strategy: str, config: str, device: str) -> list[str]:
+def unit_names(profile: Profile, strategy: str, config: str, device: str) -> list[str]:
     """The names ``--bench`` is matched against in paired mode: the unit's asv time cells, as the asv mode and
     ``make bench`` match them, and its short form ``strategy, config, device``."""
     unit = (strategy, config, device)
@@ -161,7 +161,7 @@ def run_paired(
             for c in profile.configs()
             for s in names
             for d in devices
-            if any(re.search(args.bench, name) for name in _unit_names(profile, s, c.name, d))
+            if any(re.search(args.bench, name) for name in unit_names(profile, s, c.name, d))
         ]
         if not units:  # before the impact analysis and any process: the selection is what is wrong
             print(

@@ -35,7 +35,7 @@ from benchmarks.paired_stats import ALPHA
 from benchmarks.profiles import CI_SUBSET, DEFAULT_PROFILE
 from benchmarks.trees import ROOT, git
 from benchmarks.trees import clone as make_clone_of
-from benchmarks.vocabulary import timed_metric, tracked_peak_metric
+from benchmarks.vocabulary import DEVICES, timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
 from unfold_bench.common_args import (
@@ -104,6 +104,7 @@ class Injection:
 
 # By default the A/A comment goes to a file of impls that is no single strategy's, so the gate measures every
 # strategy (benchmarks.impact), and three strategies are slowed and one made hungrier at once
+RUNS = 10  # A/A and injected runs each, by default: the issue's "caught in at least 9 of 10"
 EVERY = Injection(slowed=("gather", "cpp", "compiled"), hungrier=("as_strided",), aa_file="impls/registry.py")
 
 
@@ -231,8 +232,8 @@ def rejudge(workdirs: Sequence[Path], margin: float, measured_margin: float, inj
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command_parser("validate-gate", __doc__)
-    parser.add_argument("--aa", type=int, default=10, help="A/A runs (10)")
-    parser.add_argument("--injected", type=int, default=10, help="injected-regression runs (10)")
+    parser.add_argument("--aa", type=int, help=f"A/A runs ({RUNS})")
+    parser.add_argument("--injected", type=int, help=f"injected-regression runs ({RUNS})")
     add_bench(parser, default=CI_SUBSET, help="the cells to judge: the CI subset")
     add_mode(parser)
     parser.add_argument(
@@ -247,7 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="validate on the change a pull request to this one strategy makes: the A/A comment and the slowdown "
         f"both in impls/STRATEGY.py, so the gate measures it and those importing it (default: {EVERY.describe()})",
     )
-    parser.add_argument("--workdir", help="where to clone (default: a temporary directory)")
+    parser.add_argument(
+        "--workdir", help="where to clone and keep the runs' tables (default: a temporary directory, printed)"
+    )
     parser.add_argument(
         "--out", type=output_file, help="also write what it prints to this file (e.g. docs/gate-validation.txt)"
     )
@@ -266,6 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --rejudge: the margin they ran with (the gate's)",
     )
     args = parser.parse_args(argv)
+    if args.rejudge:
+        given = [f"--{name}" for name in ("aa", "injected", "workdir", "processes") if getattr(args, name) is not None]
+        if given:
+            parser.error(f"{given[0]}: for a validation that runs the gate; --rejudge judges saved tables again")
+    args.aa, args.injected = (RUNS if n is None else n for n in (args.aa, args.injected))
     for name in ("aa", "injected"):
         if getattr(args, name) < 0:
             parser.error(f"--{name} {getattr(args, name)}: a number of runs, at least 0")
@@ -281,6 +289,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         empty = [w for w in args.rejudge if not any(w.glob("*.csv"))]
         if empty:
             parser.error(f"--rejudge {empty[0]}: no saved tables (AA-N.csv, injected-N.csv) there")
+        firsts = {w: gate_design.validation_first_line(w) for w in args.rejudge}
+        for folder, first in firsts.items():  # judged as the runs of another injection, its figures would be wrong
+            if first and not first.endswith(f"; {injection.describe()}"):
+                parser.error(
+                    f"--rejudge {folder}: its runs were not {injection.describe()!r} (--strategy "
+                    f"{args.strategy or 'not given'}); its file says: {first.rsplit('; ', 1)[-1]!r}"
+                )
+        machines = {gate_design.validation_source(first).get("machine") for first in firsts.values() if first}
+        if len(machines) > 1:
+            parser.error(f"--rejudge: runs of several machines ({', '.join(sorted(machines))}), judged together")
         command = "unfold-bench validate-gate --rejudge " + " ".join(str(w) for w in args.rejudge)
         command += f" --strategy {args.strategy}" if args.strategy else ""
         command += f" --margin {args.margin:g}" if args.margin != margin else ""
@@ -292,6 +310,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.processes is not None and (args.mode != "paired" or args.processes < 4 or args.processes % 2):
         parser.error(f"--processes {args.processes}: the paired mode's, even and at least 4")
+    if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
+        parser.error(f"--workdir {args.workdir}: not a folder")
+    from benchmarks.profiles import get_profile
+    from unfold_bench.commands.regress import unit_names
+
+    profile = get_profile(DEFAULT_PROFILE)
+    if not any(  # before the clone and the runs: each run's gate would refuse it
+        re.search(args.bench, name)
+        for config in profile.configs()
+        for strategy in injection.slowed
+        for device in DEVICES
+        for name in unit_names(profile, strategy, config.name, device)
+    ):
+        parser.error(
+            f"--bench {args.bench!r}: selects no cell of {', '.join(injection.slowed)} in the {profile.name} profile"
+        )
     lines: list[str] = []
 
     def say(line: str) -> None:
@@ -299,9 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append(line)
 
     from benchmarks.machine import machine_name
-    from benchmarks.profiles import get_profile
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
+    print(f"workdir: {workdir} (the runs' tables stay there: validate-gate --rejudge {workdir})", flush=True)
     clone, base, same, injected = make_clone(workdir, injection)
     gate = [sys.executable, "-m", "unfold_bench.commands.regress", "--mode", args.mode, "--bench", args.bench]
     design = ""
@@ -330,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.mode == "paired":
         say(f"processes: {args.processes}, {why}")
-    selected = {c.name for c in get_profile(DEFAULT_PROFILE).configs() if re.search(args.bench, c.name)}
+    selected = {c.name for c in profile.configs() if re.search(args.bench, c.name)}
     aa_cells = aa_flags = caught = 0
     runs = dict.fromkeys(("A/A", "injected"), 0)  # runs finished, failed ones included
     failed = dict.fromkeys(("A/A", "injected"), 0)  # runs whose gate exited with neither 0 nor 1

@@ -164,11 +164,9 @@ def main(argv: list[str] | None = None) -> int:
 def _validation_header(runs: Path) -> dict[str, str]:
     """The machine, commit and allocator setting that ``validate-gate --out FILE`` names on FILE's first line, for
     the tables it keeps beside it in FILE's stem + "-runs/" (empty where there is no such file)."""
-    from benchmarks.gate_design import validation_source
+    from benchmarks.gate_design import validation_first_line, validation_source
 
-    text = runs.with_name(runs.name.removesuffix("-runs") + ".txt")
-    first = text.read_text().split("\n", 1)[0] if runs.name.endswith("-runs") and text.exists() else ""
-    return validation_source(first)
+    return validation_source(validation_first_line(runs))
 
 
 def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaults: Thresholds, command: str) -> int:
