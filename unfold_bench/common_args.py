@@ -15,7 +15,9 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.allocator import DEFAULT_REGIME, REGIMES
 from benchmarks.profiles import DEFAULT_PROFILE, PROFILES
@@ -316,3 +318,31 @@ def parse_cells(text: str, profile_name: str, parser: argparse.ArgumentParser) -
             parser.error(f"--cells: {item!r} does not run here: {reason}")
         cells.append(parts)
     return cells
+
+
+class OptionGroup(list):
+    """The actions of the options added through it (argparse keeps a group's own only in a private field), so that
+    ``parse_telling_given`` can tell which of them a command line gave."""
+
+    def __init__(self, add_argument: Callable[..., argparse.Action]) -> None:
+        super().__init__()
+        self._add_argument = add_argument
+
+    def add_argument(self, *names: str, **options: Any) -> argparse.Action:
+        action = self._add_argument(*names, **options)
+        self.append(action)
+        return action
+
+
+def parse_telling_given(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, *groups: OptionGroup
+) -> tuple[argparse.Namespace, list[list[str]]]:
+    """``parser.parse_args(argv)``, and for each of ``groups`` the options of it that ``argv`` gave (by their first
+    name), told from their defaults by starting them unset: a command refuses those that its other mode reads."""
+    unset = object()
+    args = parser.parse_args(argv, argparse.Namespace(**{a.dest: unset for group in groups for a in group}))
+    given = [[a.option_strings[0] for a in group if getattr(args, a.dest) is not unset] for group in groups]
+    for action in (a for group in groups for a in group):
+        if getattr(args, action.dest) is unset:
+            setattr(args, action.dest, action.default)
+    return args, given

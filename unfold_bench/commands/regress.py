@@ -27,10 +27,9 @@ import shutil
 import subprocess
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -54,6 +53,7 @@ from reports.compare import (
 )
 from reports.gate_report import format_paired, format_paired_resolution, format_resolution, format_table
 from unfold_bench.common_args import (
+    OptionGroup,
     add_bench,
     add_machine,
     add_mode,
@@ -62,6 +62,7 @@ from unfold_bench.common_args import (
     command_parser,
     finite_float,
     output_file,
+    parse_telling_given,
 )
 
 WORK = ROOT / ".asv" / "regress"
@@ -272,19 +273,6 @@ def run_asv(
     return table, asv_status, line
 
 
-class _Recorded(list):
-    """An argument group that lists the actions added to it (argparse keeps a group's only in a private field)."""
-
-    def __init__(self, add_argument: Callable[..., argparse.Action]) -> None:
-        super().__init__()
-        self._add_argument = add_argument
-
-    def add_argument(self, *names: str, **options: Any) -> argparse.Action:
-        action = self._add_argument(*names, **options)
-        self.append(action)
-        return action
-
-
 def run_gate(argv: Sequence[str] | None = None) -> int:
     defaults = Thresholds()
     parser = command_parser("regress", __doc__)
@@ -317,7 +305,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         default=defaults.instructions,
         help="callgrind growth that fails (%(default)g)",
     )
-    paired = _Recorded(parser.add_argument_group("paired mode").add_argument)
+    paired = OptionGroup(parser.add_argument_group("paired mode").add_argument)
     paired.add_argument(
         "--processes",
         type=int,
@@ -360,7 +348,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         help="a time cell that resolves no better is reported unresolved (%(default)g)",
     )
     add_regime(paired)
-    processes = _Recorded(parser.add_argument_group("asv mode").add_argument)
+    processes = OptionGroup(parser.add_argument_group("asv mode").add_argument)
     processes.add_argument(
         "--time-threshold", type=finite_float, default=defaults.time, help="relative slowdown that fails (%(default)g)"
     )
@@ -387,17 +375,14 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         metavar="STRATEGY:CONFIG:forward|forward_backward",
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
-    # an option the other mode reads changes nothing: each mode's options start unset, so those given can be told
-    # from their defaults, and are refused where the run's mode does not read them
-    unset = object()
-    args = parser.parse_args(argv, argparse.Namespace(**{a.dest: unset for a in [*paired, *processes]}))
-    for actions, mode in ((paired, "paired"), (processes, "asv")):
-        named = [action.option_strings[0] for action in actions if getattr(args, action.dest) is not unset]
+    args, given = parse_telling_given(parser, argv, paired, processes)
+    for named, mode in zip(given, ("paired", "asv")):  # an option the other mode reads changes nothing
         if args.mode != mode and named:
             parser.error(f"{named[0]}: an option of --mode {mode}, which this run (--mode {args.mode}) does not read")
-        for action in actions:
-            if getattr(args, action.dest) is unset:
-                setattr(args, action.dest, action.default)
+    if args.mode == "asv" and args.rounds < 1:
+        parser.error(
+            f"--rounds {args.rounds}: a number of rounds a side, at least {min_rounds()} to reach p < {P_THRESHOLD}"
+        )
     if args.mode == "asv" and args.rounds < min_rounds():
         parser.error(
             f"--rounds {args.rounds}: the Mann-Whitney U test on {args.rounds} round medians a side cannot reach "

@@ -397,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--target {args.target}: a max/min target must exceed 1")
     if args.record and not args.from_runs:
         parser.error("--record: a measurement records its run level anyway; --record is for --from-runs")
+    if not args.record_in.is_dir():  # else the levels recorded elsewhere would silently be none
+        parser.error(f"--record-in {args.record_in}: no such folder (a results directory, results/ by default)")
     if not args.from_runs:  # before the runs kept in --keep are replaced
         from benchmarks.profiles import get_profile
         from benchmarks.runner import plan

@@ -40,27 +40,29 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.paired_stats import ALPHA, POWER
     from benchmarks.profiles import DEFAULT_PROFILE
     from reports.compare import Thresholds
-    from unfold_bench.common_args import add_cells, add_regime, parse_cells
+    from unfold_bench.common_args import OptionGroup, add_cells, add_regime, parse_cells, parse_telling_given
 
     defaults = Thresholds()
     parser = command_parser("variance", components.__doc__)
-    add_cells(parser, default=GATE_HARDEST_CELLS)
-    parser.add_argument(
+    measuring = parser.add_argument_group("measuring (not with --from-json or --from-gate-runs)")
+    measurement = OptionGroup(measuring.add_argument)
+    add_cells(measurement, default=GATE_HARDEST_CELLS)
+    measurement.add_argument(
         "--against",
         default="self",
         help="side A: 'self' (a second import of the same code, the gate's A/A) or a strategy",
     )
-    parser.add_argument("--runs", type=int, default=2, help="runs, one after another (%(default)d)")
-    parser.add_argument("--processes", type=int, default=6, help="processes per run, even (%(default)d)")
-    parser.add_argument("--rounds", type=int, default=4, help="placements per process (%(default)d)")
-    parser.add_argument("--blocks", type=int, default=32, help="blocks per round at most (%(default)d)")
-    parser.add_argument(
+    measurement.add_argument("--runs", type=int, default=2, help="runs, one after another (%(default)d)")
+    measurement.add_argument("--processes", type=int, default=6, help="processes per run, even (%(default)d)")
+    measurement.add_argument("--rounds", type=int, default=4, help="placements per process (%(default)d)")
+    measurement.add_argument("--blocks", type=int, default=32, help="blocks per round at most (%(default)d)")
+    measurement.add_argument(
         "--round-seconds", type=finite_float, default=0.4, help="seconds per round at most (%(default)g)"
     )
     parser.add_argument("--target", type=finite_float, default=defaults.target, help="gate resolution (%(default)g)")
     add_regime(parser, default=None)
     parser.add_argument("--out", type=output_file, help="also write the report to this file")
-    parser.add_argument("--json", type=output_file, help="write every round's block log-ratios to this file")
+    measurement.add_argument("--json", type=output_file, help="write every round's block log-ratios to this file")
     parser.add_argument("--from-json", help="report the rounds saved by an earlier --json instead of measuring")
     sizing = parser.add_argument_group(
         "sizing the gate from its own A/A runs (benchmarks/gate_design.py), instead of measuring"
@@ -93,9 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         "this one); another than the text names is refused",
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(arguments)
+    args, (measured,) = parse_telling_given(parser, arguments, measurement)
     if args.regime is not None and (args.from_gate_runs is not None or args.from_json):
         parser.error(f"--regime {args.regime}: only for a measurement (the runs read back were timed in their own)")
+    if measured and (args.from_gate_runs is not None or args.from_json):
+        source = "--from-json" if args.from_json else "--from-gate-runs"
+        parser.error(f"{measured[0]}: only for a measurement; {source} reports runs already made")
     if args.target <= 1:
         parser.error(f"--target {args.target}: a resolution is a slowdown factor above 1")
     if args.from_gate_runs is not None:
@@ -200,6 +205,8 @@ def _size_gate(parser: argparse.ArgumentParser, args: argparse.Namespace, defaul
             f"{' and '.join(repr(a or 'not named (older runs)') for a in sorted(allocators))}, not this machine's "
             f"gate's today ({today!r}): a design sized from them would not be used; size it from new runs"
         )
+    if args.record and args.machine and next(iter(machines), args.machine) != args.machine:
+        parser.error(f"--machine {args.machine}: the runs in {named} were made on {next(iter(machines))}")
     margin, slowdown = defaults.paired_margin, 1 + defaults.time
     try:
         cells = gate_design.measured_cells([pd.read_csv(t) for t in tables], args.measured_processes)
