@@ -249,7 +249,7 @@ def load_selections(results_dir: str | Path) -> dict[tuple[str, str, str], str]:
     """(machine, results file, profile) -> the selection a finished run of it recorded (``benchmarks.selections``)."""
     return {
         (machine_dir.name, file, profile): bench
-        for machine_dir in Path(results_dir).iterdir()
+        for machine_dir in Path(results_dir).glob("*/")  # none where results_dir is absent
         if machine_dir.is_dir()
         for (file, profile), bench in selections(machine_dir).items()
     }

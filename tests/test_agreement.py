@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import statistics
 
+import pytest
+
 from benchmarks.independent_timer import BLOCKS
 from unfold_bench.commands import agreement
 
@@ -96,3 +98,26 @@ def test_the_timers_suite_order_ratios_are_read_from_the_processes_that_report_o
     ]
     assert agreement.blocks_ratios(processes, "cpp:c:forward") == [0.4, 0.35]
     assert agreement.blocks_ratios(processes, "native:c:forward") == []
+
+
+def test_asv_failing_as_a_whole_stops_the_round_with_its_output_and_a_failed_cell_is_left_out(monkeypatch, capsys):
+    """asv's 2 (a cell failed) is a result like any other, named; any other status ends the command with asv's own
+    last lines, not a traceback of a discarded output."""
+    import subprocess
+
+    from benchmarks.profiles import get_profile
+    from unfold_bench.commands import agreement
+
+    cells = [("gather", "example", "forward")]
+    for status, said in ((2, "cell gather failed\n"), (1, "ERROR: asv could not start\n")):
+        monkeypatch.setattr(
+            agreement.subprocess,
+            "run",
+            lambda command, status=status, said=said, **kw: subprocess.CompletedProcess(command, status, said, ""),
+        )
+        if status == 2:
+            assert agreement._time_by_harness(cells, get_profile("quick"), "m", "0" * 40, {}) == ({}, {})
+            assert "harness: cell gather failed (left out)" in capsys.readouterr().out
+        else:
+            with pytest.raises(agreement.HarnessError, match="asv exited 1; its last lines:\nERROR: asv could not"):
+                agreement._time_by_harness(cells, get_profile("quick"), "m", "0" * 40, {})

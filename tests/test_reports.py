@@ -959,3 +959,9 @@ def test_the_committed_full_run_summary_is_what_the_reports_print_from_its_resul
     (full,) = {c for c in table[(table.machine == machine) & (table.profile == "full")].commit if c.startswith(commit)}
     print_summary(ROOT / "results", machine, "full", full, None, tmp_path)
     assert _summary_and_picks(capsys.readouterr().out) == _summary_and_picks(committed)
+
+
+def test_the_results_of_a_folder_that_holds_none_are_an_empty_table_with_the_columns(tmp_path):
+    for folder in (tmp_path / "absent", tmp_path):  # a run whose every asv call failed leaves no folder at all
+        table = load_results(folder)
+        assert table.empty and list(table.columns) == list(COLUMNS)

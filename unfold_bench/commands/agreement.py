@@ -99,7 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     for round_ in range(1, args.rounds + 1):
-        harness, ratios = _time_by_harness(cells, profile, machine, commit, env)
+        try:
+            harness, ratios = _time_by_harness(cells, profile, machine, commit, env)
+        except HarnessError as error:
+            print(f"unfold-bench agreement: the harness's round {round_} failed: {error}", file=sys.stderr)
+            return 2
         rows = _time_by_timer(timed, profile.name, env, processes)
         independent = {
             key: statistics.median(found)
@@ -285,6 +289,10 @@ def by_rounds(
     return lines
 
 
+class HarnessError(RuntimeError):
+    """asv itself failed (not a cell of it): nothing of that round can be compared."""
+
+
 def _time_by_harness(
     cells: list[tuple[str, str, str]], profile: Profile, machine: str, commit: str, env: dict
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
@@ -307,7 +315,12 @@ def _time_by_harness(
         for selection in chunks if paired else chunks[:1]:
             command = [sys.executable, "-m", "asv", "--config", config, "run", "--python=same"]
             command += ["--set-commit-hash", commit, "--machine", machine, *selection]
-            subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=True)
+            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+            said = (done.stdout + done.stderr).splitlines()
+            if done.returncode not in (0, 2):  # 2: a cell failed, a result like any other (left out below)
+                raise HarnessError(f"asv exited {done.returncode}; its last lines:\n" + "\n".join(said[-20:]))
+            for line in (line for line in said if "failed" in line.lower()):
+                print(f"harness: {line.strip()} (left out)", flush=True)
         table = load_results(Path(scratch) / "results")
     ok = table[(table.status == "ok") & (table.profile == profile.name)]
     medians = {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in ok[ok.suite == "unfold"].itertuples()}
