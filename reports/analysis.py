@@ -1050,6 +1050,21 @@ def run_level_note(run_table: pd.DataFrame) -> str:
     return "Intervals: " + "; ".join(parts) + "."
 
 
+def unmeasured_note(run_table: pd.DataFrame, device: str, strategies: Mapping[str, Mapping]) -> str:
+    """The strategies registered now (``strategies``, the catalogue's records) for ``device`` that one run did not
+    measure there at all (registered after it, or left out of its registry), whom its picks therefore do not weigh;
+    "" where it measured every one."""
+    measured = set(run_table.strategy[run_table.device == device].dropna())
+    missing = sorted(name for name, record in strategies.items() if device in record.get("devices", (device,)))
+    missing = [name for name in missing if name not in measured]
+    if not missing:
+        return ""
+    return (
+        f"Not measured by this run: {', '.join(missing)} (registered on {device} now, not in this run's results); "
+        f"its picks weigh only the {len(measured)} strategies it measured. A newer complete run would judge them."
+    )
+
+
 def short_cells(run_table: pd.DataFrame, device: str | None = None) -> pd.DataFrame:
     """The paired cells of one run that failed in some of its replicates and kept the others' samples
     (``benchmarks.kept_samples``), on ``device`` only if given: their intervals are the wider for it, and the picks'

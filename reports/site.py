@@ -386,6 +386,9 @@ def overview_page(
                     f"No figures on {device}: every cell was skipped on this machine (for CUDA: no GPU).", "note"
                 )
                 continue
+            unmeasured = analysis.unmeasured_note(run_table, device, catalogue.strategies)
+            if unmeasured:
+                page.paragraph(unmeasured, "note")
             record = _capability_record(list(capabilities), run["machine"])
             page.add(_recommendation_html(cells, table, run, device, catalogue, record))
             page.add(_cell_table_html(cells, set_aside(catalogue.strategies)))

@@ -965,3 +965,13 @@ def test_the_results_of_a_folder_that_holds_none_are_an_empty_table_with_the_col
     for folder in (tmp_path / "absent", tmp_path):  # a run whose every asv call failed leaves no folder at all
         table = load_results(folder)
         assert table.empty and list(table.columns) == list(COLUMNS)
+
+
+def test_a_run_that_did_not_measure_a_strategy_registered_now_says_its_picks_do_not_weigh_it():
+    run = pd.DataFrame({"strategy": ["native", "gather", None], "device": ["cpu", "cpu", "cpu"]})
+    registered = {name: {"devices": ["cpu"]} for name in ("native", "gather", "cpp")}
+    registered["triton"] = {"devices": ["cuda"]}
+    note = analysis.unmeasured_note(run, "cpu", registered)
+    assert note.startswith("Not measured by this run: cpp (registered on cpu now")
+    assert "only the 2 strategies it measured" in note
+    assert analysis.unmeasured_note(run, "cpu", {"native": {"devices": ["cpu"]}}) == ""
