@@ -254,7 +254,7 @@ def add_commit(parser: argparse.ArgumentParser) -> None:
 
 def add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--config", type=config_file, default=str(ROOT / "asv.conf.json"), help="asv configuration file"
+        "--config", type=config_file, default=str(ROOT / "asv.conf.json"), help="asv configuration file (%(default)s)"
     )
 
 

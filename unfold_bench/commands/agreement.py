@@ -1,7 +1,8 @@
 """Do the harness's times agree with an independent timer? The entry point of `make agreement`.
 
 A few cells are timed in one run, in the same timing regime and with the same number of threads, in several
-rounds: by the asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``),
+rounds: by the asv suite (``make bench``'s own cells, saved to a temporary results directory, not ``results/``,
+under a machine ``agreement-<regime>`` that it registers in asv's machine file, ``~/.asv-machine.json``),
 and by ``torch.utils.benchmark`` in processes of its own (``benchmarks.independent_timer``), each calling every
 strategy directly in an order of its own (inputs made with the same seeds; for a strategy that compiles, one
 untimed call first). Three figures are compared:

@@ -30,7 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("config", choices=list(CONFIGS_BY_NAME))
     add_profile(parser)
     add_device(parser, ("cpu",), why="memory_profiler measures host memory")
-    parser.add_argument("--interval", type=finite_float, default=0.005, help="timeline sampling interval in seconds")
+    parser.add_argument(
+        "--interval", type=finite_float, default=0.005, help="timeline sampling interval in seconds (%(default)g)"
+    )
     args = parser.parse_args(arguments)
     if args.interval <= 0:
         parser.error(f"--interval {args.interval}: must be positive")

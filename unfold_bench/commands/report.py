@@ -21,9 +21,12 @@ from unfold_bench.common_args import add_config, command_parser, output_folder
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command_parser("report", __doc__)
-    parser.add_argument("--results", default=str(ROOT / "results"), help="asv results directory")
+    parser.add_argument("--results", default=str(ROOT / "results"), help="asv results directory (%(default)s)")
     parser.add_argument(
-        "--out", type=output_folder, default=str(ROOT / "reports" / "site"), help="where to write the site"
+        "--out",
+        type=output_folder,
+        default=str(ROOT / "reports" / "site"),
+        help="where to write the site (%(default)s)",
     )
     add_config(parser)
     parser.add_argument("--no-asv-publish", action="store_true", help="skip asv's own site")

@@ -369,7 +369,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="bench runs of the current commit (3)")
     add_profile(parser)
     add_bench(parser)
-    parser.add_argument("--keep", type=Path, default=ROOT / ".asv" / "stability", help="where the runs' results go")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=ROOT / ".asv" / "stability",
+        help="where the runs' results are kept, and --from-runs reads them (%(default)s)",
+    )
     parser.add_argument("--out", type=output_file, help="also write the report to this file")
     parser.add_argument("--from-runs", action="store_true", help="report the runs already in --keep, measure nothing")
     parser.add_argument(

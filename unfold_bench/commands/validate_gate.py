@@ -261,12 +261,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="judge earlier validations' saved tables (their --out's -runs/ folders, or --workdir) again, together",
     )
     margin = Thresholds().paired_margin
-    parser.add_argument("--margin", type=finite_float, default=margin, help="with --rejudge: the margin to judge with")
+    parser.add_argument(
+        "--margin",
+        type=finite_float,
+        default=margin,
+        help="with --rejudge: the margin to judge with (%(default)g, the gate's)",
+    )
     parser.add_argument(
         "--measured-margin",
         type=finite_float,
         default=margin,
-        help="with --rejudge: the margin they ran with (the gate's)",
+        help="with --rejudge: the margin they ran with (%(default)g, the gate's)",
     )
     args = parser.parse_args(argv)
     if args.rejudge:

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     measurement.add_argument(
         "--against",
         default="self",
-        help="side A: 'self' (a second import of the same code, the gate's A/A) or a strategy",
+        help="side A: 'self' (a second import of the same code, the gate's A/A) or a strategy (%(default)s)",
     )
     measurement.add_argument("--runs", type=int, default=2, help="runs, one after another (%(default)d)")
     measurement.add_argument("--processes", type=int, default=6, help="processes per run, even (%(default)d)")
