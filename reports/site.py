@@ -122,6 +122,12 @@ def _table(header: list[str], rows: Iterable[list[tuple[str, str]]]) -> Markup:
     return macro("table", header, [list(row) for row in rows])
 
 
+def _exact(row) -> bool:
+    """A ranking's T with no width: the paired ratios' reference, exactly 1 over itself on every config, whose T is
+    the inverse of the yardstick that every other strategy's interval is measured against."""
+    return row.strategy == analysis.REFERENCE_STRATEGY and row.time_low == row.time_high == row.time_score
+
+
 def _regime_label(machine: str) -> str:
     return regime_of_machine(machine).label
 
@@ -258,7 +264,9 @@ def _recommendation_html(
                 ).format(where)
             css = "box"
         ranking = "; ".join(
-            f"{r.strategy} T {format_ratio_interval(r.time_score, r.time_low, r.time_high)}, "
+            f"{r.strategy} T {format_ratio_interval(r.time_score, r.time_low, r.time_high)}"
+            + (" (the reference the others are paired with: theirs hold the error)" if _exact(r) else "")
+            + ", "
             f"M {format_ratio(r.memory_score)}" + (f" ({r.why_not})" if r.why_not else "")
             if not pd.isna(r.time_score)
             else f"{r.strategy} out ({r.why_not})"

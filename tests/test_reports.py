@@ -975,3 +975,12 @@ def test_a_run_that_did_not_measure_a_strategy_registered_now_says_its_picks_do_
     assert note.startswith("Not measured by this run: cpp (registered on cpu now")
     assert "only the 2 strategies it measured" in note
     assert analysis.unmeasured_note(run, "cpu", {"native": {"devices": ["cpu"]}}) == ""
+
+
+def test_the_reference_s_score_without_width_says_why_and_no_other_does():
+    from reports.site import _exact
+
+    row = pd.Series({"strategy": analysis.REFERENCE_STRATEGY, "time_score": 3.0, "time_low": 3.0, "time_high": 3.0})
+    assert _exact(row)
+    assert not _exact(pd.Series({**row, "strategy": "gather"}))
+    assert not _exact(pd.Series({**row, "time_low": 2.5, "time_high": 3.5}))
