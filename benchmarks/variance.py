@@ -217,6 +217,23 @@ def preemption(rows: Sequence[Mapping]) -> tuple[str, str]:
     return mean, f"{spearmanr(switches, ratios).statistic:+.2f}"
 
 
+def _process_interval(rows: Sequence[Mapping], confidence: float) -> str:
+    """``[low, high]`` of B / A at ``confidence``: Student's t across the processes' mean trimmed log-ratios (each
+    run's processes together); "n/a" with fewer than two processes."""
+    from scipy.stats import t as student
+
+    by_process: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r.get("log_ratios"):
+            by_process.setdefault((r.get("run"), r["process"]), []).append(trimmed_mean(r["log_ratios"]))
+    means = [float(np.mean(v)) for v in by_process.values()]
+    if len(means) < 2:
+        return "n/a"
+    half = student.ppf((1 + confidence) / 2, len(means) - 1) * float(np.std(means, ddof=1)) / math.sqrt(len(means))
+    centre = float(np.mean(means))
+    return f"[{math.exp(centre - half):.3f}, {math.exp(centre + half):.3f}]"
+
+
 def report(
     rows: Sequence[Mapping], target: float, alpha: float, power: float, margin: float, confidence: float = 0.95
 ) -> str:
@@ -225,6 +242,8 @@ def report(
 
     lines = [
         "Variance components of log(B / A), as standard deviations in % of the ratio; seconds per repetition;",
+        f"ratio: B / A, the geometric mean over every round; its interval: {confidence:.0%}, Student's t across the "
+        "processes' means (every run's together, the run level not added);",
         "faulted: the share of blocks that took any minor page fault (the interpreter's own, or an output on fresh "
         "pages);",
         "sw/blk: the mean involuntary context switches a block (other work taking a CPU); rho(sw): their rank "
@@ -232,7 +251,7 @@ def report(
         f"Gate design: the cheapest (processes, rounds, blocks) whose resolution reaches {target:g}x "
         f"(one-sided alpha {alpha:g}, power {power:g}, margin {margin:g}).",
         "",
-        f"{'unit':<40} {'ratio':>7} {'block':>6} {'round':>6} {'proc':>6} {'run':>6} "
+        f"{'unit':<40} {'ratio':>7} {'its interval':>16} {'block':>6} {'round':>6} {'proc':>6} {'run':>6} "
         f"{'s/proc':>7} {'s/round':>7} {'ms/blk':>7} {'faulted':>7} {'sw/blk':>6} {'rho(sw)':>7}  "
         "gate design (k x m x n: resolution, s)",
     ]
@@ -244,6 +263,7 @@ def report(
             continue
         c = components(mine)
         ratio = math.exp(np.mean([trimmed_mean(r["log_ratios"]) for r in mine if r.get("log_ratios")]))
+        interval = _process_interval(mine, confidence)
 
         def pct(variance: float) -> str:
             return "n/a" if math.isnan(variance) else f"{100 * math.expm1(math.sqrt(variance)):.1f}"
@@ -256,7 +276,8 @@ def report(
             else f"none up to {MAX_PROCESSES} processes (process level alone: {pct(c.process)}%)"
         )
         lines.append(
-            f"{key:<40} {ratio:7.3f} {pct(c.block):>6} {pct(c.round):>6} {pct(c.process):>6} {pct(c.run):>6} "
+            f"{key:<40} {ratio:7.3f} {interval:>16} "
+            f"{pct(c.block):>6} {pct(c.round):>6} {pct(c.process):>6} {pct(c.run):>6} "
             f"{c.process_seconds:7.1f} {c.round_seconds:7.2f} {1000 * c.block_seconds:7.2f} "
             f"{faulted_share(mine):>7} {switched:>6} {correlation:>7}  {plan}"
         )
