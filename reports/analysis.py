@@ -1051,17 +1051,17 @@ def run_level_note(run_table: pd.DataFrame) -> str:
 
 
 def unmeasured_note(run_table: pd.DataFrame, device: str, strategies: Mapping[str, Mapping]) -> str:
-    """The strategies registered now (``strategies``, the catalogue's records) for ``device`` that one run did not
-    measure there at all (registered after it, or left out of its registry), whom its picks therefore do not weigh;
-    "" where it measured every one."""
-    measured = set(run_table.strategy[run_table.device == device].dropna())
+    """The strategies registered now (``strategies``, the catalogue's records) for ``device`` of which one run has no
+    figure there (registered after it, left out of its registry, or skipped on every cell), whom its picks therefore
+    do not weigh; "" where it measured every one."""
+    measured = set(run_table.strategy[(run_table.device == device) & (run_table.status == "ok")].dropna())
     missing = sorted(name for name, record in strategies.items() if device in record.get("devices", (device,)))
     missing = [name for name in missing if name not in measured]
     if not missing:
         return ""
     return (
-        f"Not measured by this run: {', '.join(missing)} (registered on {device} now, not in this run's results); "
-        f"its picks weigh only the {len(measured)} strategies it measured. A newer complete run would judge them."
+        f"Not measured by this run: {', '.join(missing)} (registered on {device} now, no figure of it in this "
+        "run); its picks weigh only the strategies it measured. A newer complete run would judge them."
     )
 
 

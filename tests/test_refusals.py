@@ -256,3 +256,21 @@ def test_validate_gate_rejudges_only_runs_of_the_injection_and_machine_it_is_tol
     pooled = ["validate-gate", "--rejudge", "docs/gate-validation-gather-runs", "docs/gate-validation-gather-amd-runs"]
     assert main([*pooled, "--strategy", "gather"]) == 2
     assert "--rejudge: runs of several machines (vm-amd-epyc-2cpu-nogpu, vm-intel-xeon" in capsys.readouterr().err
+
+
+def test_an_option_group_tells_given_options_from_defaults_and_refuses_options_it_could_not_fill():
+    import argparse
+
+    from unfold_bench.common_args import OptionGroup, parse_telling_given
+
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    group = OptionGroup(parser.add_argument_group("mode").add_argument)
+    group.add_argument("--rounds", type=int, default=8)
+    group.add_argument("--every", action="store_true")
+    args, (given,) = parse_telling_given(parser, ["--rounds", "8"], group)
+    assert given == ["--rounds"] and args.rounds == 8 and args.every is False  # given at its default, and filled
+    args, (given,) = parse_telling_given(parser, [], group)
+    assert given == [] and args.rounds == 8
+    for options in ({"action": "append"}, {"action": "count"}, {"type": Path, "default": "results"}):
+        with pytest.raises(ValueError, match="--x: "):
+            group.add_argument("--x", **options)

@@ -329,6 +329,12 @@ class OptionGroup(list):
         self._add_argument = add_argument
 
     def add_argument(self, *names: str, **options: Any) -> argparse.Action:
+        """As argparse's, for options whose default ``parse_telling_given`` can fill in as argparse would: not one
+        that accumulates (append, extend, count), nor a string default that ``type`` would convert."""
+        if options.get("action") in ("append", "append_const", "extend", "count"):
+            raise ValueError(f"{names[0]}: an option that accumulates cannot be told given from its default")
+        if isinstance(options.get("default"), str) and options.get("type") is not None:
+            raise ValueError(f"{names[0]}: a string default that type converts: give the default converted")
         action = self._add_argument(*names, **options)
         self.append(action)
         return action

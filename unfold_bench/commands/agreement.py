@@ -318,12 +318,16 @@ def _time_by_harness(
             command += ["--set-commit-hash", commit, "--machine", machine, *selection]
             done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
             said = (done.stdout + done.stderr).splitlines()
-            if done.returncode not in (0, 2):  # 2: a cell failed, a result like any other (left out below)
+            if done.returncode not in (0, 2):  # 2: some cell failed, a result like any other (left out below)
                 raise HarnessError(f"asv exited {done.returncode}; its last lines:\n" + "\n".join(said[-20:]))
             for line in (line for line in said if "failed" in line.lower()):
                 print(f"harness: {line.strip()} (left out)", flush=True)
         table = load_results(Path(scratch) / "results")
     ok = table[(table.status == "ok") & (table.profile == profile.name)]
+    if ok.empty:  # asv also gives 2 where its suite did not import: every cell failed, nothing to compare
+        raise HarnessError(
+            f"no cell came back (asv exited {done.returncode}); its last lines:\n" + "\n".join(said[-20:])
+        )
     medians = {f"{r.strategy}:{r.config}:{r.metric[5:]}": r.value for r in ok[ok.suite == "unfold"].itertuples()}
     samples = {
         f"{r.strategy}:{r.config}:{r.metric.removeprefix('track_ratio_')}": r.samples

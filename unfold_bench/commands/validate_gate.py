@@ -39,6 +39,7 @@ from benchmarks.vocabulary import DEVICES, timed_metric, tracked_peak_metric
 from reports.compare import Thresholds
 from reports.units import METRICS
 from unfold_bench.common_args import (
+    GATE_MODES,
     add_bench,
     add_mode,
     command_parser,
@@ -276,6 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rejudge:
         given = [f"--{name}" for name in ("aa", "injected", "workdir", "processes") if getattr(args, name) is not None]
+        given += [
+            f"--{name}"
+            for name, default in (("bench", CI_SUBSET), ("mode", GATE_MODES[0]))
+            if args.__dict__[name] != default
+        ]
         if given:
             parser.error(f"{given[0]}: for a validation that runs the gate; --rejudge judges saved tables again")
     args.aa, args.injected = (RUNS if n is None else n for n in (args.aa, args.injected))
@@ -297,9 +303,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         firsts = {w: gate_design.validation_first_line(w) for w in args.rejudge}
         for folder, first in firsts.items():  # judged as the runs of another injection, its figures would be wrong
             if first and not first.endswith(f"; {injection.describe()}"):
+                said = (
+                    f"its file says: {first.rsplit('; ', 1)[-1]!r}"
+                    if "; A/A a comment in " in first
+                    else "its file predates validate-gate's naming of what it injected"
+                )
                 parser.error(
                     f"--rejudge {folder}: its runs were not {injection.describe()!r} (--strategy "
-                    f"{args.strategy or 'not given'}); its file says: {first.rsplit('; ', 1)[-1]!r}"
+                    f"{args.strategy or 'not given'}); {said}"
                 )
         machines = {gate_design.validation_source(first).get("machine") for first in firsts.values() if first}
         if len(machines) > 1:
@@ -317,19 +328,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--processes {args.processes}: the paired mode's, even and at least 4")
     if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
         parser.error(f"--workdir {args.workdir}: not a folder")
+    from benchmarks.cells import device_unavailable
     from benchmarks.profiles import get_profile
+    from impls import STRATEGIES
     from unfold_bench.commands.regress import unit_names
 
     profile = get_profile(DEFAULT_PROFILE)
+    devices = [d for d in DEVICES if device_unavailable(d) is None]
+    # the injected runs judge the changed strategies; A/A runs alone, any strategy the gate measures
+    judged = [*injection.slowed, *injection.hungrier] if args.injected else list(STRATEGIES)
     if not any(  # before the clone and the runs: each run's gate would refuse it
         re.search(args.bench, name)
         for config in profile.configs()
-        for strategy in injection.slowed
-        for device in DEVICES
+        for strategy in judged
+        for device in devices
         for name in unit_names(profile, strategy, config.name, device)
     ):
         parser.error(
-            f"--bench {args.bench!r}: selects no cell of {', '.join(injection.slowed)} in the {profile.name} profile"
+            f"--bench {args.bench!r}: selects no cell of {', '.join(judged)} in the {profile.name} profile on "
+            f"{', '.join(devices)}"
         )
     lines: list[str] = []
 
@@ -340,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.machine import machine_name
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gate-validation-"))
-    print(f"workdir: {workdir} (the runs' tables stay there: validate-gate --rejudge {workdir})", flush=True)
+    again = f"validate-gate --rejudge {workdir}" + (f" --strategy {args.strategy}" if args.strategy else "")
+    print(f"workdir: {workdir} (the runs' tables stay there: {again})", flush=True)
     clone, base, same, injected = make_clone(workdir, injection)
     gate = [sys.executable, "-m", "unfold_bench.commands.regress", "--mode", args.mode, "--bench", args.bench]
     design = ""
