@@ -30,7 +30,7 @@ help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-.PHONY: help venv cpp test test-fast lint browser bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement context test-strategy \
+.PHONY: help venv cpp test test-fast lint browser summary bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement context test-strategy \
 	memprofile report regress regress-validate advise asv-check gpu-check gpu-check-prepare mutation-check variance clean
 
 # The torch asked for, recorded so that another TORCH_SPEC reinstalls into an existing .venv instead of keeping the
@@ -134,6 +134,10 @@ advise: cpp  ## which strategy for your own layers: make advise ARGS="--input-sh
 # The static website from every result in results/ (all machines, commits, profiles): reports/site/.
 report: venv  ## rebuild the site (reports/site/) from every result in results/
 	$(PY) -m unfold_bench.cli report
+
+# An earlier run's summary, printed again under this checkout's reports: make summary PROFILE=full COMMIT=a6d50396
+summary: venv  ## print a run's summary again from results/: [MACHINE=...] [PROFILE=full] [COMMIT=<hash prefix>]
+	$(PY) -m unfold_bench.cli summary $(if $(MACHINE),--machine "$(MACHINE)") $(PROFILE_FLAG) $(if $(COMMIT),--commit "$(COMMIT)")
 
 # The configs' real batch size (256 for All-CNN-C).
 bench-full:  ## make bench at the configs' real batch sizes

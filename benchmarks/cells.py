@@ -113,6 +113,15 @@ class Cell:
         )
 
 
+def skip_reason_here(strategy: str, config: str, device: str, profile: Profile) -> str | None:
+    """Why a cell named by its strategy, config and device does not run on this machine, or None (also for a name
+    this checkout no longer has): what the summary says of asv's "n/a"."""
+    try:
+        return Cell.from_names(strategy, config, device, profile).skip_reason()
+    except KeyError:
+        return None
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The correctness gate's finding for one cell; ``None`` fields mean "matches the reference"."""

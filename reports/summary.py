@@ -253,8 +253,9 @@ def print_summary(
     full_dir: str | Path | None = None,
     selection: str = "",
     failure_reason: Callable[[str, str, str, str], str | None] | None = None,
-) -> None:
-    """Print the summary of ``machine``'s ``profile`` results at ``commit`` (None: its latest commit).
+) -> bool:
+    """Print the summary of ``machine``'s ``profile`` results at ``commit`` (None: its latest commit); whether there
+    were any.
 
     One summary per environment that has results for that commit (``make bench`` records the current
     environment, ``make bench-commits`` asv's per-commit virtualenvs: their figures are not mixed): one line
@@ -269,10 +270,13 @@ def print_summary(
     table = every_run[(every_run.machine == machine) & (every_run.profile == profile)]
     if table.empty:
         print(f"no {profile} results for machine {machine} in {results_dir}")
-        return
+        return False
     if commit is None:
         commit = table.sort_values("date").commit.iloc[-1]
     regime = regime_of_machine(machine)
+    if not (table.commit == commit).any():
+        print(f"no {profile} results for machine {machine} at commit {commit[:8]} in {results_dir}")
+        return False
     for env, rows in table[table.commit == commit].groupby("env", sort=True):
         heading = f"machine {machine}, profile {profile}, commit {commit[:8]}, environment {env}"
         print(f"\nSummary: {heading}\nTiming regime: {regime.label}")
@@ -292,6 +296,7 @@ def print_summary(
         path.write_text(full.getvalue())
         print(f"Every cell's figures and ratios: {path}")
     print(f"Results: {Path(results_dir).resolve()}/{machine}/ (asv's JSON); the site: make report")
+    return True
 
 
 def _skipped_and_failed(

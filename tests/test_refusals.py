@@ -61,6 +61,8 @@ from unfold_bench.cli import main
         (["variance", "--from-json", "/no/such.jsonl", "--runs", "3"], "--runs: only for a measurement; --from-json"),
         (["variance", "--from-gate-runs", "/no/such", "--cells", "every"], "--cells: only for a measurement"),
         (["regress", "HEAD", "--mode", "asv", "--rounds", "0"], "--rounds 0: a number of rounds a side, at least"),
+        (["summary", "--machine", "nosuch"], "--machine nosuch: no results of it in"),
+        (["summary", "--machine", "vm-amd-epyc-2cpu-nogpu", "--commit", "zzz"], "--commit zzz: no run of vm-amd"),
         (["validate-gate", "--bench", "nosuch"], "--bench 'nosuch': selects no cell of gather, cpp, compiled"),
         (["validate-gate", "--workdir", "/etc/passwd"], "--workdir /etc/passwd: not a folder"),
         (["validate-gate", "--rejudge", "docs/gate-validation-gather-runs", "--aa", "3"], "--aa: for a validation"),

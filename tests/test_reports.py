@@ -962,9 +962,9 @@ def test_the_committed_full_run_summary_is_what_the_reports_print_from_its_resul
     print_summary(ROOT / "results", machine, "full", full, None, tmp_path)
     again = _summary_and_picks(capsys.readouterr().out)
     assert again == _summary_and_picks(committed), (
-        "docs/bench-full-amd.txt's summary is no longer what reports.summary.print_summary prints from its results "
-        "(a change to the reports' rules, or a run level recorded since): print it again into the file, from "
-        "'Summary:' to the skipped cells, keeping the run's own lines around it"
+        "docs/bench-full-amd.txt's summary is no longer what the reports print from its results (a change to the "
+        "reports' rules, or a run level recorded since): print it with `unfold-bench summary --machine "
+        f"{machine} --profile full --commit {commit}` and put it in the file, from 'Summary:' to the skipped cells"
     )
 
 
@@ -992,3 +992,17 @@ def test_the_reference_s_score_without_width_says_why_and_no_other_does():
     assert _exact(row)
     assert not _exact(pd.Series({**row, "strategy": "gather"}))
     assert not _exact(pd.Series({**row, "time_low": 2.5, "time_high": 3.5}))
+
+
+def test_the_summary_command_prints_a_stored_runs_summary_again_and_writes_its_full_tables(tmp_path, capsys):
+    from unfold_bench.commands import summary
+
+    arguments = ["--machine", "vm-amd-epyc-2cpu-nogpu", "--profile", "full", "--commit", "a6d50396"]
+    assert summary.main([*arguments, "--summaries", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Summary: machine vm-amd-epyc-2cpu-nogpu, profile full, commit a6d50396" in out
+    assert "Which to ship for training (forward and backward): " in out
+    (full,) = tmp_path.glob("vm-amd-epyc-2cpu-nogpu-full-a6d50396-*.txt")
+    assert full.read_text().startswith("Full summary: machine vm-amd-epyc-2cpu-nogpu, profile full, commit a6d50396")
+    assert summary.main([*arguments[:2], "--profile", "full", "--commit", "1940150d"]) == 2  # a quick run's commit
+    assert "no full results for machine vm-amd-epyc-2cpu-nogpu at commit 1940150d" in capsys.readouterr().out

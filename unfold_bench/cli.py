@@ -19,6 +19,7 @@ COMMANDS = {
     "advise": "advise",
     "bench": "bench",
     "report": "report",
+    "summary": "summary",
     "regress": "regress",
     "validate-gate": "validate_gate",
     "variance": "variance",

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.allocator import get_regime, regime_environment
-from benchmarks.cells import GATE_CACHE_VARIABLE, Cell, cached_verdict, device_unavailable
+from benchmarks.cells import GATE_CACHE_VARIABLE, Cell, cached_verdict, device_unavailable, skip_reason_here
 from benchmarks.kept_samples import CommitResults
 from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
@@ -181,10 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from reports.summary import print_summary
 
     def skip_reason(strategy: str, config: str, device: str) -> str | None:
-        try:
-            return Cell.from_names(strategy, config, device, profile).skip_reason()
-        except KeyError:  # a strategy or config that this checkout no longer has
-            return None
+        return skip_reason_here(strategy, config, device, profile)
 
     def failure_reason(strategy: str, config: str, device: str, metric: str) -> str | None:
         """Why the correctness gate failed the cell, where it kept its verdict (an error or a timeout: asv's log)."""
