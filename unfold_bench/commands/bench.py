@@ -17,6 +17,7 @@ git range in its own virtualenv instead (one asv run, not resumable).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -180,8 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from reports.summary import print_summary
 
-    def skip_reason(strategy: str, config: str, device: str) -> str | None:
-        return skip_reason_here(strategy, config, device, profile)
+    skip_reason = functools.partial(skip_reason_here, profile=profile)
 
     def failure_reason(strategy: str, config: str, device: str, metric: str) -> str | None:
         """Why the correctness gate failed the cell, where it kept its verdict (an error or a timeout: asv's log)."""

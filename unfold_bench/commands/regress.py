@@ -123,6 +123,21 @@ def count_with_callgrind(cells: list[str], revisions: list[str], profile: str) -
     return counts
 
 
+def selected_units(profile: Profile, strategies: Sequence[str], bench: str) -> list[tuple[str, str, str]]:
+    """The (strategy, config, device) units of ``profile`` that ``bench`` selects (``unit_names``), of ``strategies``,
+    on the devices this machine has."""
+    from benchmarks.cells import device_unavailable
+
+    devices = [d for d in DEVICES if device_unavailable(d) is None]
+    return [
+        (s, c.name, d)
+        for c in profile.configs()
+        for s in strategies
+        for d in devices
+        if any(re.search(bench, name) for name in unit_names(profile, s, c.name, d))
+    ]
+
+
 def unit_names(profile: Profile, strategy: str, config: str, device: str) -> list[str]:
     """The names ``--bench`` is matched against in paired mode: the unit's asv time cells, as the asv mode and
     ``make bench`` match them, and its short form ``strategy, config, device``."""
@@ -157,13 +172,7 @@ def run_paired(
             raise RuntimeError("neither revision's impls imports")
         devices = [d for d in DEVICES if device_unavailable(d) is None]
         profile = PROFILES[args.profile]
-        units = [
-            (s, c.name, d)
-            for c in profile.configs()
-            for s in names
-            for d in devices
-            if any(re.search(args.bench, name) for name in unit_names(profile, s, c.name, d))
-        ]
+        units = selected_units(profile, names, args.bench)
         if not units:  # before the impact analysis and any process: the selection is what is wrong
             print(
                 f"paired: --bench {args.bench!r} selects no cell of the {profile.name} profile (strategies at either "

@@ -7,7 +7,7 @@ reason is named where the run is this machine's (``benchmarks.cells``), and said
 
 from __future__ import annotations
 
-import json
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,10 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--machine {machine}: no results of it in {args.results} (machines: {', '.join(machines)})")
     commit = None
     if args.commit is not None:
-        files = sorted((args.results / machine).glob(f"{args.commit[:8]}*.json"))
-        found = {h for f in files if (h := json.loads(f.read_text()).get("commit_hash", "")).startswith(args.commit)}
+        from asv.results import iter_results_for_machine
+
+        commits = {r.commit_hash for r in iter_results_for_machine(str(args.results), machine)}
+        found = {c for c in commits if c.startswith(args.commit)}
         if len(found) != 1:
-            known = sorted({f.name[:8] for f in (args.results / machine).glob("*-*.json")})
+            known = sorted(c[:8] for c in commits)
             why = "no run" if not found else f"{len(found)} runs ({', '.join(sorted(found))})"
             parser.error(f"--commit {args.commit}: {why} of {machine} (commits: {', '.join(known)})")
         (commit,) = found
@@ -59,8 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     profile = PROFILES[args.profile]
 
-    def skip_reason(strategy: str, config: str, device: str) -> str | None:
-        return skip_reason_here(strategy, config, device, profile)
+    skip_reason = functools.partial(skip_reason_here, profile=profile)
 
     found = print_summary(
         args.results, machine, args.profile, commit, skip_reason if machine == here else None, args.summaries

@@ -331,19 +331,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.cells import device_unavailable
     from benchmarks.profiles import get_profile
     from impls import STRATEGIES
-    from unfold_bench.commands.regress import unit_names
+    from unfold_bench.commands.regress import selected_units
 
     profile = get_profile(DEFAULT_PROFILE)
     devices = [d for d in DEVICES if device_unavailable(d) is None]
     # the injected runs judge the changed strategies; A/A runs alone, any strategy the gate measures
     judged = [*injection.slowed, *injection.hungrier] if args.injected else list(STRATEGIES)
-    if not any(  # before the clone and the runs: each run's gate would refuse it
-        re.search(args.bench, name)
-        for config in profile.configs()
-        for strategy in judged
-        for device in devices
-        for name in unit_names(profile, strategy, config.name, device)
-    ):
+    if not selected_units(profile, judged, args.bench):  # before the clone and the runs: each gate would refuse it
         parser.error(
             f"--bench {args.bench!r}: selects no cell of {', '.join(judged)} in the {profile.name} profile on "
             f"{', '.join(devices)}"
