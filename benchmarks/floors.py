@@ -14,7 +14,7 @@ A strategy's time over a floor is then its paired ratio to native times native's
 
     t_s / t_floor = (t_s / t_native) * (t_native / t_floor),
 
-two factors each measured inside processes (``reports.results.chained_ratio``), where a quotient of the medians of
+two factors each measured inside processes (``benchmarks.intervals.chained_ratio``), where a quotient of the medians of
 ``time_forward`` and ``time_fill`` compares processes whose memory differs. Each replicate is an asv run of its own,
 as for the suite ``ratios`` (``benchmarks.runner.plan``). ``setup`` raises ``NotImplementedError`` (asv: "n/a")
 where the reference does not run (``native`` has no 3-d unfold) and on a device this machine lacks.

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks.intervals import process_interval
 from benchmarks.profiles import DEFAULT_PROFILE
 from benchmarks.replicates import MAX_PROCESSES, Unit, resolution, run_process, trimmed_mean
 
@@ -218,20 +219,14 @@ def preemption(rows: Sequence[Mapping]) -> tuple[str, str]:
 
 
 def _process_interval(rows: Sequence[Mapping], confidence: float) -> str:
-    """``[low, high]`` of B / A at ``confidence``: Student's t across the processes' mean trimmed log-ratios (each
-    run's processes together); "n/a" with fewer than two processes."""
-    from scipy.stats import t as student
-
+    """``[low, high]`` of B / A at ``confidence`` across the processes' mean trimmed log-ratios (each run's processes
+    together; ``benchmarks.intervals.process_interval``); "n/a" with fewer than two processes."""
     by_process: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get("log_ratios"):
             by_process.setdefault((r.get("run"), r["process"]), []).append(trimmed_mean(r["log_ratios"]))
-    means = [float(np.mean(v)) for v in by_process.values()]
-    if len(means) < 2:
-        return "n/a"
-    half = student.ppf((1 + confidence) / 2, len(means) - 1) * float(np.std(means, ddof=1)) / math.sqrt(len(means))
-    centre = float(np.mean(means))
-    return f"[{math.exp(centre - half):.3f}, {math.exp(centre + half):.3f}]"
+    _, low, high = process_interval([math.exp(np.mean(v)) for v in by_process.values()], confidence)
+    return "n/a" if math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
 
 
 def report(

@@ -21,6 +21,7 @@ import pandas as pd
 from asv.step_detect import detect_regressions, detect_steps
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, REGIMES, regime_of_machine
+from benchmarks.intervals import chained_ratio, summed_error
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_REFERENCE, PAIRED_SUITE, PAIRED_SUITES
 from benchmarks.selections import WHOLE
 from benchmarks.traffic import Sizes, analytic_minimum_bytes, copy_bytes_moved, minimum_bytes_moved
@@ -34,7 +35,6 @@ from benchmarks.vocabulary import (
     timed_metric,
     tracked_peak_metric,
 )
-from reports.results import chained_ratio, summed_error
 from reports.run_level import RUN_LEVEL_FILE
 from reports.units import BOUNDS, METRICS, RATIO_METRICS, SECONDS, Metric, format_spread
 

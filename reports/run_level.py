@@ -1,6 +1,6 @@
 """The run level of a paired ratio: how far it moves between runs of one commit beyond what one run's processes show.
 
-One run's interval of a paired ratio (``reports.results.ratio_interval``) is built from its processes. If every
+One run's interval of a paired ratio (``benchmarks.intervals.ratio_interval``) is built from its processes. If every
 run of the same commit also carried an effect of its own, shared by all of its processes, that interval would be
 too narrow, and no single run could tell. Following Kalibera and Jones ("Rigorous benchmarking in reasonable time",
 ISMM 2013), the level is measured once with repeated runs (``unfold-bench stability``), recorded per machine,
@@ -24,24 +24,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from benchmarks.intervals import RunLevel
 from benchmarks.records import read_records, write_records
 
 RUN_LEVEL_FILE = "run-level.jsonl"  # results/<machine>/: one record per (profile, suite); asv reads only *.json
-
-
-@dataclass(frozen=True)
-class RunLevel:
-    """The variance between runs, on the logs of a suite's paired ratios, beyond what their processes predict,
-    and the degrees of freedom of that estimate."""
-
-    variance: float
-    df: float
 
 
 def log_means(table: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
 from benchmarks.cells import Cell
+from benchmarks.intervals import chained_ratio, process_interval
 from benchmarks.machine import HOST_VARIABLE, THP_VARIABLE, THREAD_VARIABLES, machine_info, machine_name
 from benchmarks.profiles import QUICK
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE
@@ -34,7 +35,6 @@ from reports.analysis import (
     winners,
 )
 from reports.figures import bound_ratio_bars, strategy_colors
-from reports.results import chained_ratio, process_interval
 from reports.site import _x_bound_text, _x_native_text
 from reports.summary import _x_native, compact_table, physics_problems, summary_tables
 from reports.units import MIB, format_ratio_interval

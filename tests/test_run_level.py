@@ -1,5 +1,5 @@
 """The run level of the paired ratios (``reports.run_level``): its estimate from several runs, its record, and the
-intervals that include it (``reports.results.ratio_interval``)."""
+intervals that include it (``benchmarks.intervals.ratio_interval``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from reports.results import chained_ratio, process_interval, ratio_interval, summed_error
+from benchmarks.intervals import chained_ratio, process_interval, ratio_interval, summed_error
 from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, pool, write_run_levels
 
 SAMPLES = [0.8, 1.0, 1.1, 0.9]

@@ -38,11 +38,11 @@ from pathlib import Path
 from benchmarks.allocator import get_regime, regime_environment
 from benchmarks.children import run_json_child
 from benchmarks.independent_timer import BLOCKS
+from benchmarks.intervals import process_interval
 from benchmarks.profiles import PROFILES, Profile
 from benchmarks.runner import PAIRED_REFERENCE, PAIRED_SUITE, Chunk, cell_name, scratch_config
 from benchmarks.trees import ROOT, head_commit
 from impls.plugins import specs as plugin_specs
-from reports.results import process_interval
 from reports.units import format_ratio_interval
 from unfold_bench.common_args import (
     add_cells,

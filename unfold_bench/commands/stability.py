@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks.intervals import INTERVAL_LEVEL, t_quantile
 from benchmarks.records import read_records
 from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
@@ -48,7 +49,7 @@ from reports.forecast import (
     process_variances,
     processes_for,
 )
-from reports.results import INTERVAL_LEVEL, load_catalogue, load_results, t_quantile
+from reports.results import load_catalogue, load_results
 from reports.run_level import (
     RUN_LEVEL_FILE,
     RunLevel,
