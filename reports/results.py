@@ -211,7 +211,7 @@ def load_results(
             rows.append(
                 {
                     "commit": result.commit_hash,
-                    "date": pd.to_datetime(result.date, unit="ms", utc=True) if result.date else pd.NaT,
+                    "date": result.date or None,  # ms since the epoch until the table is made, below
                     "started": _started(result, cell.benchmark),
                     "machine": machine_params.get("machine"),
                     "env": environment_label(result.env_name, machine_params, requirements),
@@ -241,14 +241,16 @@ def load_results(
                     "timing_regime": timing_regime(machine_params),
                 }
             )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    for column in ("date", "started"):  # one conversion a column: one a cell took most of the reading's time
+        table[column] = pd.to_datetime(table[column].astype("float64"), unit="ms", utc=True)
+    return table
 
 
-def _started(result: Results, benchmark: str) -> pd.Timestamp:
-    """When asv last started ``benchmark`` in ``result``: asv keeps one time per benchmark, that of the last asv run
-    that timed it (the machine's clock; ``result.date`` is the commit's)."""
-    started = (getattr(result, "started_at", None) or {}).get(benchmark)
-    return pd.to_datetime(started, unit="ms", utc=True) if started else pd.NaT
+def _started(result: Results, benchmark: str) -> int | None:
+    """When asv last started ``benchmark`` in ``result``, in ms since the epoch: asv keeps one time per benchmark,
+    that of the last asv run that timed it (the machine's clock; ``result.date`` is the commit's)."""
+    return (getattr(result, "started_at", None) or {}).get(benchmark) or None
 
 
 def load_capabilities(directory: str | Path) -> list[dict]:
