@@ -129,7 +129,7 @@ class Replicates:
     lost: tuple[int, ...] = ()  # replicates the cell failed in: then its samples' positions do not name replicates
 
     @classmethod
-    def of(cls, measured: pd.Series) -> Replicates | None:
+    def of(cls, measured: pd.Series | Mapping) -> Replicates | None:
         """The replicates of a paired cell's row of ``load_results`` (None where it kept no samples)."""
         samples = measured.get("samples")
         if not isinstance(samples, list | tuple) or not samples:
@@ -170,38 +170,40 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     """
     rows = run_table[run_table.device == device]
     bound_rows = rows[rows.suite == "bounds"].set_index(["config", "metric"])
-    bounds = bound_rows["value"]
-    bound_q25, bound_q75 = (bound_rows[q] if q in bound_rows else pd.Series(dtype=float) for q in ("q_25", "q_75"))
+    bounds = bound_rows["value"].to_dict()
+    bound_q25, bound_q75 = (bound_rows[q].to_dict() if q in bound_rows else {} for q in ("q_25", "q_75"))
     cells = rows[rows.suite == "unfold"]
     if cells.empty:
         return pd.DataFrame(columns=["config", "strategy"])
     native_rows = cells[cells.strategy == REFERENCE_STRATEGY].set_index(["config", "metric"])
-    natives = native_rows["value"]
-    native_q75 = native_rows["q_75"] if "q_75" in native_rows else pd.Series(dtype=float)
-    paired = rows[(rows.suite == PAIRED_SUITE) & (rows.status == "ok")].set_index(["config", "strategy", "metric"])
-    floors = rows[(rows.suite == FLOORS_SUITE) & (rows.status == "ok")].set_index(["config", "metric"])
-    direct = rows[(rows.suite == DIRECT_FLOORS_SUITE) & (rows.status == "ok")]
-    direct = direct.set_index(["config", "strategy", "metric"])
+    natives = native_rows["value"].to_dict()
+    native_q75 = native_rows["q_75"].to_dict() if "q_75" in native_rows else {}
+    measured_ok = rows[rows.status == "ok"]
+    paired = _rows_by(measured_ok[measured_ok.suite == PAIRED_SUITE], ("config", "strategy", "metric"))
+    floors = _rows_by(measured_ok[measured_ok.suite == FLOORS_SUITE], ("config", "metric"))
+    direct = _rows_by(measured_ok[measured_ok.suite == DIRECT_FLOORS_SUITE], ("config", "strategy", "metric"))
+    by_cell: dict[tuple[str, str], dict[str, dict]] = {}
+    for row in cells.dropna(subset=["config", "strategy"]).to_dict("records"):
+        by_cell.setdefault((row["config"], row["strategy"]), {})[row["metric"]] = row
     out = []
-    for (config, strategy), cell in cells.groupby(["config", "strategy"], sort=False):
-        by_metric = cell.set_index("metric")
-        if (by_metric.status == "skipped").all():
+    for (config, strategy), by_metric in by_cell.items():
+        if all(entry["status"] == "skipped" for entry in by_metric.values()):
             continue
         line: dict = {"config": config, "strategy": strategy}
         for metric, figure in METRICS.items():
-            if metric not in by_metric.index:
+            if metric not in by_metric:
                 line[f"{metric}:status"] = "not run"
                 line[metric] = math.nan
                 continue
-            entry = by_metric.loc[metric]
-            ok = entry.status == "ok"
-            value = float(entry.value) if ok else math.nan
+            entry = by_metric[metric]
+            ok = entry["status"] == "ok"
+            value = float(entry["value"]) if ok else math.nan
             line[metric] = value
-            line[f"{metric}:status"] = entry.status
-            line[f"{metric}:q_25"] = entry.q_25 if ok else math.nan
-            line[f"{metric}:q_75"] = entry.q_75 if ok else math.nan
-            line[f"{metric}:low"] = entry.low if ok and "low" in entry else math.nan  # asv's 99% interval
-            line[f"{metric}:high"] = entry.high if ok and "high" in entry else math.nan
+            line[f"{metric}:status"] = entry["status"]
+            line[f"{metric}:q_25"] = entry["q_25"] if ok else math.nan
+            line[f"{metric}:q_75"] = entry["q_75"] if ok else math.nan
+            line[f"{metric}:low"] = entry.get("low", math.nan) if ok else math.nan  # asv's 99% interval
+            line[f"{metric}:high"] = entry.get("high", math.nan) if ok else math.nan
             line[f"{metric}:x_native"] = _ratio(value, natives.get((config, metric)))
             line[f"{metric}:own_loop"] = line[f"{metric}:x_native"]  # stays the quotient of the medians
             line[f"{metric}:own_loop_over"] = REFERENCE_STRATEGY
@@ -209,16 +211,16 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
             line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = math.nan
             line[f"{metric}:x_native_paired"] = False
             key = (config, strategy, figure.paired)
-            if ok and figure.paired is not None and key in paired.index:
-                measured = paired.loc[key]
-                line[f"{metric}:x_native"] = float(measured.value)
-                line[f"{metric}:x_native_low"], line[f"{metric}:x_native_high"] = measured.low, measured.high
+            if ok and figure.paired is not None and key in paired:
+                measured = paired[key]
+                line[f"{metric}:x_native"] = float(measured["value"])
+                line[f"{metric}:x_native_low"], line[f"{metric}:x_native_high"] = measured["low"], measured["high"]
                 line[f"{metric}:x_native_paired"] = True
                 line[f"{metric}:x_native_replicates"] = Replicates.of(measured)
                 own_low = _ratio(line[f"{metric}:q_25"], native_q75.get((config, metric)))
-                paired_high = measured.high if pd.notna(measured.high) else measured.value  # one process: no interval
+                paired_high = measured["high"] if pd.notna(measured["high"]) else measured["value"]  # one process
                 line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * paired_high)
-            elif ok and figure.paired is not None and strategy == REFERENCE_STRATEGY and paired.size:
+            elif ok and figure.paired is not None and strategy == REFERENCE_STRATEGY and paired:
                 line[f"{metric}:x_native_low"] = line[f"{metric}:x_native_high"] = 1.0  # itself, exactly
                 line[f"{metric}:x_native_paired"] = True
                 line[f"{metric}:x_native_replicates"] = EXACT_REPLICATES
@@ -235,6 +237,12 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _rows_by(rows: pd.DataFrame, keys: tuple[str, ...]) -> dict[tuple, dict]:
+    """``rows`` as dicts by the values of ``keys`` (a run's table holds one row a cell): looked up a few times a
+    cell, a dict is what keeps ``cell_table`` from spending its time in pandas' indexing."""
+    return {tuple(row[k] for k in keys): row for row in rows.to_dict("records")}
+
+
 def cell_spread(row: pd.Series | Mapping, metric: str, digits: int = 3, with_unit: bool = True) -> str:
     """A ``cell_table`` row's median of ``metric`` with the interquartile range of its samples (``format_spread``)."""
     unit = METRICS[metric].unit.recorded
@@ -242,7 +250,7 @@ def cell_spread(row: pd.Series | Mapping, metric: str, digits: int = 3, with_uni
 
 
 def _chain_floors(
-    line: dict, metric: str, config: str, floors: pd.DataFrame, paired: pd.DataFrame, is_reference: bool
+    line: dict, metric: str, config: str, floors: Mapping[tuple, dict], paired: Mapping[tuple, dict], is_reference: bool
 ) -> None:
     """Fill ``line``'s time ``metric``'s ``x_bound`` (copy_) and, for the forward, ``x_fill`` (fill_) chained
     through native's paired ratios to the floors (``cell_table``), where the cell's own ratio to native is paired
@@ -252,21 +260,21 @@ def _chain_floors(
         return
     to_native = None  # the reference's own row: the floor ratio is its figure
     if not is_reference:
-        df = paired.loc[(config, line["strategy"], METRICS[metric].paired), "df"]
+        df = paired[config, line["strategy"], METRICS[metric].paired]["df"]
         to_native = tuple(line[f"{metric}:x_native{end}"] for end in ("", "_low", "_high")) + (df,)
     for bound, column in ((COPY_FLOOR, "x_bound"), (FILL_FLOOR, "x_fill")):
         floor_metric = FLOOR_RATIOS.get((TIMED_PASSES[metric], bound))
         key = (config, floor_metric)
-        if floor_metric is None or key not in floors.index:
+        if floor_metric is None or key not in floors:
             continue
-        floor = floors.loc[key]
-        measured = (float(floor.value), floor.low, floor.high, floor.df)
+        floor = floors[key]
+        measured = (float(floor["value"]), floor["low"], floor["high"], floor["df"])
         chained = measured[:3] if to_native is None else chained_ratio(to_native, measured)
         line[f"{metric}:{column}"], line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = chained
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
 
 
-def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame, copy_q75: float | None) -> None:
+def _direct_floors(line: dict, metric: str, config: str, direct: Mapping[tuple, dict], copy_q75: float | None) -> None:
     """Fill ``line``'s time ``metric``'s ``x_bound`` and ``x_fill`` from the strategy's own paired ratios to the
     floors (``benchmarks.direct_floors``: a config the reference cannot run), where the run measured them and
     nothing was chained. There the context rule (``cell_table``) compares the strategy's own calls with ``copy_``'s
@@ -276,17 +284,17 @@ def _direct_floors(line: dict, metric: str, config: str, direct: pd.DataFrame, c
     own_loop = line[f"{metric}:x_bound"]  # the quotient of the medians, before a paired ratio replaces it
     for bound, column in ((COPY_FLOOR, "x_bound"), (FILL_FLOOR, "x_fill")):
         key = (config, line["strategy"], DIRECT_FLOOR_RATIOS.get((TIMED_PASSES[metric], bound)))
-        if key[2] is None or key not in direct.index:
+        if key[2] is None or key not in direct:
             continue
-        measured = direct.loc[key]
-        line[f"{metric}:{column}"] = float(measured.value)
-        line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = measured.low, measured.high
+        measured = direct[key]
+        line[f"{metric}:{column}"] = float(measured["value"])
+        line[f"{metric}:{column}_low"], line[f"{metric}:{column}_high"] = measured["low"], measured["high"]
         line[f"{metric}:{column}_replicates"] = Replicates.of(measured)
         line[f"{metric}:x_bound_paired"] |= column == "x_bound"
         if column == "x_bound" and not line[f"{metric}:x_native_paired"]:
             line[f"{metric}:own_loop"], line[f"{metric}:own_loop_over"] = own_loop, BOUNDS[COPY_FLOOR].short
             own_low = _ratio(line[f"{metric}:q_25"], copy_q75)
-            paired_high = measured.high if pd.notna(measured.high) else measured.value
+            paired_high = measured["high"] if pd.notna(measured["high"]) else measured["value"]
             line[f"{metric}:context_dependent"] = bool(own_low > CONTEXT_FACTOR * paired_high)
 
 
