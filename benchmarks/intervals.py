@@ -4,8 +4,8 @@ A paired ratio holds one sample per process, :math:`r_1, \\dots, r_n`; its figur
 interval is Student's t on the logs, :math:`\\bar\\ell \\pm t_{0.975,\\,n-1}\\, s_\\ell / \\sqrt{n}`, with
 :math:`\\ell_i = \\log r_i`: the process, not the call, is the unit of replication. Further independent sources of
 error (a machine's run level, a chained factor's own interval) add their variances, at Welch-Satterthwaite's
-degrees of freedom (``summed_error``). ``reports`` applies it to asv's results, ``benchmarks.variance`` to its
-rounds, ``unfold-bench agreement`` and ``stability`` to theirs.
+degrees of freedom (``summed_error``). ``reports`` applies it to asv's results, ``benchmarks.variance`` and
+``unfold-bench agreement`` to their processes' figures.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ INTERVAL_LEVEL = 0.95  # the two-sided level of a paired ratio's interval across
 
 
 def t_quantile(df: float, level: float = INTERVAL_LEVEL) -> float:
-    """Student's t quantile of a two-sided ``level`` interval at ``df`` degrees of freedom: ``scipy.stats.t.ppf``'s
-    own function (``scipy.special.stdtrit``) without its argument checks, which took most of a report's time."""
+    """Student's t quantile of a two-sided ``level`` interval at ``df`` degrees of freedom (``scipy.special.stdtrit``,
+    the function behind ``scipy.stats.t.ppf``, without its argument handling: a report asks for thousands)."""
     from scipy.special import stdtrit
 
     return float(stdtrit(df, 0.5 + level / 2))

@@ -220,12 +220,16 @@ def preemption(rows: Sequence[Mapping]) -> tuple[str, str]:
 
 def _process_interval(rows: Sequence[Mapping], confidence: float) -> str:
     """``[low, high]`` of B / A at ``confidence`` across the processes' mean trimmed log-ratios (each run's processes
-    together; ``benchmarks.intervals.process_interval``); "n/a" with fewer than two processes."""
+    together; ``benchmarks.intervals.process_interval``); "n/a" with fewer than two processes or where a process's
+    mean is not finite."""
     by_process: dict[tuple, list[float]] = {}
     for r in rows:
         if r.get("log_ratios"):
             by_process.setdefault((r.get("run"), r["process"]), []).append(trimmed_mean(r["log_ratios"]))
-    _, low, high = process_interval([math.exp(np.mean(v)) for v in by_process.values()], confidence)
+    means = [float(np.mean(v)) for v in by_process.values()]
+    if not all(math.isfinite(m) for m in means):
+        return "n/a"
+    _, low, high = process_interval([math.exp(m) for m in means], confidence)
     return "n/a" if math.isnan(low) else f"[{low:.3f}, {high:.3f}]"
 
 

@@ -183,8 +183,8 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
     floors = _rows_by(measured_ok[measured_ok.suite == FLOORS_SUITE], ("config", "metric"))
     direct = _rows_by(measured_ok[measured_ok.suite == DIRECT_FLOORS_SUITE], ("config", "strategy", "metric"))
     by_cell: dict[tuple[str, str], dict[str, dict]] = {}
-    for row in cells.dropna(subset=["config", "strategy"]).to_dict("records"):
-        by_cell.setdefault((row["config"], row["strategy"]), {})[row["metric"]] = row
+    for key, row in _rows_by(cells.dropna(subset=["config", "strategy"]), ("config", "strategy", "metric")).items():
+        by_cell.setdefault(key[:2], {})[key[2]] = row
     out = []
     for (config, strategy), by_metric in by_cell.items():
         if all(entry["status"] == "skipped" for entry in by_metric.values()):
@@ -238,9 +238,14 @@ def cell_table(run_table: pd.DataFrame, device: str) -> pd.DataFrame:
 
 
 def _rows_by(rows: pd.DataFrame, keys: tuple[str, ...]) -> dict[tuple, dict]:
-    """``rows`` as dicts by the values of ``keys`` (a run's table holds one row a cell): looked up a few times a
-    cell, a dict is what keeps ``cell_table`` from spending its time in pandas' indexing."""
-    return {tuple(row[k] for k in keys): row for row in rows.to_dict("records")}
+    """``rows`` as dicts by the values of ``keys``; a run's table holds one row a cell, and two are refused."""
+    by_key = {}
+    for row in rows.to_dict("records"):
+        key = tuple(row[k] for k in keys)
+        if key in by_key:
+            raise ValueError(f"two rows of one cell in a run's table: {dict(zip(keys, key))}, suite {row['suite']!r}")
+        by_key[key] = row
+    return by_key
 
 
 def cell_spread(row: pd.Series | Mapping, metric: str, digits: int = 3, with_unit: bool = True) -> str:

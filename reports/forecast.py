@@ -26,9 +26,10 @@ import pandas as pd
 from scipy.integrate import trapezoid
 from scipy.stats import norm
 
+from benchmarks.intervals import RunLevel
 from benchmarks.runner import FLOORS_SUITE, PAIRED_SUITE
 from benchmarks.vocabulary import COPY_FLOOR, DIRECT_FLOOR_RATIOS, FLOOR_RATIOS, PASSES, TIMED_PASSES
-from reports.run_level import RunLevel, log_means
+from reports.run_level import log_means
 from reports.units import METRICS
 
 STABILITY_TARGET = 1.10  # the stability check's target: p90 over the cells of max/min across 3 runs

@@ -242,7 +242,7 @@ def load_results(
                 }
             )
     table = pd.DataFrame(rows, columns=COLUMNS)
-    for column in ("date", "started"):  # one conversion a column: one a cell took most of the reading's time
+    for column in ("date", "started"):  # ms since the epoch, converted a column at a time
         table[column] = pd.to_datetime(table[column].astype("float64"), unit="ms", utc=True)
     return table
 

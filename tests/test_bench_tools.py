@@ -335,6 +335,13 @@ def _paired_run() -> pd.DataFrame:
     )
 
 
+@pytest.mark.parametrize("doubled", [6, 1, 8], ids=["paired ratio", "strategy's time", "floor"])
+def test_a_run_table_with_two_rows_of_one_cell_is_refused_naming_it(doubled):
+    table = _paired_run()
+    with pytest.raises(ValueError, match="two rows of one cell in a run's table: .*'config': 'c'"):
+        cell_table(pd.concat([table, table.iloc[[doubled]]], ignore_index=True), "cpu")
+
+
 def test_the_fastest_is_ranked_by_the_paired_ratios_and_names_those_tied_with_it():
     """The fastest per config in the summary and against the roofline: the least paired ratio to native, not the
     least median (one process placed luckily), with the strategies whose intervals overlap it named as tied."""

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from benchmarks.intervals import RunLevel
 from reports.forecast import forecast_spread, process_variances, processes_for, range_cdf, shown_means
-from reports.run_level import RunLevel
 from unfold_bench.commands.stability import forecast
 
 

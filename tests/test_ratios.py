@@ -17,14 +17,14 @@ from scipy import stats
 from benchmarks import direct_floors, floors, ratios
 from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.cells import Cell, WrongResultError, gate, profile_config
-from benchmarks.intervals import process_interval, summed_error
+from benchmarks.intervals import RunLevel, process_interval, summed_error
 from benchmarks.profiles import QUICK
 from benchmarks.runner import DIRECT_FLOORS_SUITE, FLOORS_SUITE, PAIRED_SUITE, plan, scratch_config
 from benchmarks.trees import ROOT
 from benchmarks.vocabulary import DIRECT_FLOOR_RATIOS, FLOOR_RATIOS
 from reports import analysis
 from reports.results import load_results
-from reports.run_level import RunLevel, write_run_levels
+from reports.run_level import write_run_levels
 from tests.test_harness import AT_TEST_SIZE
 from unfold_bench.commands.bench import NOTHING_RUN
 

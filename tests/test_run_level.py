@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from benchmarks.intervals import chained_ratio, process_interval, ratio_interval, summed_error
-from reports.run_level import RUN_LEVEL_FILE, RunLevel, estimate, load_run_levels, pool, write_run_levels
+from benchmarks.intervals import RunLevel, chained_ratio, process_interval, ratio_interval, summed_error
+from reports.run_level import RUN_LEVEL_FILE, estimate, load_run_levels, pool, write_run_levels
 
 SAMPLES = [0.8, 1.0, 1.1, 0.9]
 

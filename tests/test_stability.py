@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student
 
+from benchmarks.intervals import RunLevel
 from benchmarks.records import read_records
-from reports.run_level import RUN_LEVEL_FILE, RunLevel, write_run_levels
+from reports.run_level import RUN_LEVEL_FILE, write_run_levels
 from unfold_bench.commands import stability
 
 

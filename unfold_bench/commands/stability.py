@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.intervals import INTERVAL_LEVEL, t_quantile
+from benchmarks.intervals import INTERVAL_LEVEL, RunLevel, t_quantile
 from benchmarks.records import read_records
 from benchmarks.runner import DIRECT_FLOORS_SUITE, PAIRED_SUITE, scratch_config
 from benchmarks.trees import ROOT
@@ -52,7 +52,6 @@ from reports.forecast import (
 from reports.results import load_catalogue, load_results
 from reports.run_level import (
     RUN_LEVEL_FILE,
-    RunLevel,
     RunLevels,
     estimate,
     load_run_levels,
