@@ -17,9 +17,10 @@ writes a figure through this module, as ``torch.utils.benchmark``'s ``common.py`
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from benchmarks.vocabulary import COPY_FLOOR, MIB
@@ -59,40 +60,42 @@ def format_number(value: float, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
 
 
-def _decimals_or_digits(value: float, decimals: int) -> str:
-    """``value`` to ``decimals`` decimals; a positive one too small for them to two significant digits, never in
-    exponent form (``0.0031``, ``0.000041``), so that a small ratio and its interval's ends stay apart."""
-    if 0 < value < 10**-decimals:
-        return np.format_float_positional(value, precision=2, unique=False, fractional=False, trim="-")
-    return f"{value:.{decimals}f}"
+def shared_decimals(values: Iterable[float | None], decimals: int = 2) -> int:
+    """Decimals to write ``values`` with, all alike: ``decimals``, or more where the smallest nonzero of them would
+    otherwise show fewer than two significant digits (``0.0082`` and ``0.012`` become ``0.0082`` and ``0.0120``, not
+    ``0.0082`` and ``0.01``), so that a ratio and its interval's ends are written to one precision and stay apart."""
+    nonzero = [abs(float(v)) for v in values if not is_missing(v) and v != 0 and math.isfinite(v)]
+    if not nonzero:
+        return decimals
+    return max(decimals, 1 - math.floor(math.log10(min(nonzero))))
 
 
 def format_ratio(value: float | None, decimals: int = 2, missing: str = "-", suffix: str = "x") -> str:
-    """A ratio to ``decimals`` decimals and ``suffix``; a positive one too small for them to two significant digits
-    (never ``0.00x``); ``missing`` when there is none."""
+    """A ratio to ``decimals`` decimals and ``suffix``, more where it would show fewer than two significant digits
+    (never ``0.00x`` nor ``0.01x`` for 0.0123: ``shared_decimals``); ``missing`` when there is none."""
     if is_missing(value):
         return missing
-    return f"{_decimals_or_digits(value, decimals)}{suffix}"
+    return f"{value:.{shared_decimals([value], decimals)}f}{suffix}"
 
 
 def format_ratio_interval(
     value: float | None, low: float | None, high: float | None, decimals: int = 2, suffix: str = "x"
 ) -> str:
     """``format_ratio``'s ratio followed by its interval ``[low, high]`` (none when an end is missing or the two
-    are one value, as a single process gives)."""
-    text = format_ratio(value, decimals, suffix=suffix)
+    are one value, as a single process gives), the three to one precision (``shared_decimals``)."""
     if is_missing(value) or is_missing(low) or is_missing(high) or low == high:
-        return text
-    return f"{text} {format_interval(low, high, decimals)}"
+        return format_ratio(value, decimals, suffix=suffix)
+    shared = shared_decimals([value, low, high], decimals)
+    return f"{value:.{shared}f}{suffix} {format_interval(low, high, shared)}"
 
 
 def format_interval(low: float | None, high: float | None, decimals: int = 2, missing: str = "") -> str:
-    """An interval ``[low, high]`` to ``decimals`` decimals, a positive end too small for them to two significant
-    digits (never ``[0.00, 0.00]``); ``missing`` when an end is missing."""
+    """An interval ``[low, high]`` to ``decimals`` decimals, both ends to one precision and more decimals where the
+    smaller would show fewer than two significant digits (``shared_decimals``); ``missing`` when an end is missing."""
     if is_missing(low) or is_missing(high):
         return missing
-
-    return f"[{_decimals_or_digits(low, decimals)}, {_decimals_or_digits(high, decimals)}]"
+    shared = shared_decimals([low, high], decimals)
+    return f"[{low:.{shared}f}, {high:.{shared}f}]"
 
 
 def is_missing(value: float | None) -> bool:

@@ -848,8 +848,14 @@ def test_a_run_of_a_selection_makes_no_pick_and_says_why(tmp_path, capsys):
 def test_every_report_writes_a_ratio_and_its_interval_one_way():
     assert units.format_ratio(1.23456) == "1.23x"
     assert units.format_ratio(1.23456, 3, suffix="") == "1.235"
-    assert units.format_ratio(0.004) == "0.004x"  # a small miss is not shown as 0.00x
-    assert units.format_interval(0.00197, 0.0031) == "[0.002, 0.0031]" and units.format_interval(0, 1) == "[0.00, 1.00]"
+    assert units.format_ratio(0.004) == "0.0040x"  # a small ratio to two significant digits, never 0.00x
+    assert units.format_ratio(0.0123) == "0.012x"  # nor 0.01x
+    assert units.format_interval(0.00197, 0.0031) == "[0.0020, 0.0031]"
+    assert units.format_interval(0, 1) == "[0.00, 1.00]"
+    # a ratio and its interval's ends to one precision, so that the ends of two intervals can be compared
+    assert units.format_ratio_interval(0.0085, 0.0082, 0.0122) == "0.0085x [0.0082, 0.0122]"
+    assert units.format_ratio_interval(0.016, 0.0150, 0.0173) == "0.016x [0.015, 0.017]"
+    assert units.format_ratio_interval(2.75, 2.23, 3.39) == "2.75x [2.23, 3.39]"
     assert units.format_ratio(math.nan) == "-" and units.format_ratio(None, missing="") == ""
     assert units.format_ratio_interval(1.2, 1.1, 1.3, suffix="x native") == "1.20x native [1.10, 1.30]"
     assert units.format_ratio_interval(1.2, 1.2, 1.2) == "1.20x"  # one process: no interval to show
@@ -1006,3 +1012,4 @@ def test_the_summary_command_prints_a_stored_runs_summary_again_and_writes_its_f
     assert full.read_text().startswith("Full summary: machine vm-amd-epyc-2cpu-nogpu, profile full, commit a6d50396")
     assert summary.main([*arguments[:2], "--profile", "full", "--commit", "1940150d"]) == 2  # a quick run's commit
     assert "no full results for machine vm-amd-epyc-2cpu-nogpu at commit 1940150d" in capsys.readouterr().out
+
