@@ -636,7 +636,7 @@ def tied_with_leader(relative: pd.Series, low: pd.Series, high: pd.Series) -> li
     return [i for i in tied if i == leader or not any(high[j] < low[i] for j in tied if not pd.isna(high[j]))]
 
 
-def _break_tie(
+def break_tie(
     tied: pd.DataFrame, memory: str, complexity: Mapping[str, int], time: str, resolution: float | pd.Series
 ) -> pd.Series:
     """The row of ``tied`` with the least ``memory``, then the lowest ``complexity``, then the lowest ``time``. A row
@@ -669,7 +669,7 @@ def recommend_per_config(
             tied_index = tied_with_leader(times.relative, times.low, times.high)
             tied = sorted(eligible.loc[tied_index, "strategy"])
             tied_rows = eligible.loc[tied_index].assign(_relative=times.relative)  # faster: by the paired ratio
-            pick = _break_tie(tied_rows, rule.memory_metric, complexity, "_relative", rule.slack)
+            pick = break_tie(tied_rows, rule.memory_metric, complexity, "_relative", rule.slack)
         out.append(
             {
                 "config": config,
@@ -822,7 +822,7 @@ def recommend(
     eligible = ranking[ranking.eligible]
     tied_index = tied_with_leader(eligible.time_score, eligible.time_low, eligible.time_high)
     tied_rows = eligible.loc[tied_index]
-    best = _break_tie(
+    best = break_tie(
         tied_rows, "memory_score", complexity, "time_score", tied_rows.strategy.map(resolution).fillna(0.0)
     )
     tied = tuple(sorted(eligible.loc[tied_index, "strategy"])) if len(tied_index) > 1 else ()

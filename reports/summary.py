@@ -18,16 +18,19 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
+from benchmarks.intervals import INTERVAL_LEVEL
 from benchmarks.vocabulary import FILL_FLOOR, FRESH_OUTPUT_FLOOR, tracked_peak_metric
 from reports.analysis import (
     REFERENCE_STRATEGY,
     RULES,
     RUN_KEYS,
     TIE_TEXT,
+    break_tie,
     cell_label,
     cell_table,
     context_configs,
@@ -207,15 +210,22 @@ def physics_problems(table: pd.DataFrame) -> list[str]:
     return problems
 
 
-def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str]) -> str:
+def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str], simplicity: Mapping[str, int]) -> str:
+    """The best of one config's ``rows`` in ``metric`` and the strategies tied with it: for a time, the fastest by
+    the paired ratios (``analysis.fastest``), shown by its ``ratio`` with its interval; for a net peak, every
+    strategy within a net peak's resolution of the lowest is tied, and the one named is the tie-break's (the
+    simplest, then the fastest: ``analysis.TIE_TEXT``), shown with its ratio to the analytic minimum."""
     ok = rows[rows[f"{metric}:status"] == "ok"] if f"{metric}:status" in rows else rows.iloc[:0]
     unit = METRICS[metric].unit
     ok = ok[~(not_ranked(ok, aside) if unit is SECONDS else ok.strategy.isin(list(aside)))]
     if ok.empty:
         return "-"
     if unit is not SECONDS:
-        best = ok.loc[ok[metric].idxmin()]
-        return f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_x_bound(best, metric)})"
+        time = "time_forward_backward" if "time_forward_backward" in ok else metric
+        best = break_tie(ok, metric, simplicity, time, NET_PEAK_RESOLUTION)
+        tied = sorted(ok.strategy[ok[metric] <= ok[metric].min() + NET_PEAK_RESOLUTION].drop(best.name))
+        shown = f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_x_bound(best, metric)})"
+        return shown + (f"; tie: {', '.join(tied)}" if tied else "")
     best, tied = fastest(ok, metric)
     shown = _x_native(best, metric) if ratio == "x_native" else _x_bound(best, metric)
     if shown == "-" and ratio == "x_native" and _x_bound(best, metric) != "-":
@@ -223,21 +233,27 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str])
     return f"{best.strategy} {shown}" + (f"; tie: {', '.join(tied)}" if tied else "")
 
 
-def compact_table(table: pd.DataFrame, device: str, aside: Mapping[str, str]) -> pd.DataFrame:
+PEAK_FORWARD_BACKWARD = tracked_peak_metric("forward_backward")
+
+
+def compact_table(
+    table: pd.DataFrame, device: str, aside: Mapping[str, str], simplicity: Mapping[str, int] = MappingProxyType({})
+) -> pd.DataFrame:
     """One line per config of one run on ``device``: the fastest forward (its ratio to copy_), the fastest
     forward-backward (its ratio to native, or to copy_ where native does not run) and the lowest forward-backward
     net peak (its ratio to the analytic minimum), among the strategies that can be shipped (``aside`` left out:
     ``reports.set_aside``; for a time, nor one whose time there depends on what ran before it,
     ``analysis.not_ranked``). The fastest is ranked by the paired ratios (``analysis.fastest``) and shown by its
     ratio with its interval (its time, with its spread, is in the full table), and the strategies statistically
-    tied with it are named."""
+    tied with it are named; the lowest net peak names every strategy within a net peak's resolution of it, and the
+    tie-break's (``simplicity``: strategy -> machinery count, ``reports.set_aside.complexity``) first."""
     cells = cell_table(table, device)
     lines = [
         {
             "config": config,
-            "fastest forward (x copy_)": _best(rows, "time_forward", "x_bound", aside),
-            "fastest fwd+bwd (x native)": _best(rows, "time_forward_backward", "x_native", aside),
-            "lowest fwd+bwd peak (x min)": _best(rows, tracked_peak_metric("forward_backward"), "x_bound", aside),
+            "fastest forward (x copy_)": _best(rows, "time_forward", "x_bound", aside, simplicity),
+            "fastest fwd+bwd (x native)": _best(rows, "time_forward_backward", "x_native", aside, simplicity),
+            "lowest fwd+bwd peak (x min)": _best(rows, PEAK_FORWARD_BACKWARD, "x_bound", aside, simplicity),
         }
         for config, rows in cells.groupby("config", sort=False)
     ]
@@ -342,12 +358,16 @@ def _print_compact(
         cells = cell_table(table, device)
         if cells.empty:
             continue
-        units = f"{SECONDS.shown}, {BYTES.shown}"
+        units = (
+            f"times as ratios with their {INTERVAL_LEVEL:.0%} interval across processes (*: a quotient of medians), "
+            f"net peaks in {BYTES.shown}; tie: an interval that overlaps the leader's, or a net peak within "
+            f"{NET_PEAK_RESOLUTION // 1024} KiB of the lowest"
+        )
         context = context_configs(cells)
         where = "; ".join(f"{name} on {', '.join(configs)}" for name, configs in context.items())
         after = f"; nor {where}, where its time depends on what runs before it" if context else ""
         print(f"\n[{device}] per config ({units}; not counted: {', '.join(aside)}, which reuse their output{after})")
-        print(compact_table(table, device, aside).to_string(index=False))
+        print(compact_table(table, device, aside, simplicity).to_string(index=False))
         if selection:
             timed = sorted(set(cells.strategy))
             print(
@@ -366,7 +386,10 @@ def _print_compact(
             )
             print(f"Which to ship for {rule.name}: {pick}")
             if advice.tied:
-                print(f"  A statistical tie between {', '.join(advice.tied)}; the tie-break picks: {TIE_TEXT}.")
+                print(
+                    f"  A statistical tie between {', '.join(advice.tied)}; the tie-break picks {advice.strategy} "
+                    f"(the rule: {TIE_TEXT})."
+                )
             others = other_regime_picks(every_run, run, device, rule, aside, simplicity)
             print(f"  {regime_note(run['machine'], advice.strategy, others, run['commit'])}")
     _skipped_and_failed(table, skip_reason, failure_reason)

@@ -1013,3 +1013,32 @@ def test_the_summary_command_prints_a_stored_runs_summary_again_and_writes_its_f
     assert summary.main([*arguments[:2], "--profile", "full", "--commit", "1940150d"]) == 2  # a quick run's commit
     assert "no full results for machine vm-amd-epyc-2cpu-nogpu at commit 1940150d" in capsys.readouterr().out
 
+
+def test_the_summarys_lowest_peak_names_every_strategy_within_a_net_peaks_resolution_and_the_tie_breaks_first():
+    """Net peaks within NET_PEAK_RESOLUTION of the lowest say nothing apart: the summary's lowest-peak column names
+    them all as tied, and first the one the picks' tie-break takes (the simplest, then the fastest), not whichever
+    has the fewest bytes."""
+    from benchmarks.allocator import NET_PEAK_RESOLUTION
+    from reports.set_aside import complexity, set_aside
+    from reports.summary import PEAK_FORWARD_BACKWARD, compact_table
+
+    results = ROOT / "results"
+    every_run, catalogue = load_results(results), load_catalogue(results)
+    run = every_run[
+        (every_run.machine == "vm-amd-epyc-2cpu-nogpu")
+        & (every_run.profile == "quick")
+        & (every_run.commit.str.startswith("1940150d"))
+    ]
+    aside, simplicity = set_aside(catalogue.strategies), complexity(catalogue.strategies)
+    shown = compact_table(run, "cpu", aside, simplicity).set_index("config")["lowest fwd+bwd peak (x min)"]
+    cells = analysis.cell_table(run, "cpu")
+    several = 0
+    for config, rows in cells.groupby("config"):
+        rows = rows[(rows[f"{PEAK_FORWARD_BACKWARD}:status"] == "ok") & ~rows.strategy.isin(list(aside))]
+        least = rows[rows[PEAK_FORWARD_BACKWARD] <= rows[PEAK_FORWARD_BACKWARD].min() + NET_PEAK_RESOLUTION]
+        named, _, rest = shown[config].partition("; tie: ")
+        first = named.split()[0]
+        assert {first, *filter(None, rest.split(", "))} == set(least.strategy), config
+        assert simplicity.get(first, 0) == min(simplicity.get(s, 0) for s in least.strategy), config
+        several += len(least) > 1
+    assert several  # the committed run has configs where several strategies share the lowest peak
