@@ -295,7 +295,9 @@ def format_text(report: dict) -> str:
                 lines.append(f"  {r.strategy:<15} cannot: {r.problem}")
                 continue
             intervals = "  ".join(_time_text(r._asdict(), which) for which in PASSES)
-            memory = f"net peak {_net_peaks(r._asdict())} {BYTES.shown}"
+            memory = (
+                f"net peak {' / '.join(pass_label(which) for which in PASSES)} {_net_peaks(r._asdict())} {BYTES.shown}"
+            )
             note = _compile_note(r.compile_seconds)
             lines.append(f"  {r.strategy:<15} {intervals}  {memory}{f'  ({note})' if note else ''}")
     return "\n".join([*lines, "", *picks_text(report)])

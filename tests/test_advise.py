@@ -170,6 +170,7 @@ def test_the_text_says_where_the_regimes_picks_differ_and_names_the_baseline():
     text = format_text(report)
     assert f"The regimes' picks differ for {FORWARD}: warm gather, fresh-pages onehot" in text
     assert "ratio to the baseline (onehot)" in text and "onehot          forward 1,000 ms (the baseline)" in text
+    assert "net peak forward / forward-backward " in text  # which of the two peaks is which
 
 
 def test_a_failed_strategy_is_listed_the_others_judged_and_the_command_exits_2(monkeypatch, capsys):
