@@ -416,3 +416,22 @@ def test_the_gate_judges_a_strategy_of_another_repository_from_each_revisions_tr
     assert status == 1, verdict
     flagged = [c for c in verdict["cells"] if c["verdict"] == "regression"]
     assert any(c["cell"].startswith("forward ") for c in flagged), verdict
+
+
+def test_the_gate_says_a_strategy_of_another_repository_that_loads_from_neither_revision_with_no_traceback(tmp_path):
+    """A typo in --strategy's attribute: each revision's tree says why it does not load, naming --strategy (not
+    impls), and the gate stops with exit status 2 and no traceback, before any process is started."""
+    repo = tmp_path / "theirs"
+    (repo / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / "src" / "outside_unfold.py").write_text((OUTSIDE / "outside_unfold.py").read_text())
+    start = _commit(repo, "their unfold")
+    verdict = tmp_path / "verdict.json"
+    command = [sys.executable, "-m", "unfold_bench.cli", "regress", start, start, "--repo", str(repo)]
+    command += ["--strategy", "outside_unfold:outside_unfodl", "--verdict-file", str(verdict), "--processes", "4"]
+    ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 2 and "Traceback" not in out, out
+    assert "paired: --strategy 'outside_unfold:outside_unfodl' does not load from worktree-head: AttributeError" in out
+    assert "GATE ERROR: --strategy 'outside_unfold:outside_unfodl' loads from neither revision (above)" in out
+    assert json.loads(verdict.read_text())["status"] == 2

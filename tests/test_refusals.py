@@ -36,6 +36,13 @@ from unfold_bench.cli import main
         (["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--json", "/etc/hostname/x"], "not a folder"),
         (["regress", "HEAD", "--verdict-file", "/proc/no-such/v.json"], "--verdict-file: '/proc/no-such/v.json'"),
         (
+            ["regress", "HEAD", "--repo", "/no/such/repo", "--strategy", "a.b:c"],
+            "--repo '/no/such/repo': no such folder",
+        ),
+        (["regress", "HEAD", "--repo", "/no/such/repo"], "--repo '/no/such/repo': no such folder"),
+        (["bench", "--summaries", "/etc/hostname"], "--summaries: '/etc/hostname' is a file, not a folder"),
+        (["stability", "--keep", "/etc/hostname"], "--keep: '/etc/hostname' is a file, not a folder"),
+        (
             ["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--budget", "nan"],
             "--budget: 'nan' is not a finite number",
         ),

@@ -43,6 +43,7 @@ from unfold_bench.common_args import (
     add_profile,
     add_regime,
     command_parser,
+    output_folder,
 )
 
 # What bench exits with when it ran nothing (a usage error, a selection of no cell): sysexits' EX_USAGE, so that
@@ -81,7 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_config(parser)
     add_commit(parser)
     parser.add_argument(
-        "--summaries", default=str(ROOT / "reports" / "summaries"), help="where the run's text summary is written"
+        "--summaries",
+        type=output_folder,
+        default=str(ROOT / "reports" / "summaries"),
+        help="where the run's text summary is written",
     )
     try:
         args = parser.parse_args(argv)

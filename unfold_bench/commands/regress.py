@@ -163,13 +163,15 @@ def run_paired(
     measurements: list[dict] = []
     with checkout(base, "base", args.repo) as base_tree, checkout(head, "head", args.repo) as head_tree:
         names: list[str] = []
+        outside = os.environ.get(OUTSIDE_VARIABLE)
+        loaded = f"--strategy {outside!r}" if outside else "impls"
         for tree in (base_tree, head_tree):
             try:
                 names += [name for name in load_strategies(tree) if name not in names]
             except Exception as error:  # its processes report it as a failure at that revision
-                print(f"paired: {tree.name}'s impls does not import: {type(error).__name__}: {error}", flush=True)
+                print(f"paired: {loaded} does not load from {tree.name}: {type(error).__name__}: {error}", flush=True)
         if not names:
-            raise RuntimeError("neither revision's impls imports")
+            raise GateStoppedError(f"{loaded} loads from neither revision (above)")
         devices = [d for d in DEVICES if device_unavailable(d) is None]
         profile = PROFILES[args.profile]
         units = selected_units(profile, names, args.bench)
@@ -422,6 +424,8 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--bench {args.bench!r}: not a regular expression ({error})")
 
     args.repo = args.repo.resolve()
+    if not args.repo.is_dir():
+        parser.error(f"--repo {str(args.repo)!r}: no such folder")
     if args.outside is not None:
         if ":" not in args.outside:
             parser.error(f"--strategy {args.outside!r}: expected MODULE:ATTRIBUTE")
@@ -521,6 +525,10 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+class GateStoppedError(Exception):
+    """The gate cannot go on, for the reason its message gives: nothing of the gate failed, so no traceback."""
+
+
 STOPPED = "GATE ERROR: the gate stopped before a verdict (its output says why)"
 REFUSED = "GATE ERROR: the gate refused its arguments (its output says why)"
 
@@ -550,6 +558,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exit.code == 2:  # argparse's refusal
             _record_refusal(argv)
         raise
+    except GateStoppedError as stop:
+        print(f"GATE ERROR: {stop}; no verdict")
+        return 2
     except Exception:
         traceback.print_exc()
         print("GATE ERROR: the gate itself failed (above); no verdict")

@@ -67,6 +67,7 @@ from unfold_bench.common_args import (
     command_parser,
     finite_float,
     output_file,
+    output_folder,
     with_folder_made,
 )
 
@@ -371,8 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_bench(parser)
     parser.add_argument(
         "--keep",
-        type=Path,
-        default=ROOT / ".asv" / "stability",
+        type=output_folder,
+        default=str(ROOT / ".asv" / "stability"),
         help="where the runs' results are kept, and --from-runs reads them (%(default)s)",
     )
     parser.add_argument("--out", type=output_file, help="also write the report to this file")
@@ -396,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the results directory whose <machine>/run-level.jsonl records the run levels found (results/)",
     )
     args = parser.parse_args(argv)
+    args.keep = Path(args.keep)
     if args.runs < 2:
         parser.error(f"--runs {args.runs}: a spread needs at least 2 runs")
     if args.target <= 1:
