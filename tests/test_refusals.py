@@ -40,6 +40,7 @@ from unfold_bench.cli import main
             "--repo '/no/such/repo': no such folder",
         ),
         (["regress", "HEAD", "--repo", "/no/such/repo"], "--repo '/no/such/repo': no such folder"),
+        (["advise", "--input-shape", "0,3,8,8", "--kernel-size", "3"], "--input-shape 0,3,8,8: a batch of 0 has no"),
         (["bench", "--summaries", "/etc/hostname"], "--summaries: '/etc/hostname' is a file, not a folder"),
         (["stability", "--keep", "/etc/hostname"], "--keep: '/etc/hostname' is a file, not a folder"),
         (

@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.budget <= 0:
         parser.error(f"--budget {args.budget}: must be above 0 seconds")
+    if args.input_shape and args.input_shape[0] == 0:
+        shape = ",".join(map(str, args.input_shape))
+        parser.error(f"--input-shape {shape}: a batch of 0 has no work to time; give the batch size you train with")
     try:
         check_device(args.device)
         if args.model:
