@@ -71,7 +71,11 @@ LEGEND = (
     "xcopy: ratio to copy_ of the output's size (roofline), chained through native's paired ratios "
     "(benchmarks.floors), or paired with copy_ itself where native does not run (benchmarks.direct_floors), with its "
     "interval (*: a quotient of medians from different processes); "
-    "xmin: ratio to the analytic minimum (forward: output; forward-backward: + grad_output + grad_input)."
+    "xmin: ratio to the analytic minimum (forward: output; forward-backward: + grad_output + grad_input). "
+    "The quotient of two values may disagree with xnat beyond both spreads: each value times a strategy after itself "
+    "in processes of its own, xnat after native's call in the same process, so where the buffers and code landed and "
+    "what the call before left in the caches differ between them (docs/methodology.md, 'Paired ratios' and 'Does a "
+    "call's time depend on the call before it?'); the picks rank by the paired ratios."
 )
 
 
@@ -449,7 +453,9 @@ def _print_run(
             " the fresh-output floor; GB/s: the least bytes an unfold moves, input read and output written,"
             " twice that with the backward, over its median time, with the IQR; copy_ GB/s: copy_'s bytes over"
             " copy_'s median in the same run, with the IQR; of copy_: the fastest's share of copy_'s bandwidth from"
-            " its paired ratio to copy_, with that interval (the two GB/s are medians of different processes);"
+            " its paired ratio to copy_, with that interval (the two GB/s are medians of different processes, each"
+            " timing a call after itself: on a problem that fits in the caches they can disagree with of copy_ by"
+            " far more than their spreads, as the legend above says of xnat);"
             " fastest: ranked by the paired ratios, tied: the others whose intervals overlap its own, except one"
             " that another of them beats beyond the noise):"
         )
