@@ -26,8 +26,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from unfold_bench.common_args import add_device, add_profile, finite_float
 
     parser = command_parser("memprofile", __doc__)
-    parser.add_argument("strategy", choices=list(STRATEGIES))
-    parser.add_argument("config", choices=list(CONFIGS_BY_NAME))
+    parser.add_argument(
+        "strategy", metavar="STRATEGY", choices=list(STRATEGIES), help=f"one of: {', '.join(STRATEGIES)}"
+    )
+    parser.add_argument(
+        "config", metavar="CONFIG", choices=list(CONFIGS_BY_NAME), help=f"one of: {', '.join(CONFIGS_BY_NAME)}"
+    )
     add_profile(parser)
     add_device(parser, ("cpu",), why="memory_profiler measures host memory")
     parser.add_argument(
