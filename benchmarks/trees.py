@@ -30,6 +30,13 @@ def git(*args: str, repo: Path = ROOT) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def git_failure(error: subprocess.CalledProcessError) -> str:
+    """Why ``git`` failed, for a message naming the value a user gave: the first line of its error output, without
+    git's ``fatal:`` and the usage hints that follow (such as "Use '--' to separate paths from revisions")."""
+    lines = (error.stderr or "").strip().splitlines()
+    return lines[0].removeprefix("fatal: ") if lines else f"git exited with status {error.returncode}"
+
+
 def head_commit(repo: Path = ROOT) -> str:
     """``repo``'s HEAD commit, or "" where git cannot say (a tree without ``.git``, as carried to a GPU loan)."""
     try:

@@ -284,3 +284,15 @@ def test_an_option_group_tells_given_options_from_defaults_and_refuses_options_i
     for options in ({"action": "append"}, {"action": "count"}, {"type": Path, "default": "results"}):
         with pytest.raises(ValueError, match="--x: "):
             group.add_argument("--x", **options)
+
+
+@pytest.mark.parametrize(
+    "arguments", [["regress", "nosuchrev"], ["bench", "--commits", "nosuchrev..HEAD"]], ids=["regress", "bench"]
+)
+def test_an_unknown_revision_is_named_with_gits_reason_and_not_its_usage_hints(arguments, capsys):
+    from unfold_bench.commands.bench import NOTHING_RUN
+
+    assert main(arguments) == (NOTHING_RUN if arguments[0] == "bench" else 2)
+    err = capsys.readouterr().err
+    assert "'nosuchrev" in err and "unknown revision or path not in the working tree" in err
+    assert "fatal:" not in err and "Use '--' to separate paths" not in err

@@ -32,7 +32,7 @@ from benchmarks.machine import THP_VARIABLE, register_machine
 from benchmarks.process_guard import run_guarded
 from benchmarks.profiles import PROFILES, benchmark_regex
 from benchmarks.runner import Ledger, plan, plan_digest, run_chunks
-from benchmarks.trees import ROOT, git
+from benchmarks.trees import ROOT, git, git_failure
 from benchmarks.vocabulary import DEVICES
 from impls.cpu_isa import isa_environment
 from unfold_bench.common_args import (
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 found = git("rev-list", "--max-count=1", args.commits)
             except subprocess.CalledProcessError as error:
-                found, why = "", error.stderr.strip()
+                found, why = "", git_failure(error)
             else:
                 why = "it selects no commit"
             if not found:

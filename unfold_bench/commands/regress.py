@@ -37,7 +37,7 @@ from benchmarks.allocator import FRESH_PAGES, get_regime, regime_environment
 from benchmarks.paired import OUTSIDE_VARIABLE
 from benchmarks.profiles import PROFILES, Profile, benchmark_regex
 from benchmarks.runner import cell_name
-from benchmarks.trees import ROOT, git, revision_tree
+from benchmarks.trees import ROOT, git, git_failure, revision_tree
 from benchmarks.vocabulary import DEVICES, PASSES, timed_metric
 from reports.compare import (
     P_THRESHOLD,
@@ -439,7 +439,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
     try:
         base, head = git("rev-parse", args.base, repo=args.repo), git("rev-parse", args.head, repo=args.repo)
     except subprocess.CalledProcessError as error:
-        parser.error(f"revisions {args.base!r}, {args.head!r} in {args.repo}: {error.stderr.strip()}")
+        parser.error(f"revisions {args.base!r}, {args.head!r} in {args.repo}: {git_failure(error)}")
     from reports.gate_report import publish, verdict_record
 
     # The work starts: a gate that stops without a verdict (the machine's record or the gate's design unreadable,
