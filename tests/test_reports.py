@@ -1042,3 +1042,19 @@ def test_the_summarys_lowest_peak_names_every_strategy_within_a_net_peaks_resolu
         assert simplicity.get(first, 0) == min(simplicity.get(s, 0) for s in least.strategy), config
         several += len(least) > 1
     assert several  # the committed run has configs where several strategies share the lowest peak
+
+
+def test_the_summary_command_names_skip_reasons_for_this_hosts_runs_in_either_timing_regime(
+    tmp_path, capsys, monkeypatch
+):
+    """A run of this host in the fresh-pages regime is recorded under a machine name of its own; its skipped cells
+    are this host's, so their reasons are named as for its warm runs."""
+    from benchmarks import machine
+    from benchmarks.allocator import get_regime
+    from unfold_bench.commands import summary
+
+    host = "vm-amd-epyc-2cpu-nogpu"  # this host, for the test: a machine of the committed results
+    monkeypatch.setattr(machine, "machine_name", lambda regime="warm": host + get_regime(regime).machine_suffix)
+    assert summary.main(["--machine", f"{host}-freshpages", "--summaries", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Skipped cells" in out and "reason not recorded" not in out

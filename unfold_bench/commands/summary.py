@@ -2,7 +2,8 @@
 
 The summary is read from the results (``reports.summary``, which times nothing), under the reports' rules of this
 checkout: a run made earlier is shown as the site now shows it. asv records a skipped cell as "n/a" alone; the
-reason is named where the run is this machine's (``benchmarks.cells``), and said to be unrecorded otherwise.
+reason is named where the run is this machine's, in either timing regime (``benchmarks.cells``), and said to be
+unrecorded otherwise.
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     machines = sorted(p.parent.name for p in args.results.glob("*/machine.json"))
     if not machines:
         parser.error(f"--results {args.results}: no asv results there (no <machine>/machine.json)")
+    from benchmarks.allocator import REGIMES
     from benchmarks.machine import machine_name
 
     here = machine_name()
     machine = args.machine or here
+    this_machine = {machine_name(regime) for regime in REGIMES}  # this host's runs in every timing regime
     if machine not in machines:
         parser.error(f"--machine {machine}: no results of it in {args.results} (machines: {', '.join(machines)})")
     commit = None
@@ -64,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     skip_reason = functools.partial(skip_reason_here, profile=profile)
 
     found = print_summary(
-        args.results, machine, args.profile, commit, skip_reason if machine == here else None, args.summaries
+        args.results, machine, args.profile, commit, skip_reason if machine in this_machine else None, args.summaries
     )
     return 0 if found else 2
 
