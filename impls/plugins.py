@@ -105,6 +105,17 @@ def specs(value: str | None = None) -> list[str]:
     return list(dict.fromkeys(s.strip() for s in value.split(",") if s.strip()))
 
 
+def _load_spec(spec: str) -> Strategy:
+    """The strategy ``spec`` (``MODULE:ATTRIBUTE``, well formed) names, under the attribute's name unless it is a
+    ``Strategy`` with its own; raises whatever importing, the attribute lookup or ``as_strategy`` raises."""
+    module_name, _, attribute = spec.partition(":")
+    target: object = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    origin = _distribution(module_name) or f"{module_name} (module)"
+    return as_strategy(attribute.rsplit(".", 1)[-1], target, origin)
+
+
 def _from_variable(
     found: dict[str, Strategy], problems: dict[str, str], value: str, built_in: Mapping[str, Strategy]
 ) -> None:
@@ -115,15 +126,28 @@ def _from_variable(
             set_aside(problems, spec, f"{VARIABLE}: {spec!r} is not module:attribute")
             continue
         try:
-            target: object = importlib.import_module(module_name)
-            for part in attribute.split("."):
-                target = getattr(target, part)
-            origin = _distribution(module_name) or f"{module_name} (module)"
-            strategy = as_strategy(name, target, origin)
+            strategy = _load_spec(spec)
         except Exception as error:  # any failure of someone else's module: reported, never fatal
             set_aside(problems, name, f"{VARIABLE}: {spec!r} could not be loaded: {_why(error)}")
             continue
         _add(found, problems, strategy, built_in)
+
+
+def unloadable(value: str | None = None) -> dict[str, str]:
+    """The specs of ``value`` (default ``$UNFOLD_BENCH_STRATEGIES``, which ``--strategy`` sets) that cannot be
+    loaded, each with why: the strategies a user named on the command line, which a command that measures refuses
+    before any work (an installed entry point that cannot be loaded is set aside instead, and the others measured)."""
+    refused = {}
+    for spec in specs(value):
+        module_name, _, attribute = spec.partition(":")
+        if not module_name or not attribute:
+            refused[spec] = "not MODULE:ATTRIBUTE"
+            continue
+        try:
+            _load_spec(spec)
+        except Exception as error:  # whatever the user's module raises
+            refused[spec] = _why(error)
+    return refused
 
 
 def _add(

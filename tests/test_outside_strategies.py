@@ -332,18 +332,21 @@ def test_an_outside_strategy_is_benchmarked_and_in_the_capability_matrix_with_no
 
 
 @pytest.mark.slow
-def test_advise_checks_and_times_an_outside_strategy_and_names_one_it_could_not_load(tmp_path):
-    """One outside strategy that loads, ranked beside the built-in ones, and one misspelt: named with why, the
-    report written all the same, and the exit status 1 (as bench's for a strategy set aside)."""
+def test_advise_checks_and_times_an_outside_strategy_and_refuses_a_misspelt_one_before_any_work(tmp_path):
+    """A misspelt --strategy is refused before anything is measured, naming it and why (a run without the strategy
+    its user named answers another question); the one that loads is then ranked beside the built-in ones."""
     env = {**os.environ, "PYTHONPATH": str(OUTSIDE)}
     report_file = tmp_path / "advice.json"
+    arguments = ["advise", "--input-shape", "2,3,6,6", "--kernel-size", "3", "--padding", "1", "--budget", "0.2"]
+    arguments += ["--regime", "warm", "--json", str(report_file)]
     command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "outside_unfold:outside_unfold"]
-    command += ["--strategy", "outside_unfold:outside_unfodl", "advise"]
-    command += ["--input-shape", "2,3,6,6", "--kernel-size", "3", "--padding", "1", "--budget", "0.2"]
-    command += ["--regime", "warm", "--json", str(report_file)]
-    ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert "set aside: strategy 'outside_unfodl'" in ran.stdout and "AttributeError" in ran.stdout
+    misspelt = [*command, "--strategy", "outside_unfold:outside_unfodl", *arguments]
+    ran = subprocess.run(misspelt, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 2 and not report_file.exists(), ran.stdout + ran.stderr
+    assert "--strategy 'outside_unfold:outside_unfodl': cannot be loaded (AttributeError" in ran.stderr
+    assert "geometries" not in ran.stdout  # refused before the layers are counted, let alone measured
+    ran = subprocess.run([*command, *arguments], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "strategies from outside: outside_unfold (outside_unfold (module))" in ran.stdout
     report = json.loads(report_file.read_text())
     rows = {row["strategy"]: row for row in report["tables"]["warm"]}

@@ -296,3 +296,23 @@ def test_an_unknown_revision_is_named_with_gits_reason_and_not_its_usage_hints(a
     err = capsys.readouterr().err
     assert "'nosuchrev" in err and "unknown revision or path not in the working tree" in err
     assert "fatal:" not in err and "Use '--' to separate paths" not in err
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["bench"], ["capabilities"], ["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3"]],
+    ids=["bench", "capabilities", "advise"],
+)
+def test_a_strategy_named_on_the_command_line_that_cannot_be_loaded_is_refused_before_any_work(
+    arguments, monkeypatch, capsys
+):
+    """What ``--strategy`` names (it sets the variable, which the command's processes read too) must load: a
+    misspelt module or attribute is refused with why before anything runs, not set aside after a whole run."""
+    from impls.plugins import VARIABLE
+    from unfold_bench.commands.bench import NOTHING_RUN
+
+    monkeypatch.setenv(VARIABLE, "no_such_module_of_theirs:unfold,tests.helpers:no_such_attribute")
+    assert main(arguments) == (NOTHING_RUN if arguments[0] == "bench" else 2)
+    err = capsys.readouterr().err
+    assert "--strategy 'no_such_module_of_theirs:unfold': cannot be loaded (ModuleNotFoundError" in err
+    assert "--strategy 'tests.helpers:no_such_attribute': cannot be loaded (AttributeError" in err

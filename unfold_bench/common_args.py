@@ -269,6 +269,17 @@ DEFAULT_CELLS = (
 EVERY_STRATEGY_CONFIGS = ("allcnnc-conv2", "allcnnc-conv3")  # --cells every: each strategy on these, both calls
 
 
+def unloadable_strategies() -> str | None:
+    """Why the strategies named with ``--strategy`` (``$UNFOLD_BENCH_STRATEGIES``) that cannot be loaded cannot be,
+    one per line, or None where each loads: a command that measures refuses them before any work, since a run
+    without the strategy its user named answers another question (``impls.plugins.unloadable``)."""
+    from impls.plugins import unloadable
+
+    refused = unloadable()
+    lines = [f"--strategy {spec!r}: cannot be loaded ({why})" for spec, why in refused.items()]
+    return "\n".join(lines) if lines else None
+
+
 def print_report(text: str, out: str | None) -> None:
     """Print a command's report and, with ``--out``, write it to that file too (its folder made if missing)."""
     print(text)

@@ -9,11 +9,12 @@ timing regime, raced against the baseline in rounds of one call each, the order 
 signed-rank interval (``benchmarks.advise``; over your own ``MALLOC_MMAP_THRESHOLD_`` the net peaks come last); then
 a ranked table per geometry and a pick per layer and for the whole model by the site's rules and verdict,
 statistical ties and their tie-break included (``reports.advice``). ``--json`` and ``--html`` write the report. Bad
-input exits with status 2 and a message naming the parameter, before any measurement; a strategy that fails on a
+input exits with status 2 and a message naming the parameter, before any measurement, and so does a ``--strategy``
+that cannot be loaded; a strategy that fails on a
 layer (its correctness check, an error while measured, the layer's process) is listed with the reason, the others
 are judged, and the command exits with status 2 (one that fails while timed in one regime only is failed there and
 judged in the other; a layer's process that dies in a race keeps the net peaks and the figures measured before);
-else a plugin that could not be loaded makes it status 1.
+else a plugin set aside (an installed entry point that cannot be loaded, or a name taken) makes it status 1.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ import json
 import sys
 import time
 
-from unfold_bench.common_args import command_parser, finite_float, output_file, with_folder_made
+from unfold_bench.common_args import (
+    command_parser,
+    finite_float,
+    output_file,
+    unloadable_strategies,
+    with_folder_made,
+)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -131,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.budget <= 0:
         parser.error(f"--budget {args.budget}: must be above 0 seconds")
+    refused = unloadable_strategies()
+    if refused:
+        parser.error(refused)
     if args.input_shape and args.input_shape[0] == 0:
         shape = ",".join(map(str, args.input_shape))
         parser.error(f"--input-shape {shape}: a batch of 0 has no work to time; give the batch size you train with")

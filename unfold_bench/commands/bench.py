@@ -44,6 +44,7 @@ from unfold_bench.common_args import (
     add_regime,
     command_parser,
     output_folder,
+    unloadable_strategies,
 )
 
 # What bench exits with when it ran nothing (a usage error, a selection of no cell): sysexits' EX_USAGE, so that
@@ -108,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"unfold-bench bench: --commits {args.commits!r}: {why}", file=sys.stderr)
                 return NOTHING_RUN
 
+    refused = unloadable_strategies()
+    if refused:
+        print(f"unfold-bench bench: {refused}", file=sys.stderr)
+        return NOTHING_RUN
     if args.thp:
         os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess
     regime = get_regime(args.regime)
