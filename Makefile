@@ -103,8 +103,8 @@ browser:  ## install Debian's chromium and chromedriver for the site's browser t
 
 # The asv suite on this machine in the current environment, one asv run per config, then a summary, the
 # capability matrix (reports/capabilities/), then the website (reports/site/index.html); exits with bench's status
-# (2: a benchmark failed or a plugin could not be loaded; 64: bench ran nothing, a usage error, and then nothing else
-# runs), else 1 where a capability fails undeclared.
+# (2: a benchmark failed or an installed plugin was set aside; 64: bench ran nothing, a usage error or a --strategy
+# that cannot be loaded, and then nothing else runs), else 1 where a capability fails undeclared.
 bench: cpp  ## the asv suite on this machine (PROFILE, REGIME, BENCH, RESUME, RATIO_PROCESSES), the capability matrix, the site
 	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS); status=$$?; [ $$status -ne 64 ] || exit 64; \
 		$(PY) -m unfold_bench.cli capabilities || [ $$status -ne 0 ] || status=1; \

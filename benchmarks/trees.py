@@ -34,7 +34,8 @@ def git_failure(error: subprocess.CalledProcessError) -> str:
     """Why ``git`` failed, for a message naming the value a user gave: the first line of its error output, without
     git's ``fatal:`` and the usage hints that follow (such as "Use '--' to separate paths from revisions")."""
     lines = (error.stderr or "").strip().splitlines()
-    return lines[0].removeprefix("fatal: ") if lines else f"git exited with status {error.returncode}"
+    reason = next((line for line in lines if line.startswith("fatal: ")), lines[0] if lines else "")
+    return reason.removeprefix("fatal: ") or f"git exited with status {error.returncode}"
 
 
 def head_commit(repo: Path = ROOT) -> str:

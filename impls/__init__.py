@@ -12,6 +12,7 @@ from impls.strategy import Strategy  # bound before the registry loads the plugi
 # isort: split
 from impls.registry import (
     PLUGIN_PROBLEMS,
+    PLUGIN_UNKEPT,
     STRATEGIES,
     TESTED_STRATEGIES,
     UNVERIFIED,
@@ -21,6 +22,7 @@ from impls.registry import (
 
 __all__ = [
     "PLUGIN_PROBLEMS",
+    "PLUGIN_UNKEPT",
     "SPATIAL_DIMS",
     "STRATEGIES",
     "SUPPORTED_DTYPES",

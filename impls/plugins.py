@@ -105,49 +105,37 @@ def specs(value: str | None = None) -> list[str]:
     return list(dict.fromkeys(s.strip() for s in value.split(",") if s.strip()))
 
 
-def _load_spec(spec: str) -> Strategy:
-    """The strategy ``spec`` (``MODULE:ATTRIBUTE``, well formed) names, under the attribute's name unless it is a
-    ``Strategy`` with its own; raises whatever importing, the attribute lookup or ``as_strategy`` raises."""
-    module_name, _, attribute = spec.partition(":")
-    target: object = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        target = getattr(target, part)
-    origin = _distribution(module_name) or f"{module_name} (module)"
-    return as_strategy(attribute.rsplit(".", 1)[-1], target, origin)
-
-
 def _from_variable(
-    found: dict[str, Strategy], problems: dict[str, str], value: str, built_in: Mapping[str, Strategy]
+    found: dict[str, Strategy],
+    problems: dict[str, str],
+    value: str,
+    built_in: Mapping[str, Strategy],
+    unkept: dict[str, str],
 ) -> None:
+    loaded: dict[str, Strategy] = {}
     for spec in specs(value):  # a spec named twice loads once
         module_name, _, attribute = spec.partition(":")
         name = attribute.rsplit(".", 1)[-1] or spec
         if not module_name or not attribute:
             set_aside(problems, spec, f"{VARIABLE}: {spec!r} is not module:attribute")
+            unkept[spec] = "not MODULE:ATTRIBUTE"
             continue
         try:
-            strategy = _load_spec(spec)
+            target: object = importlib.import_module(module_name)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+            origin = _distribution(module_name) or f"{module_name} (module)"
+            strategy = as_strategy(name, target, origin)
         except Exception as error:  # any failure of someone else's module: reported, never fatal
             set_aside(problems, name, f"{VARIABLE}: {spec!r} could not be loaded: {_why(error)}")
+            unkept[spec] = f"cannot be loaded: {_why(error)}"
             continue
         _add(found, problems, strategy, built_in)
-
-
-def unloadable(value: str | None = None) -> dict[str, str]:
-    """The specs of ``value`` (default ``$UNFOLD_BENCH_STRATEGIES``, which ``--strategy`` sets) that cannot be
-    loaded, each with why: the strategies a user named on the command line, which a command that measures refuses
-    before any work (an installed entry point that cannot be loaded is set aside instead, and the others measured)."""
-    refused = {}
-    for spec in specs(value):
-        module_name, _, attribute = spec.partition(":")
-        if not module_name or not attribute:
-            refused[spec] = "not MODULE:ATTRIBUTE"
-            continue
-        try:
-            _load_spec(spec)
-        except Exception as error:  # whatever the user's module raises
-            refused[spec] = _why(error)
-    return refused
+        loaded[spec] = strategy
+    kept = {id(_implementation(s)) for s in [*built_in.values(), *found.values()]}
+    for spec, strategy in loaded.items():  # set aside, and its implementation kept under no other name
+        if id(_implementation(strategy)) not in kept:
+            unkept[spec] = problems[strategy.name]
 
 
 def _add(
@@ -208,16 +196,21 @@ def _why(error: BaseException) -> str:
 
 
 def load(
-    value: str | None = None, built_in: Mapping[str, Strategy] | None = None
+    value: str | None = None, built_in: Mapping[str, Strategy] | None = None, unkept: dict[str, str] | None = None
 ) -> tuple[dict[str, Strategy], dict[str, str]]:
     """The outside strategies (entry points of group ``GROUP``, then ``value``, by default ``$UNFOLD_BENCH_STRATEGIES``)
     by name, and the plugins set aside (not loaded, or a name or implementation taken: ``_add``), by name, with why;
-    no outside strategy takes a name or an implementation of ``built_in``, the built-in strategies by name."""
+    no outside strategy takes a name or an implementation of ``built_in``, the built-in strategies by name.
+
+    ``unkept``, where given, gets each spec of ``value`` from which no strategy is kept (it could not be loaded, or
+    another strategy has its name), with why: what a user named on the command line, which a command that measures
+    refuses before any work (``impls.PLUGIN_UNKEPT``). The same implementation kept under another name is kept."""
     built_in = {} if built_in is None else built_in
     found: dict[str, Strategy] = {}
     problems: dict[str, str] = {}
     _from_entry_points(found, problems, built_in)
-    _from_variable(found, problems, os.environ.get(VARIABLE, "") if value is None else value, built_in)
+    value = os.environ.get(VARIABLE, "") if value is None else value
+    _from_variable(found, problems, value, built_in, {} if unkept is None else unkept)
     return found, problems
 
 

@@ -53,8 +53,11 @@ if len({**_BUILT_IN, **UNVERIFIED}) != len(_REGISTERED) + len(_UNVERIFIED):
 # Strategies from outside the repository (impls.plugins): added after the built-in ones, whose names and
 # implementations they never take; one that cannot be loaded, or whose name or implementation is taken, is left out
 # and listed in PLUGIN_PROBLEMS (name -> why). A built-in name is refused while loading, so a plugin's function
-# loaded under a built-in's name and under one of its own is kept under its own.
-_OUTSIDE, PLUGIN_PROBLEMS = plugins.load(built_in={**_BUILT_IN, **UNVERIFIED})
+# loaded under a built-in's name and under one of its own is kept under its own. PLUGIN_UNKEPT: the specs of
+# $UNFOLD_BENCH_STRATEGIES (--strategy) from which no strategy is kept (spec -> why): a command that measures refuses
+# them before any work.
+PLUGIN_UNKEPT: dict[str, str] = {}
+_OUTSIDE, PLUGIN_PROBLEMS = plugins.load(built_in={**_BUILT_IN, **UNVERIFIED}, unkept=PLUGIN_UNKEPT)
 STRATEGIES: dict[str, Strategy] = {**_BUILT_IN, **_OUTSIDE}
 TESTED_STRATEGIES: dict[str, Strategy] = {**STRATEGIES, **UNVERIFIED}
 

@@ -483,7 +483,7 @@ def winners(cells: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType
                 leader, tied = fastest(ok, metric)
                 best = ok[ok.strategy.isin([leader.strategy, *tied])]
             else:  # within a net peak's resolution of the lowest, as the picks' tie-break counts it
-                best = ok[ok[metric] <= ok[metric].min() + NET_PEAK_RESOLUTION]
+                best = least_memory(ok, metric, NET_PEAK_RESOLUTION)
             for strategy, value in zip(best.strategy, best[metric]):
                 out.append({"config": config, "metric": metric, "strategy": strategy, "value": value})
     return pd.DataFrame(out, columns=["config", "metric", "strategy", "value"])
@@ -636,6 +636,12 @@ def tied_with_leader(relative: pd.Series, low: pd.Series, high: pd.Series) -> li
     return [i for i in tied if i == leader or not any(high[j] < low[i] for j in tied if not pd.isna(high[j]))]
 
 
+def least_memory(rows: pd.DataFrame, memory: str, resolution: float | pd.Series) -> pd.DataFrame:
+    """The ``rows`` whose ``memory`` exceeds the least by no more than ``resolution`` (one for all, or per row): net
+    peaks that differ by less than a net peak's resolution say nothing, so these all count as the least."""
+    return rows[rows[memory] <= rows[memory].min() + resolution]
+
+
 def break_tie(
     tied: pd.DataFrame, memory: str, complexity: Mapping[str, int], time: str, resolution: float | pd.Series
 ) -> pd.Series:
@@ -643,7 +649,7 @@ def break_tie(
     whose ``memory`` exceeds the least by no more than its ``resolution`` (in ``memory``'s units: per row, or one for
     all) counts as the least: net peaks that differ by less than ``NET_PEAK_RESOLUTION`` say nothing, and a tie
     broken by a few pages of the allocator's bookkeeping would rank inside that noise."""
-    least = tied[tied[memory] <= tied[memory].min() + resolution]
+    least = least_memory(tied, memory, resolution)
     order = least.assign(_complexity=[complexity.get(s, 0) for s in least.strategy])
     return order.sort_values(["_complexity", time, memory, "strategy"], kind="stable").iloc[0]
 

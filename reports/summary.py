@@ -24,7 +24,7 @@ import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION, regime_of_machine
 from benchmarks.intervals import INTERVAL_LEVEL
-from benchmarks.vocabulary import FILL_FLOOR, FRESH_OUTPUT_FLOOR, tracked_peak_metric
+from benchmarks.vocabulary import FILL_FLOOR, FRESH_OUTPUT_FLOOR, timed_metric, tracked_peak_metric
 from reports.analysis import (
     REFERENCE_STRATEGY,
     RULES,
@@ -37,12 +37,14 @@ from reports.analysis import (
     fastest,
     fastest_against_bounds,
     floors_against_copy,
+    least_memory,
     lost_text,
     not_ranked,
     other_regime_picks,
     own_loop_note,
     recommend,
     regime_note,
+    relative_times,
     run_level_note,
     short_cells,
     skipped_cells,
@@ -225,9 +227,11 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str],
     if ok.empty:
         return "-"
     if unit is not SECONDS:
-        time = "time_forward_backward" if "time_forward_backward" in ok else metric
-        best = break_tie(ok, metric, simplicity, time, NET_PEAK_RESOLUTION)
-        tied = sorted(ok.strategy[ok[metric] <= ok[metric].min() + NET_PEAK_RESOLUTION].drop(best.name))
+        least = least_memory(ok, metric, NET_PEAK_RESOLUTION)
+        timed = least[least[f"{TRAINING_TIME}:status"] == "ok"]
+        relative = relative_times(timed, TRAINING_TIME).relative if not timed.empty else None
+        best = break_tie(least.assign(_relative=relative), metric, simplicity, "_relative", NET_PEAK_RESOLUTION)
+        tied = sorted(least.strategy.drop(best.name))
         shown = f"{best.strategy} {_format(unit.scaled(best[metric]))} {unit.shown} ({_x_bound(best, metric)})"
         return shown + (f"; tie: {', '.join(tied)}" if tied else "")
     best, tied = fastest(ok, metric)
@@ -238,6 +242,7 @@ def _best(rows: pd.DataFrame, metric: str, ratio: str, aside: Mapping[str, str],
 
 
 PEAK_FORWARD_BACKWARD = tracked_peak_metric("forward_backward")
+TRAINING_TIME = timed_metric("forward_backward")  # the time whose paired ratios break a tie of net peaks, as the picks'
 
 
 def compact_table(

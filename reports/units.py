@@ -60,14 +60,17 @@ def format_number(value: float, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
 
 
+MAX_DECIMALS = 6  # a degenerate interval's end (a few processes can give 3e-6) does not stretch its ratio's figures
+
+
 def shared_decimals(values: Iterable[float | None], decimals: int = 2) -> int:
     """Decimals to write ``values`` with, all alike: ``decimals``, or more where the smallest nonzero of them would
     otherwise show fewer than two significant digits (``0.0082`` and ``0.012`` become ``0.0082`` and ``0.0120``, not
-    ``0.0082`` and ``0.01``), so that a ratio and its interval's ends are written to one precision and stay apart."""
+    ``0.0082`` and ``0.01``), up to ``MAX_DECIMALS``: a ratio and its interval's ends are written to one precision."""
     nonzero = [abs(float(v)) for v in values if not is_missing(v) and v != 0 and math.isfinite(v)]
     if not nonzero:
         return decimals
-    return max(decimals, 1 - math.floor(math.log10(min(nonzero))))
+    return max(decimals, min(MAX_DECIMALS, 1 - math.floor(math.log10(min(nonzero)))))
 
 
 def format_ratio(value: float | None, decimals: int = 2, missing: str = "-", suffix: str = "x") -> str:

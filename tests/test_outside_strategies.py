@@ -156,6 +156,29 @@ def test_a_built_in_strategys_own_implementation_under_another_name_is_set_aside
     assert set(load("outside_bad:my_gather")[0]) == {"my_gather"}  # without the built-ins to compare: a plugin
 
 
+def test_a_named_spec_from_which_no_strategy_is_kept_is_recorded_with_why(outside_path, monkeypatch):
+    """What a user named with --strategy and will not see measured, which a command that measures refuses: a spec
+    that does not load, or whose strategy loses its name to a built-in; not one whose function is kept under another
+    name, whichever comes first."""
+    import outside_bad
+    import outside_unfold
+
+    monkeypatch.setattr(outside_bad, "gather", outside_unfold.outside_unfold, raising=False)
+    for specs in (
+        "outside_bad:gather,outside_unfold:outside_unfold",
+        "outside_unfold:outside_unfold,outside_bad:gather",
+    ):
+        unkept: dict[str, str] = {}
+        load(specs, built_in=STRATEGIES, unkept=unkept)
+        assert unkept == {}, specs
+    monkeypatch.setattr(outside_bad, "gather", outside_bad.wrong_values)  # another function under a built-in's name
+    unkept = {}
+    load("outside_unfold:outside_unfold,outside_bad:gather,outside_bad:missing", built_in=STRATEGIES, unkept=unkept)
+    assert set(unkept) == {"outside_bad:gather", "outside_bad:missing"}
+    assert unkept["outside_bad:gather"] == "outside_bad (module): the name 'gather' is taken by a built-in strategy"
+    assert unkept["outside_bad:missing"].startswith("cannot be loaded: AttributeError")
+
+
 @pytest.mark.parametrize("name", ["", "my unfold", "mine:v2", "mine, v2", "<b>mine</b>", "-mine", "'mine'"])
 def test_a_name_that_would_break_a_cell_a_table_or_a_page_is_refused_naming_it(outside_path, name):
     """An entry point's name becomes the strategy's: one holding a separator or markup is refused, so that plugin is

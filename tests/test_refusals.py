@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -300,19 +301,26 @@ def test_an_unknown_revision_is_named_with_gits_reason_and_not_its_usage_hints(a
 
 @pytest.mark.parametrize(
     "arguments",
-    [["bench"], ["capabilities"], ["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3"]],
-    ids=["bench", "capabilities", "advise"],
+    [
+        ["bench", "--bench", "zzz"],
+        ["capabilities", "--strategies", "native", "--out", "{tmp}"],
+        ["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--json", "{tmp}/advice.json"],
+        ["stability", "--bench", "zzz", "--keep", "{tmp}"],
+        ["agreement", "--rounds", "0"],
+        ["context", "--cells", "native, example, cpu"],
+    ],
+    ids=["bench", "capabilities", "advise", "stability", "agreement", "context"],
 )
-def test_a_strategy_named_on_the_command_line_that_cannot_be_loaded_is_refused_before_any_work(
-    arguments, monkeypatch, capsys
-):
-    """What ``--strategy`` names (it sets the variable, which the command's processes read too) must load: a
-    misspelt module or attribute is refused with why before anything runs, not set aside after a whole run."""
-    from impls.plugins import VARIABLE
+def test_a_strategy_named_on_the_command_line_that_cannot_be_loaded_is_refused_before_any_work(arguments, tmp_path):
+    """What ``--strategy`` names must be kept by the registry: a misspelt module or attribute is refused with why
+    before anything runs, not set aside after a whole run (each command's options would run something cheap, or
+    nothing, were it not refused)."""
     from unfold_bench.commands.bench import NOTHING_RUN
 
-    monkeypatch.setenv(VARIABLE, "no_such_module_of_theirs:unfold,tests.helpers:no_such_attribute")
-    assert main(arguments) == (NOTHING_RUN if arguments[0] == "bench" else 2)
-    err = capsys.readouterr().err
-    assert "--strategy 'no_such_module_of_theirs:unfold': cannot be loaded (ModuleNotFoundError" in err
-    assert "--strategy 'tests.helpers:no_such_attribute': cannot be loaded (AttributeError" in err
+    command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "no_such_module_of_theirs:unfold"]
+    command += ["--strategy", "tests.helpers:no_such_attribute", *[a.format(tmp=tmp_path) for a in arguments]]
+    ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == (NOTHING_RUN if arguments[0] == "bench" else 2), ran.stdout + ran.stderr
+    assert "--strategy 'no_such_module_of_theirs:unfold': cannot be loaded: ModuleNotFoundError" in ran.stderr
+    assert "--strategy 'tests.helpers:no_such_attribute': cannot be loaded: AttributeError" in ran.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written: refused before the work

@@ -856,6 +856,7 @@ def test_every_report_writes_a_ratio_and_its_interval_one_way():
     assert units.format_ratio_interval(0.0085, 0.0082, 0.0122) == "0.0085x [0.0082, 0.0122]"
     assert units.format_ratio_interval(0.016, 0.0150, 0.0173) == "0.016x [0.015, 0.017]"
     assert units.format_ratio_interval(2.75, 2.23, 3.39) == "2.75x [2.23, 3.39]"
+    assert units.format_ratio_interval(1.0, 3.1e-6, 3.2e5) == "1.000000x [0.000003, 320000.000000]"  # bounded
     assert units.format_ratio(math.nan) == "-" and units.format_ratio(None, missing="") == ""
     assert units.format_ratio_interval(1.2, 1.1, 1.3, suffix="x native") == "1.20x native [1.10, 1.30]"
     assert units.format_ratio_interval(1.2, 1.2, 1.2) == "1.20x"  # one process: no interval to show
@@ -952,7 +953,7 @@ def _summary_and_picks(text: str) -> list[str]:
     """A printed summary's lines from its heading to its picks, but for those that name another regime's newest
     run (a later run of another commit changes them) and the run's own reasons for its skipped cells."""
     lines = text[text.index("\nSummary: ") + 1 :].splitlines()
-    lines = lines[: next(i for i, line in enumerate(lines) if line.startswith("Skipped cells") or not line)]
+    lines = lines[: next((i for i, line in enumerate(lines) if line.startswith("Skipped cells")), len(lines))]
     return [line for line in lines if not line.startswith("  Timed in the ")]
 
 

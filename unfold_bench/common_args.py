@@ -269,14 +269,13 @@ DEFAULT_CELLS = (
 EVERY_STRATEGY_CONFIGS = ("allcnnc-conv2", "allcnnc-conv3")  # --cells every: each strategy on these, both calls
 
 
-def unloadable_strategies() -> str | None:
-    """Why the strategies named with ``--strategy`` (``$UNFOLD_BENCH_STRATEGIES``) that cannot be loaded cannot be,
-    one per line, or None where each loads: a command that measures refuses them before any work, since a run
-    without the strategy its user named answers another question (``impls.plugins.unloadable``)."""
-    from impls.plugins import unloadable
+def strategy_refusal() -> str | None:
+    """Why a command that measures refuses the strategies named with ``--strategy`` (``$UNFOLD_BENCH_STRATEGIES``)
+    from which the registry keeps none, one line each (``impls.PLUGIN_UNKEPT``), or None where it keeps each: it
+    refuses them before any work, since a run without the strategy its user named answers another question."""
+    from impls import PLUGIN_UNKEPT
 
-    refused = unloadable()
-    lines = [f"--strategy {spec!r}: cannot be loaded ({why})" for spec, why in refused.items()]
+    lines = [f"--strategy {spec!r}: {why}" for spec, why in PLUGIN_UNKEPT.items()]
     return "\n".join(lines) if lines else None
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 from benchmarks.allocator import regime_of_machine
 from benchmarks.vocabulary import FULL_PROFILE, TIMED_PASSES, min_peak_metric, pass_label, tracked_peak_metric
 from reports.analysis import cell_table, fastest_against_bounds, latest_runs, regime_label, select_run
-from reports.units import format_ratio, format_ratio_interval
+from reports.units import format_interval, format_ratio, format_ratio_interval
 
 SOURCES = "Claims of the source documents"
 ROOFLINE = "The fastest against the roofline and the analytic minimum: All-CNN-C layers, full profile"
@@ -145,7 +145,7 @@ def interval_text(interval: tuple[float, float] | None) -> str:
     processes, or the range its column names: quartiles apart, intervals' ends); "-" without one."""
     if interval is None or any(pd.isna(end) for end in interval):
         return "-"
-    return f"[{format_ratio(interval[0], suffix='')}, {format_ratio(interval[1], suffix='')}]"
+    return format_interval(*interval)
 
 
 def met_verdict(verdicts: Iterable[str], where: Iterable[str]) -> tuple[str, str]:

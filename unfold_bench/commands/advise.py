@@ -28,7 +28,7 @@ from unfold_bench.common_args import (
     command_parser,
     finite_float,
     output_file,
-    unloadable_strategies,
+    strategy_refusal,
     with_folder_made,
 )
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.budget <= 0:
         parser.error(f"--budget {args.budget}: must be above 0 seconds")
-    refused = unloadable_strategies()
+    refused = strategy_refusal()
     if refused:
         parser.error(refused)
     if args.input_shape and args.input_shape[0] == 0:

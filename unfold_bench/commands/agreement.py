@@ -52,6 +52,7 @@ from unfold_bench.common_args import (
     output_file,
     parse_cells,
     print_report,
+    strategy_refusal,
 )
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
@@ -69,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
+    refused = strategy_refusal()
+    if refused:
+        parser.error(refused)
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: must be at least 1")
     cells = parse_cells(args.cells, args.profile, parser)

@@ -44,7 +44,7 @@ from unfold_bench.common_args import (
     add_regime,
     command_parser,
     output_folder,
-    unloadable_strategies,
+    strategy_refusal,
 )
 
 # What bench exits with when it ran nothing (a usage error, a selection of no cell): sysexits' EX_USAGE, so that
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"unfold-bench bench: --commits {args.commits!r}: {why}", file=sys.stderr)
                 return NOTHING_RUN
 
-    refused = unloadable_strategies()
+    refused = strategy_refusal()
     if refused:
         print(f"unfold-bench bench: {refused}", file=sys.stderr)
         return NOTHING_RUN

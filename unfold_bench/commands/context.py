@@ -36,6 +36,7 @@ from unfold_bench.common_args import (
     output_file,
     parse_cells,
     print_report,
+    strategy_refusal,
 )
 
 WIDTH = 133  # the table's width, which the prose above it wraps to
@@ -105,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
+    refused = strategy_refusal()
+    if refused:
+        parser.error(refused)
     cells = [cell for cell in parse_cells(args.cells, args.profile, parser) if cell[0] != PAIRED_REFERENCE]
     if not cells:
         parser.error(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")

@@ -170,8 +170,10 @@ def run_paired(
                 names += [name for name in load_strategies(tree) if name not in names]
             except Exception as error:  # its processes report it as a failure at that revision
                 print(f"paired: {loaded} does not load from {tree.name}: {type(error).__name__}: {error}", flush=True)
-        if not names:
+        if not names and outside:  # the user's module: its own error above says why, no traceback of the gate's
             raise GateStoppedError(f"{loaded} loads from neither revision (above)")
+        if not names:
+            raise RuntimeError("neither revision's impls imports")
         devices = [d for d in DEVICES if device_unavailable(d) is None]
         profile = PROFILES[args.profile]
         units = selected_units(profile, names, args.bench)
@@ -425,7 +427,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
 
     args.repo = args.repo.resolve()
     if not args.repo.is_dir():
-        parser.error(f"--repo {str(args.repo)!r}: no such folder")
+        parser.error(f"--repo {str(args.repo)!r}: {'not a folder' if args.repo.exists() else 'no such folder'}")
     if args.outside is not None:
         if ":" not in args.outside:
             parser.error(f"--strategy {args.outside!r}: expected MODULE:ATTRIBUTE")

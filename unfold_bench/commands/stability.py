@@ -68,6 +68,7 @@ from unfold_bench.common_args import (
     finite_float,
     output_file,
     output_folder,
+    strategy_refusal,
     with_folder_made,
 )
 
@@ -372,7 +373,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_bench(parser)
     parser.add_argument(
         "--keep",
-        type=output_folder,
         default=str(ROOT / ".asv" / "stability"),
         help="where the runs' results are kept, and --from-runs reads them (%(default)s)",
     )
@@ -397,6 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the results directory whose <machine>/run-level.jsonl records the run levels found (results/)",
     )
     args = parser.parse_args(argv)
+    refused = strategy_refusal()
+    if refused:
+        parser.error(refused)
+    if not args.from_runs:  # the runs are written there; --from-runs only reads them
+        try:
+            output_folder(args.keep)
+        except argparse.ArgumentTypeError as error:
+            parser.error(f"--keep: {error}")
     args.keep = Path(args.keep)
     if args.runs < 2:
         parser.error(f"--runs {args.runs}: a spread needs at least 2 runs")
