@@ -38,12 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     machines = sorted(p.parent.name for p in args.results.glob("*/machine.json"))
     if not machines:
         parser.error(f"--results {args.results}: no asv results there (no <machine>/machine.json)")
-    from benchmarks.allocator import REGIMES
     from benchmarks.machine import machine_name
+    from reports.analysis import other_regime_machines
 
     here = machine_name()
     machine = args.machine or here
-    this_machine = {machine_name(regime) for regime in REGIMES}  # this host's runs in every timing regime
+    this_machine = {here, *other_regime_machines(here)}  # this host's runs in every timing regime
     if machine not in machines:
         parser.error(f"--machine {machine}: no results of it in {args.results} (machines: {', '.join(machines)})")
     commit = None
