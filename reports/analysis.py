@@ -464,7 +464,7 @@ def own_loop_note(row: pd.Series | Mapping, metric: str, sep: str = "; ", over: 
 
 
 def winners(cells: pd.DataFrame, set_aside: Mapping[str, str] = MappingProxyType({})) -> pd.DataFrame:
-    """The best ``ok`` figure per config and metric among the strategies a pick can take (not ``set_aside``):
+    """The best ``ok`` figure per config and metric among the strategies that can be shipped (not ``set_aside``):
     columns config, metric, strategy, value. A time's best is ``fastest``'s, ranked by the paired ratios among those
     whose time there does not depend on what ran before it, and every strategy statistically tied with it gets a row
     too; a net peak's is the lowest, and every strategy within ``NET_PEAK_RESOLUTION`` of it gets a row (smaller

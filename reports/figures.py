@@ -324,8 +324,10 @@ def strategy_history(history: pd.DataFrame, title: str) -> go.Figure:
     (first, where the runs measured them) are drawn as they are, with their 95% interval across processes; each
     time or memory as a multiple of its value at the first commit where it has one (so configs of any size share an
     axis), with its interquartile range on that scale. Hover gives the absolute value and its spread. A first value
-    of zero (a view allocates nothing) has no multiple: not drawn."""
-    metrics = [m for m in SHOWN_METRICS if m in set(history.metric)]
+    of zero (a view allocates nothing) has no multiple: not drawn. A figure with no ``ok`` value anywhere (native's
+    paired ratios to itself) has no view: the first view is then one with points."""
+    shown = set(history.metric[history.status == "ok"])  # native's ratios to itself are all skipped: no view of them
+    metrics = [m for m in SHOWN_METRICS if m in shown]
     commits = history.drop_duplicates("order").sort_values("order")
     figure = go.Figure()
     owners = []

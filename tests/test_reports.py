@@ -384,6 +384,10 @@ def test_a_strategys_history_draws_its_paired_ratios_as_they_are_and_its_times_o
     assert list(time.y) == pytest.approx([1.0, 2.0]) and list(time.error_y.arrayminus) == pytest.approx([0.1, 0.2])
     assert "95% interval 0.4 to 0.7 x" in ratio.hovertext[0]
     assert "IQR 9 to 12 ms" in time.hovertext[0]
+    # the reference's paired ratios to itself are all skipped: no view of them, so its chart opens on its times
+    skipped = history.assign(status=np.where(history.metric == "track_ratio_forward", "skipped", "ok"))
+    (only,) = figures.strategy_history(skipped, "t").data
+    assert only.visible and list(only.y) == pytest.approx([1.0, 2.0])
 
 
 def test_steps_are_found_by_asvs_step_detection_and_only_there(table):
