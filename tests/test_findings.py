@@ -111,7 +111,25 @@ def test_onehot_faster_on_all_but_one_config_with_higher_peaks_holds():
     assert finding.evidence["native ms"].tolist() == ["5 (IQR 4.5-5.5)"] * 3  # a median with its spread
     assert finding.verdict == "holds: onehot is faster on 2 of 3 configs, its net peak higher on 3 of 3"
     assert list(finding.evidence["onehot faster"]) == ["yes", "yes", "no"]  # no paired ratios: the medians
-    assert finding.evidence["onehot / native"].tolist() == ["0.2 (medians)", "0.4 (medians)", "1.8 (medians)"]
+    assert finding.evidence["onehot / native"].tolist() == ["0.20x (medians)", "0.40x (medians)", "1.80x (medians)"]
+
+
+def test_without_paired_ratios_onehot_is_faster_only_where_asvs_intervals_of_the_medians_are_apart():
+    """An older run has medians alone: a lower median whose interval overlaps native's is a tie, as on the overview,
+    not faster; the quotient is shown between the ends of the two intervals."""
+    cells = {}
+    for config, onehot_ms in (("a", 4.8), ("b", 2.0)):
+        cells[(config, "native")] = (5.0, 5.0, 10.0, 20.0)
+        cells[(config, "onehot")] = (onehot_ms, onehot_ms, 20.0, 40.0)
+    table = tidy(cells, {})
+    forward = table.metric == "time_forward"
+    table.loc[forward, "low"], table.loc[forward, "high"] = table.value[forward] * 0.9, table.value[forward] * 1.1
+    finding = _one(findings(table, CATALOGUE), SOURCES, FORWARD_CLAIM, machine="hand")
+    assert list(finding.evidence["onehot faster"]) == ["tie", "yes"]
+    assert finding.evidence["onehot / native"].tolist() == [
+        "0.96x [0.79, 1.17] (medians, asv's 99%)",
+        "0.40x [0.33, 0.49] (medians, asv's 99%)",
+    ]
     assert finding.run["machine"] == "hand" and finding.run["commit"] == "e" * 40 and finding.run["device"] == "cpu"
     assert "commit eeeeeeee, full profile, timed: warm" in finding.source
 

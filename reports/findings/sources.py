@@ -96,6 +96,13 @@ def _faster(ratio: float, low: float, high: float) -> str:
     return "yes" if high < 1 else "no" if low > 1 else "tie"
 
 
+def _ends(cell: pd.Series, metric: str) -> tuple[float, float]:
+    """asv's interval of ``cell``'s median ``metric``, NaN where it has none or an end at or below zero (asv's normal
+    approximation gives a few wide samples one, which a time cannot have), as ``analysis.relative_times`` reads it."""
+    ends = [pd.to_numeric(cell.get(f"{metric}:{end}"), errors="coerce") for end in ("low", "high")]
+    return tuple(float(end) if end > 0 else math.nan for end in ends)
+
+
 def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) -> Finding | None:
     cells = run.cells.set_index(["config", "strategy"])
     lines = []
@@ -107,15 +114,21 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
             continue
         peaks_ok = onehot[f"{peak_metric}:status"] == "ok" and native[f"{peak_metric}:status"] == "ok"
         paired = bool(onehot.get(f"{time_metric}:x_native_paired", False))
-        ratio = onehot[f"{time_metric}:x_native"] if paired else onehot[time_metric] / native[time_metric]
-        low, high = (onehot[f"{time_metric}:x_native_{end}"] for end in ("low", "high")) if paired else (ratio, ratio)
+        if paired:
+            ratio = onehot[f"{time_metric}:x_native"]
+            low, high = (onehot[f"{time_metric}:x_native_{end}"] for end in ("low", "high"))
+        else:  # the quotient of medians, between the ends of asv's intervals of the two: apart only where they are
+            ratio = onehot[time_metric] / native[time_metric]
+            (o_low, o_high), (n_low, n_high) = (_ends(cell, time_metric) for cell in (onehot, native))
+            low, high = o_low / n_high, o_high / n_low
         lines.append(
             {
                 "config": config,
                 "onehot ms": cell_spread(onehot, time_metric, with_unit=False),
                 "native ms": cell_spread(native, time_metric, with_unit=False),
-                "onehot / native": format_ratio_interval(ratio, low, high) if paired else f"{ratio:.3g} (medians)",
-                # paired: faster where the whole interval is below 1, a tie where it holds 1
+                "onehot / native": format_ratio_interval(ratio, low, high)
+                + ("" if paired else " (medians)" if math.isnan(low) or math.isnan(high) else " (medians, asv's 99%)"),
+                # faster where the whole interval is below 1, a tie where it holds 1
                 "onehot faster": _faster(ratio, low, high),
                 "onehot net peak MiB": BYTES.scaled(onehot[peak_metric]) if peaks_ok else math.nan,
                 "native net peak MiB": BYTES.scaled(native[peak_metric]) if peaks_ok else math.nan,
@@ -141,7 +154,8 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
     note = (
         "Faster: its paired ratio to native (measured inside each process, with its 95% interval across the "
         "processes) below 1 with its whole interval; a tie where the interval holds 1; in a run without paired "
-        "ratios, a lower median (medians). Higher peak: more than "
+        "ratios, the quotient of the medians between the ends of asv's 99% intervals of the two, read the same way "
+        "(medians). Higher peak: more than "
         f"{NET_PEAK_RESOLUTION // 1024} KiB above (the resolution of a net peak)."
     )
     return Finding(SOURCES, claim, verdict, evidence, run.source, note, run.run)
