@@ -1043,6 +1043,14 @@ def steps(history: pd.DataFrame, threshold: float = STEP_THRESHOLD) -> pd.DataFr
 regressions = steps  # the name it had
 
 
+# what each paired suite's ratios are to a reader of the site and the summary
+PAIRED_FIGURES = {
+    PAIRED_SUITE: "x native",
+    FLOORS_SUITE: "x copy_ (through native)",
+    DIRECT_FLOORS_SUITE: "x copy_ (where native cannot run)",
+}
+
+
 def run_level_note(run_table: pd.DataFrame) -> str:
     """Whether one run's paired intervals hold the spread between runs: the suites whose intervals a run level
     recorded for the machine widened (``reports.run_level``), and those across processes alone, for want of one;
@@ -1050,19 +1058,21 @@ def run_level_note(run_table: pd.DataFrame) -> str:
     paired = run_table[run_table.suite.isin(PAIRED_SUITES) & run_table.processes.notna()]
     if paired.empty:
         return ""
-    widened = sorted(set(paired.suite[paired.run_variance.notna()]))
-    alone = sorted(set(paired.suite) - set(widened))
+    widened = sorted(set(paired.suite[paired.run_variance.notna()]), key=list(PAIRED_FIGURES).index)
+    alone = sorted(set(paired.suite) - set(widened), key=list(PAIRED_FIGURES).index)
     machine, profile = paired.machine.iloc[0], paired.profile.iloc[0]
     parts = []
     if widened:
         parts.append(
-            f"the paired intervals of {', '.join(widened)} hold the spread between runs recorded for {machine} "
+            f"the paired intervals of {', '.join(map(PAIRED_FIGURES.get, widened))} hold the spread between runs "
+            f"recorded for {machine} "
             f"(results/{machine}/{RUN_LEVEL_FILE})"
         )
     if alone:
         which = "those" if widened else "the paired intervals"
         parts.append(
-            f"{which} of {', '.join(alone)} are across processes alone: no run level is recorded for {machine} at the "
+            f"{which} of {', '.join(map(PAIRED_FIGURES.get, alone))} are across processes alone: no run level is "
+            f"recorded for {machine} at the "
             f"{profile} profile (unfold-bench stability records one), so they are narrower than what another run "
             "would show"
         )

@@ -366,7 +366,7 @@ def test_advise_checks_and_times_an_outside_strategy_and_refuses_a_misspelt_one_
     misspelt = [*command, "--strategy", "outside_unfold:outside_unfodl", *arguments]
     ran = subprocess.run(misspelt, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 2 and not report_file.exists(), ran.stdout + ran.stderr
-    assert "--strategy 'outside_unfold:outside_unfodl': cannot be loaded (AttributeError" in ran.stderr
+    assert "--strategy 'outside_unfold:outside_unfodl': cannot be loaded: AttributeError" in ran.stderr
     assert "geometries" not in ran.stdout  # refused before the layers are counted, let alone measured
     ran = subprocess.run([*command, *arguments], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr

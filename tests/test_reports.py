@@ -217,10 +217,11 @@ def test_a_run_says_which_paired_intervals_hold_the_spread_between_runs():
         return pd.DataFrame([{**base, "suite": s, "run_variance": recorded.get(s, math.nan)} for s in suites])
 
     both = analysis.run_level_note(rows({"ratios": 0.001, "floors": 0.0}))  # a pooled 0 is a record too
-    assert "of floors, ratios hold the spread between runs recorded for m-freshpages" in both
-    assert "those of direct_floors are across processes alone: no run level is recorded" in both
-    assert "the paired intervals of direct_floors, floors, ratios are across processes alone" in (
-        analysis.run_level_note(rows({}))
+    assert "of x native, x copy_ (through native) hold the spread between runs recorded for m-freshpages" in both
+    assert "those of x copy_ (where native cannot run) are across processes alone: no run level is recorded" in both
+    assert (
+        "the paired intervals of x native, x copy_ (through native), x copy_ (where native cannot run) are across "
+        "processes alone" in (analysis.run_level_note(rows({})))
     )
     assert analysis.run_level_note(rows({}).assign(processes=math.nan)) == ""  # no paired ratios: nothing to say
 
