@@ -308,8 +308,10 @@ def test_an_unknown_revision_is_named_with_gits_reason_and_not_its_usage_hints(a
         ["stability", "--bench", "zzz", "--keep", "{tmp}"],
         ["agreement", "--rounds", "0"],
         ["context", "--cells", "native, example, cpu"],
+        ["regress", "nosuchrev"],
+        ["variance", "--round-seconds", "0"],
     ],
-    ids=["bench", "capabilities", "advise", "stability", "agreement", "context"],
+    ids=["bench", "capabilities", "advise", "stability", "agreement", "context", "regress", "variance"],
 )
 def test_a_strategy_named_on_the_command_line_that_cannot_be_loaded_is_refused_before_any_work(arguments, tmp_path):
     """What ``--strategy`` names must be kept by the registry: a misspelt module or attribute is refused with why
