@@ -14,6 +14,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -277,6 +278,15 @@ def strategy_refusal() -> str | None:
 
     lines = [f"--strategy {spec!r}: {why}" for spec, why in PLUGIN_UNKEPT.items()]
     return "\n".join(lines) if lines else None
+
+
+def warn_if_busy() -> None:
+    """Say on stderr where other work keeps the CPUs busy just before this command measures (``benchmarks.busy``)."""
+    from benchmarks.busy import busy_warning, other_load
+
+    warning = busy_warning(other_load())
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
 
 def print_report(text: str, out: str | None) -> None:

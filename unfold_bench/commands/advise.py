@@ -29,6 +29,7 @@ from unfold_bench.common_args import (
     finite_float,
     output_file,
     strategy_refusal,
+    warn_if_busy,
     with_folder_made,
 )
 
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
+    warn_if_busy()
     if args.input_shape and args.input_shape[0] == 0:
         shape = ",".join(map(str, args.input_shape))
         parser.error(f"--input-shape {shape}: a batch of 0 has no work to time; give the batch size you train with")

@@ -53,6 +53,7 @@ from unfold_bench.common_args import (
     parse_cells,
     print_report,
     strategy_refusal,
+    warn_if_busy,
 )
 
 WIDTH = 115  # the tables' width, which the prose above them wraps to
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
+    warn_if_busy()
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: must be at least 1")
     cells = parse_cells(args.cells, args.profile, parser)

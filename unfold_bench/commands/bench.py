@@ -45,6 +45,7 @@ from unfold_bench.common_args import (
     command_parser,
     output_folder,
     strategy_refusal,
+    warn_if_busy,
 )
 
 # What bench exits with when it ran nothing (a usage error, a selection of no cell): sysexits' EX_USAGE, so that
@@ -113,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refused:
         print(f"unfold-bench bench: {refused}", file=sys.stderr)
         return NOTHING_RUN
+    warn_if_busy()
     if args.thp:
         os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess
     regime = get_regime(args.regime)

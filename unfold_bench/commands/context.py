@@ -37,6 +37,7 @@ from unfold_bench.common_args import (
     parse_cells,
     print_report,
     strategy_refusal,
+    warn_if_busy,
 )
 
 WIDTH = 133  # the table's width, which the prose above it wraps to
@@ -109,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
+    warn_if_busy()
     cells = [cell for cell in parse_cells(args.cells, args.profile, parser) if cell[0] != PAIRED_REFERENCE]
     if not cells:
         parser.error(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")

@@ -64,6 +64,7 @@ from unfold_bench.common_args import (
     output_file,
     parse_telling_given,
     strategy_refusal,
+    warn_if_busy,
 )
 
 WORK = ROOT / ".asv" / "regress"
@@ -448,6 +449,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         parser.error(f"revisions {args.base!r}, {args.head!r} in {args.repo}: {git_failure(error)}")
     from reports.gate_report import publish, verdict_record
 
+    warn_if_busy()
     # The work starts: a gate that stops without a verdict (the machine's record or the gate's design unreadable,
     # a crash, asv saving nothing) leaves this record, not an earlier run's verdict, for a job that reads the file
     verdict_file = Path(args.verdict_file or WORK / "verdict.json")

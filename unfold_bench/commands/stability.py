@@ -69,6 +69,7 @@ from unfold_bench.common_args import (
     output_file,
     output_folder,
     strategy_refusal,
+    warn_if_busy,
     with_folder_made,
 )
 
@@ -400,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
+    if not args.from_runs:
+        warn_if_busy()
     if not args.from_runs:  # the runs are written there; --from-runs only reads them
         try:
             output_folder(args.keep)

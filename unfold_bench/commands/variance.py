@@ -24,6 +24,7 @@ from unfold_bench.common_args import (
     output_file,
     print_report,
     strategy_refusal,
+    warn_if_busy,
     with_folder_made,
 )
 
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     refused = None if args.from_gate_runs is not None or args.from_json else strategy_refusal()
     if refused:  # a measurement without the strategy named
         parser.error(refused)
+    if not (args.from_gate_runs is not None or args.from_json):
+        warn_if_busy()
     if args.regime is not None and (args.from_gate_runs is not None or args.from_json):
         parser.error(f"--regime {args.regime}: only for a measurement (the runs read back were timed in their own)")
     if measured and (args.from_gate_runs is not None or args.from_json):
