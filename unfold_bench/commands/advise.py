@@ -142,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
-    warn_if_busy()
     if args.input_shape and args.input_shape[0] == 0:
         shape = ",".join(map(str, args.input_shape))
         parser.error(f"--input-shape {shape}: a batch of 0 has no work to time; give the batch size you train with")
@@ -159,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     except AdviceError as error:
         print(f"unfold-bench advise: error: {error}", file=sys.stderr)
         return 2
+    warn_if_busy()
     from impls import PLUGIN_PROBLEMS, STRATEGIES
     from impls.plugins import describe, set_aside_count
 

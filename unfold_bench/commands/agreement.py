@@ -74,7 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
-    warn_if_busy()
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: must be at least 1")
     cells = parse_cells(args.cells, args.profile, parser)
@@ -82,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
     profile = PROFILES[args.profile]
 
+    warn_if_busy()
     from benchmarks.machine import machine_name, register_machine
 
     machine = register_machine(f"agreement-{regime.name}", regime.name, env)["machine"]

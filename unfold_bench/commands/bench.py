@@ -114,7 +114,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refused:
         print(f"unfold-bench bench: {refused}", file=sys.stderr)
         return NOTHING_RUN
-    warn_if_busy()
     if args.thp:
         os.environ[THP_VARIABLE] = "1"  # here and in every asv subprocess
     regime = get_regime(args.regime)
@@ -135,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return NOTHING_RUN
     # asked before this run writes its own records (machine.json, catalogue.jsonl) beside the committed results
     uncommitted = not args.commits and args.commit is None and git("status", "--porcelain", "--untracked-files=no")
+    warn_if_busy()
     info = register_machine(args.machine, regime.name, env)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = ROOT / ".asv" / "logs" / f"bench-{info['machine']}-{profile.name}-{stamp}.log"

@@ -110,7 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
-    warn_if_busy()
     cells = [cell for cell in parse_cells(args.cells, args.profile, parser) if cell[0] != PAIRED_REFERENCE]
     if not cells:
         parser.error(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")
@@ -118,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = {**regime_environment(regime), "PYTHONPATH": str(ROOT)}
     keys = [":".join(cell) for cell in cells]
     units = [{"strategy": s, "config": c, "which": w} for s, c, w in cells]
+    warn_if_busy()
     rows: list[dict] = []
     for process in range(args.processes):
         spec = {

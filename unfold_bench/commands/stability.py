@@ -401,8 +401,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     refused = strategy_refusal()
     if refused:
         parser.error(refused)
-    if not args.from_runs:
-        warn_if_busy()
     if not args.from_runs:  # the runs are written there; --from-runs only reads them
         try:
             output_folder(args.keep)
@@ -429,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--bench {args.bench!r}: selects paired ratios alone; the report reads them beside the figures of "
                 "their cells (suite unfold): select those too"
             )
+    if not args.from_runs:
+        warn_if_busy()
     directories = [args.keep / f"{args.profile}-run-{i}" for i in range(args.runs)]
     seconds = []
     for index, directory in enumerate(directories, 1):

@@ -101,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     refused = None if args.from_gate_runs is not None or args.from_json else strategy_refusal()
     if refused:  # a measurement without the strategy named
         parser.error(refused)
-    if not (args.from_gate_runs is not None or args.from_json):
-        warn_if_busy()
     if args.regime is not None and (args.from_gate_runs is not None or args.from_json):
         parser.error(f"--regime {args.regime}: only for a measurement (the runs read back were timed in their own)")
     if measured and (args.from_gate_runs is not None or args.from_json):
@@ -155,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": "unfold-bench variance " + " ".join(arguments),
             "regime": regime.label,
         }
+        warn_if_busy()
         rows = components.measure(
             units,
             args.runs,
