@@ -299,10 +299,24 @@ def test_an_unknown_revision_is_named_with_gits_reason_and_not_its_usage_hints(a
     assert "fatal:" not in err and "Use '--' to separate paths" not in err
 
 
+def test_a_strategy_named_on_the_command_line_that_cannot_be_loaded_is_refused_before_any_work(tmp_path):
+    """What ``--strategy`` names must be kept by the registry: a misspelt module or attribute is refused with why
+    before anything runs, not set aside after a whole run (``--bench zzz`` would run nothing, were it not refused)."""
+    from unfold_bench.commands.bench import NOTHING_RUN
+
+    command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "no_such_module_of_theirs:unfold"]
+    command += ["--strategy", "tests.helpers:no_such_attribute", "bench", "--bench", "zzz"]
+    command += ["--summaries", str(tmp_path)]
+    ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == NOTHING_RUN, ran.stdout + ran.stderr
+    assert "--strategy 'no_such_module_of_theirs:unfold': cannot be loaded: ModuleNotFoundError" in ran.stderr
+    assert "--strategy 'tests.helpers:no_such_attribute': cannot be loaded: AttributeError" in ran.stderr
+    assert "no quick-profile cell matches" not in ran.stderr  # refused before the selection is even looked at
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
-        ["bench", "--bench", "zzz"],
         ["capabilities", "--strategies", "native", "--out", "{tmp}"],
         ["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--json", "{tmp}/advice.json"],
         ["stability", "--bench", "zzz", "--keep", "{tmp}"],
@@ -311,18 +325,16 @@ def test_an_unknown_revision_is_named_with_gits_reason_and_not_its_usage_hints(a
         ["regress", "nosuchrev"],
         ["variance", "--round-seconds", "0"],
     ],
-    ids=["bench", "capabilities", "advise", "stability", "agreement", "context", "regress", "variance"],
+    ids=["capabilities", "advise", "stability", "agreement", "context", "regress", "variance"],
 )
-def test_a_strategy_named_on_the_command_line_that_cannot_be_loaded_is_refused_before_any_work(arguments, tmp_path):
-    """What ``--strategy`` names must be kept by the registry: a misspelt module or attribute is refused with why
-    before anything runs, not set aside after a whole run (each command's options would run something cheap, or
-    nothing, were it not refused)."""
-    from unfold_bench.commands.bench import NOTHING_RUN
+def test_every_command_that_measures_refuses_a_strategy_the_registry_did_not_keep(
+    arguments, tmp_path, monkeypatch, capsys
+):
+    """As ``bench`` above, from the registry's record (``impls.PLUGIN_UNKEPT``); each command's options would be
+    refused for another reason, or run something cheap, were the strategy not refused first."""
+    import impls
 
-    command = [sys.executable, "-m", "unfold_bench.cli", "--strategy", "no_such_module_of_theirs:unfold"]
-    command += ["--strategy", "tests.helpers:no_such_attribute", *[a.format(tmp=tmp_path) for a in arguments]]
-    ran = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert ran.returncode == (NOTHING_RUN if arguments[0] == "bench" else 2), ran.stdout + ran.stderr
-    assert "--strategy 'no_such_module_of_theirs:unfold': cannot be loaded: ModuleNotFoundError" in ran.stderr
-    assert "--strategy 'tests.helpers:no_such_attribute': cannot be loaded: AttributeError" in ran.stderr
+    monkeypatch.setattr(impls, "PLUGIN_UNKEPT", {"theirs:unfodl": "cannot be loaded: AttributeError: made up"})
+    assert main([a.format(tmp=tmp_path) for a in arguments]) == 2
+    assert "--strategy 'theirs:unfodl': cannot be loaded: AttributeError: made up" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # nothing written: refused before the work
