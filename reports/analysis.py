@@ -580,13 +580,11 @@ def relative_times(rows: pd.DataFrame, metric: str, among: pd.Series | None = No
     an interval (``low``, ``high``). Where every row has a paired ratio to the reference (``m:x_native_paired``)
     these come from the paired ratios and their intervals across processes; where the reference does not run and
     every row has a paired ratio to ``copy_`` (``m:x_bound_paired``: ``benchmarks.direct_floors``), from those;
-    otherwise (an older run) from the medians, with asv's interval of each median (NaN where it has none, and
-    a lower end at or below zero, which asv's normal approximation gives a few wide samples, NaN too: a time has
-    no such bound, and a geometric mean of the ends cannot take it). With the paired ratios, each row's
-    ``replicates`` (``Replicates``, or None) and the log of the fastest row's ratio (``log_fastest``), from which
-    ``recommend`` works out the per-replicate score. ``among`` (a mask of ``rows``; default all): the rows whose
-    ratios choose the yardstick and whose fastest every row is over, so that rows no ranking takes are placed on the
-    ranked rows' scale (NaN where such a row lacks that yardstick's ratio)."""
+    otherwise (an older run) from the medians, with asv's interval of each median (``median_ends``). With the
+    paired ratios, each row's ``replicates`` (``Replicates``, or None) and the log of the fastest row's ratio
+    (``log_fastest``), from which ``recommend`` works out the per-replicate score. ``among`` (a mask of ``rows``;
+    default all): the rows whose ratios choose the yardstick and whose fastest every row is over, so that rows no
+    ranking takes are placed on the ranked rows' scale (NaN where such a row lacks that yardstick's ratio)."""
     basis = rows if among is None else rows[among]
     yardstick = paired_yardstick(basis, metric)
     if yardstick is not None:
@@ -604,14 +602,24 @@ def relative_times(rows: pd.DataFrame, metric: str, among: pd.Series | None = No
             index=rows.index,
         )
     time = rows[metric].astype(float)
-    ends = [rows[f"{metric}:{end}"].astype(float) if f"{metric}:{end}" in rows else math.nan for end in ("low", "high")]
-    if isinstance(ends[0], pd.Series):
-        ends[0] = ends[0].where(ends[0] > 0)
+    ends = median_ends(rows, metric)
     fastest = time[basis.index].min()
     return pd.DataFrame(
         {"relative": time / fastest, "low": ends[0] / fastest, "high": ends[1] / fastest, "replicates": None},
         index=rows.index,
     )
+
+
+def median_ends(cells: pd.DataFrame | pd.Series, metric: str) -> tuple:
+    """asv's interval of each median ``metric`` of ``cells`` (rows of ``cell_table``, or one row): NaN where it has
+    none, and where an end is at or below zero, which asv's normal approximation gives a few wide samples: a time has
+    no such bound, and a ratio or a geometric mean of the ends cannot take it."""
+
+    def positive(end: str):
+        value = pd.to_numeric(cells.get(f"{metric}:{end}", math.nan), errors="coerce")
+        return value.where(value > 0) if isinstance(value, pd.Series) else float(value) if value > 0 else math.nan
+
+    return positive("low"), positive("high")
 
 
 def fastest(rows: pd.DataFrame, metric: str) -> tuple[pd.Series, list[str]]:

@@ -280,6 +280,13 @@ def strategy_refusal() -> str | None:
     return "\n".join(lines) if lines else None
 
 
+def refuse_unkept_strategies(parser: argparse.ArgumentParser) -> None:
+    """Stop a command that measures with its usage error (exit status 2) where ``strategy_refusal`` refuses."""
+    refused = strategy_refusal()
+    if refused:
+        parser.error(refused)
+
+
 def warn_if_busy() -> None:
     """Say on stderr where other work keeps the CPUs busy just before this command measures (``benchmarks.busy``)."""
     from benchmarks.busy import busy_warning, other_load

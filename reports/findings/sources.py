@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from benchmarks.allocator import NET_PEAK_RESOLUTION
-from reports.analysis import REFERENCE_STRATEGY, cell_spread
+from reports.analysis import REFERENCE_STRATEGY, cell_spread, median_ends
 from reports.findings.verdicts import ONEHOT, PASS_METRICS, SOURCES, Finding, Run, not_measured
 from reports.results import Catalogue
 from reports.units import BYTES, format_ratio_interval
@@ -96,13 +96,6 @@ def _faster(ratio: float, low: float, high: float) -> str:
     return "yes" if high < 1 else "no" if low > 1 else "tie"
 
 
-def _ends(cell: pd.Series, metric: str) -> tuple[float, float]:
-    """asv's interval of ``cell``'s median ``metric``, NaN where it has none or an end at or below zero (asv's normal
-    approximation gives a few wide samples one, which a time cannot have), as ``analysis.relative_times`` reads it."""
-    ends = [pd.to_numeric(cell.get(f"{metric}:{end}"), errors="coerce") for end in ("low", "high")]
-    return tuple(float(end) if end > 0 else math.nan for end in ends)
-
-
 def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) -> Finding | None:
     cells = run.cells.set_index(["config", "strategy"])
     lines = []
@@ -119,7 +112,7 @@ def _onehot_finding(run: Run, claim: str, time_metric: str, peak_metric: str) ->
             low, high = (onehot[f"{time_metric}:x_native_{end}"] for end in ("low", "high"))
         else:  # the quotient of medians, between the ends of asv's intervals of the two: apart only where they are
             ratio = onehot[time_metric] / native[time_metric]
-            (o_low, o_high), (n_low, n_high) = (_ends(cell, time_metric) for cell in (onehot, native))
+            (o_low, o_high), (n_low, n_high) = (median_ends(cell, time_metric) for cell in (onehot, native))
             low, high = o_low / n_high, o_high / n_low
         lines.append(
             {

@@ -28,7 +28,7 @@ from unfold_bench.common_args import (
     command_parser,
     finite_float,
     output_file,
-    strategy_refusal,
+    refuse_unkept_strategies,
     warn_if_busy,
     with_folder_made,
 )
@@ -139,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.budget <= 0:
         parser.error(f"--budget {args.budget}: must be above 0 seconds")
-    refused = strategy_refusal()
-    if refused:
-        parser.error(refused)
+    refuse_unkept_strategies(parser)
     if args.input_shape and args.input_shape[0] == 0:
         shape = ",".join(map(str, args.input_shape))
         parser.error(f"--input-shape {shape}: a batch of 0 has no work to time; give the batch size you train with")

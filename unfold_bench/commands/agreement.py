@@ -52,7 +52,7 @@ from unfold_bench.common_args import (
     output_file,
     parse_cells,
     print_report,
-    strategy_refusal,
+    refuse_unkept_strategies,
     warn_if_busy,
 )
 
@@ -71,9 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
-    refused = strategy_refusal()
-    if refused:
-        parser.error(refused)
+    refuse_unkept_strategies(parser)
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: must be at least 1")
     cells = parse_cells(args.cells, args.profile, parser)

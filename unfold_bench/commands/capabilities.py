@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.trees import ROOT, head_commit
-from unfold_bench.common_args import add_commit, command_parser, output_file, output_folder, strategy_refusal
+from unfold_bench.common_args import add_commit, command_parser, output_file, output_folder, refuse_unkept_strategies
 
 
 def merged(earlier: dict, new: dict, order: list[str]) -> tuple[dict, str]:
@@ -60,9 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "record, the others kept with the commit they were checked at",
     )
     args = parser.parse_args(argv)
-    refused = strategy_refusal()
-    if refused:
-        parser.error(refused)
+    refuse_unkept_strategies(parser)
 
     import torch
 

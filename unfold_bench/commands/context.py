@@ -36,7 +36,7 @@ from unfold_bench.common_args import (
     output_file,
     parse_cells,
     print_report,
-    strategy_refusal,
+    refuse_unkept_strategies,
     warn_if_busy,
 )
 
@@ -107,9 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(arguments)
-    refused = strategy_refusal()
-    if refused:
-        parser.error(refused)
+    refuse_unkept_strategies(parser)
     cells = [cell for cell in parse_cells(args.cells, args.profile, parser) if cell[0] != PAIRED_REFERENCE]
     if not cells:
         parser.error(f"--cells: every cell is the reference ({PAIRED_REFERENCE}); name a strategy to compare")

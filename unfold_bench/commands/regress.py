@@ -63,7 +63,7 @@ from unfold_bench.common_args import (
     finite_float,
     output_file,
     parse_telling_given,
-    strategy_refusal,
+    refuse_unkept_strategies,
     warn_if_busy,
 )
 
@@ -391,9 +391,7 @@ def run_gate(argv: Sequence[str] | None = None) -> int:
         help="also judge this cell by its instruction count (deterministic; minutes per cell); repeatable",
     )
     args, given = parse_telling_given(parser, argv, paired, processes)
-    refused = strategy_refusal()
-    if refused:
-        parser.error(refused)
+    refuse_unkept_strategies(parser)
     for named, mode in zip(given, ("paired", "asv")):  # an option the other mode reads changes nothing
         if args.mode != mode and named:
             parser.error(f"{named[0]}: an option of --mode {mode}, which this run (--mode {args.mode}) does not read")

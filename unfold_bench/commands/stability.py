@@ -68,7 +68,7 @@ from unfold_bench.common_args import (
     finite_float,
     output_file,
     output_folder,
-    strategy_refusal,
+    refuse_unkept_strategies,
     warn_if_busy,
     with_folder_made,
 )
@@ -398,9 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the results directory whose <machine>/run-level.jsonl records the run levels found (results/)",
     )
     args = parser.parse_args(argv)
-    refused = strategy_refusal()
-    if refused:
-        parser.error(refused)
+    refuse_unkept_strategies(parser)
     if not args.from_runs:  # the runs are written there; --from-runs only reads them
         try:
             output_folder(args.keep)

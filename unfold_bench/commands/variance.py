@@ -23,7 +23,7 @@ from unfold_bench.common_args import (
     machine_argument,
     output_file,
     print_report,
-    strategy_refusal,
+    refuse_unkept_strategies,
     warn_if_busy,
     with_folder_made,
 )
@@ -98,9 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     arguments = sys.argv[1:] if argv is None else list(argv)
     args, (measured,) = parse_telling_given(parser, arguments, measurement)
-    refused = None if args.from_gate_runs is not None or args.from_json else strategy_refusal()
-    if refused:  # a measurement without the strategy named
-        parser.error(refused)
+    if args.from_gate_runs is None and not args.from_json:  # a measurement without the strategy named
+        refuse_unkept_strategies(parser)
     if args.regime is not None and (args.from_gate_runs is not None or args.from_json):
         parser.error(f"--regime {args.regime}: only for a measurement (the runs read back were timed in their own)")
     if measured and (args.from_gate_runs is not None or args.from_json):
