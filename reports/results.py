@@ -3,7 +3,8 @@
 One row per result file x benchmark x parameter combination: commit, date, started, machine, env, profile, suite,
 metric, strategy, config, device, value, unit, asv's quartiles (``q_25``/``q_75``) and 99% interval
 (``ci_99_low``/``ci_99_high``), the interval the reports use (``low``/``high``), a paired ratio's processes, df,
-run level, samples and lost replicates, and status (``ok``, ``skipped``: asv's n/a, or ``failed``), then the
+run level, samples and lost replicates, and status (``ok``, ``skipped``: asv's n/a, or ``failed``: asv's, or a
+cell whose forward returned no new memory, ``reports.new_memory``, which names why in ``problem``), then the
 machine's details (``COLUMNS``); only ``ok`` rows have a value, so a skipped or failed cell can never be read as
 zero. A timing's ``low``/``high`` are asv's 99% interval. A paired ratio (unit ``ratio``) holds one sample per
 process: its ``value`` is their geometric mean and ``low``/``high`` its 95% Student-t interval across the processes
@@ -34,6 +35,7 @@ from benchmarks.kept_samples import LOST_REPLICATES_SUFFIX
 from benchmarks.records import read_records
 from benchmarks.selections import selections
 from benchmarks.traffic import Sizes
+from reports.new_memory import not_new_memory
 from reports.run_level import load_run_levels
 
 MACHINE_FIELDS = (
@@ -76,6 +78,7 @@ COLUMNS = [
     "lost_replicates",
     "selection",  # the --bench of the finished run that measured its results file ("": every cell; None: unknown)
     "status",
+    "problem",  # why a cell's figures do not count where its status is failed for it (``reports.new_memory``)
     *MACHINE_FIELDS,
 ]
 
@@ -237,6 +240,7 @@ def load_results(
                     "lost_replicates": lost_replicates,
                     "selection": selected.get((machine_params.get("machine"), file, profile.lower())),
                     "status": cell.status,
+                    "problem": None,
                     **{field: machine_params.get(field) for field in MACHINE_FIELDS},
                     "timing_regime": timing_regime(machine_params),
                 }
@@ -244,6 +248,9 @@ def load_results(
     table = pd.DataFrame(rows, columns=COLUMNS)
     for column in ("date", "started"):  # ms since the epoch, converted a column at a time
         table[column] = pd.to_datetime(table[column].astype("float64"), unit="ms", utc=True)
+    problems = not_new_memory(table, load_catalogue(results_dir).sizes)
+    void = problems.notna()
+    table.loc[void, "status"], table.loc[void, "problem"], table.loc[void, "value"] = "failed", problems[void], None
     return table
 
 

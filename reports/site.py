@@ -313,6 +313,19 @@ def _skipped_note(run_table: pd.DataFrame, device: str) -> str:
     return f"Skipped (not supported, or not run on this machine): {listed}."
 
 
+def _failed_note(run_table: pd.DataFrame, device: str) -> str:
+    """The run's failed cells on ``device``, one per strategy and config, with why where the results say it
+    (``reports.new_memory``); asv records only that a cell failed, and its log says why."""
+    failed = run_table[(run_table.device == device) & (run_table.status == "failed") & run_table.strategy.notna()]
+    if failed.empty:
+        return ""
+    listed = []
+    for (strategy, config), rows in failed.groupby(["strategy", "config"], sort=True):
+        why = rows.problem.dropna()
+        listed.append(f"{strategy} on {config}" + (f": {why.iloc[0]}" if not why.empty else ""))
+    return f"Failed (where no reason is given, the run's asv log says why): {'; '.join(listed)}."
+
+
 def _short_note(run_table: pd.DataFrame, device: str) -> str:
     short = analysis.short_cells(run_table, device)
     if short.empty:
@@ -405,6 +418,7 @@ def overview_page(
             page.add(_cell_table_html(cells, set_aside(catalogue.strategies)))
             notes = (
                 _skipped_note(run_table, device),
+                _failed_note(run_table, device),
                 _short_note(run_table, device),
                 analysis.run_level_note(run_table),
             )

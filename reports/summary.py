@@ -342,9 +342,11 @@ def _skipped_and_failed(
             print(f"  {count:>4} x {reason}")
     failed = table[table.status == "failed"]
     if not failed.empty:
-        print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed; asv's log says why):")
+        print(f"\nFailed ({len(failed)}; wrong result, error, timeout or killed: asv's log says why; or as named):")
         for r in failed.itertuples():
-            why = failure_reason(r.strategy, r.config, r.device, r.metric) if failure_reason else None
+            why = r.problem if isinstance(r.problem, str) else None  # reports.new_memory's
+            if why is None and failure_reason:
+                why = failure_reason(r.strategy, r.config, r.device, r.metric)
             print(f"  - {cell_label(r)}" + (f": {why}" if why else ""))
     short = short_cells(table)
     if not short.empty:

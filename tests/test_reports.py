@@ -164,7 +164,7 @@ def test_cell_table_ratios_statuses_and_winners(table):
     assert strided["track_net_peak_forward_backward:x_bound"] == pytest.approx(170 / 96)
     # Hand-worked from make_fixture.py, CPU, quick, last commit. allcnnc-conv2: copy_ 1.0 ms, fill_ 0.6 ms, minima
     # 48 / 96 MiB; native 4.0 x 1.03 / 10 ms, 52 / 100 MiB; tiling 3.0 x 1.5 / 8 ms, 52 / 110 MiB. vol3d-conv:
-    # copy_ 3.0 ms, minima 96 / 190 MiB; as_strided 8 / 20 ms, 0 / 200 MiB; native skips it.
+    # copy_ 3.0 ms, minima 96 / 190 MiB; as_strided 8 / 20 ms, 96 / 200 MiB; native skips it.
     assert strided["time_forward_backward:x_native"] == pytest.approx(0.6)  # 6 ms / native's 10 ms
     assert strided["time_forward_backward:x_bound"] == pytest.approx(6.0)  # 6 ms / copy_ 1 ms (not fill_'s 0.6)
     tiled = cells.loc[("allcnnc-conv2", "tiling")]
@@ -174,7 +174,7 @@ def test_cell_table_ratios_statuses_and_winners(table):
     assert tiled["track_net_peak_forward_backward:x_native"] == pytest.approx(1.1)  # 110 / 100 MiB
     assert view["time_forward_backward:x_bound"] == pytest.approx(20 / 3)  # 20 ms / copy_ 3 ms
     assert math.isnan(view["time_forward_backward:x_native"])  # native skips 3-d: no reference
-    assert view["track_net_peak_forward"] == 0 and view["track_net_peak_forward:status"] == "ok"
+    assert view["track_net_peak_forward"] == 96 * 2**20 and view["track_net_peak_forward:status"] == "ok"
     best = analysis.winners(cells.reset_index()).groupby(["config", "metric"]).strategy.apply(sorted)
     assert best[("allcnnc-conv2", "time_forward")] == ["as_strided"]
     assert best[("allcnnc-conv2", "track_net_peak_forward")] == ["as_strided", "native", "tiling"]  # a tie
@@ -251,10 +251,11 @@ def test_recommendation_per_device_follows_the_rule(table):
     assert ranking.loc["tiling", "why_not"] == "failed on vol3d-conv" and not ranking.loc["tiling", "eligible"]
     assert ranking.loc["as_strided", "memory_score"] == pytest.approx(370 / 300)
     assert not ranking.loc["as_strided", "eligible"] and ranking.loc["as_strided", "why_not"].startswith("M over")
-    # forward only: as_strided's zero on vol3d-conv (a view) counts in its summed M = (52 + 0) / (52 + 0).
+    # forward only: as_strided has the lowest net peak on both configs, M = (52 + 96) / (52 + 96); tiling's 100 MiB
+    # on vol3d-conv gives it (52 + 100) / (52 + 96).
     forward_cpu = analysis.recommend(_cells(table, CPU, "quick", "cpu"), forward)
     assert forward_cpu.strategy == "as_strided" and forward_cpu.ranking.memory_score.iloc[0] == pytest.approx(1.0)
-    assert forward_cpu.ranking.set_index("strategy").loc["tiling", "memory_score"] == pytest.approx(152 / 52)
+    assert forward_cpu.ranking.set_index("strategy").loc["tiling", "memory_score"] == pytest.approx(152 / 148)
     gpu = analysis.recommend(_cells(table, GPU, "quick", "cuda"), training)
     assert gpu.strategy == "as_strided" and gpu.score == pytest.approx(1.0) and gpu.not_covered == []
 
@@ -280,9 +281,9 @@ def test_fastest_against_bounds_names_the_fastest_and_its_ratios(table):
     row = best.loc[("allcnnc-conv2", "time_forward_backward")]
     assert row.strategy == "as_strided" and row.time == pytest.approx(6e-3)
     assert row.x_copy == pytest.approx(6.0) and row.peak_x_minimum == pytest.approx(170 / 96)
-    # vol3d-conv's forward: as_strided 8 ms over copy_'s 3 ms; a view, 0 MiB over the 96 MiB minimum
+    # vol3d-conv's forward: as_strided 8 ms over copy_'s 3 ms; its 96 MiB net peak is the 96 MiB minimum
     row = best.loc[("vol3d-conv", "time_forward")]
-    assert (row.strategy, row.x_copy, row.peak_x_minimum) == ("as_strided", pytest.approx(8 / 3), 0.0)
+    assert (row.strategy, row.x_copy, row.peak_x_minimum) == ("as_strided", pytest.approx(8 / 3), 1.0)
     assert set(best.index.get_level_values("metric")) == {"time_forward", "time_forward_backward"}
 
 
@@ -517,8 +518,8 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
     built += [figures.trend_lines(history, m, colors, analysis.steps(history), "t") for m in units.METRICS]
     texts = [text for figure in built for trace in figure.data for text in (trace.hovertext or [])]
     assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
-    bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 0 MiB" in t]
-    assert bars and all("0.00x the bound" in t and "native has no figure here" in t for t in bars)
+    bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 96 MiB" in t]
+    assert bars and all("1.00x the bound" in t and "native has no figure here" in t for t in bars)
     timed = [t for t in figures.bound_ratio_bars(cells, colors, "t").data[0].hovertext if "time:" in t]
     assert timed and all("(IQR " in t and "the bound (medians)" in t for t in timed)  # the fixture has no pairs
     assert not [t for t in texts if "MiB" in t and "IQR" in t]  # memory has no spread: none is shown
