@@ -3,10 +3,10 @@
 asv writes a results file only when its run ends, so a run killed at minute 35 would lose 35 minutes. The
 run is therefore split into chunks, one per config (every suite's cells of that config), each its own
 ``asv run`` with ``--set-commit-hash``: asv merges each chunk's cells into the same results file. A kill
-loses only the chunk in flight; ``resume`` skips the chunks that a run of the same commit, environment,
-profile, machine (so regime), selection, results directory and plan (the cells of each chunk) already finished,
-recorded in a ledger beside asv's environments (``.asv/progress``). Each asv run is guarded
-(``benchmarks.process_guard``): no process of it outlives the run. asv's own output goes to a log file; the
+loses only the chunk in flight; with ``resume`` (``bench --resume``) ``run_chunks`` skips the chunks that a run
+of the same commit, environment, profile, machine (so regime), selection, results directory and plan (the cells of
+each chunk) already finished, recorded in a ledger beside asv's environments (``.asv/progress``). Each asv run is
+guarded (``benchmarks.process_guard``): no process of it outlives the run. asv's own output goes to a log file; the
 terminal gets one line per chunk.
 
 The cells are the asv suites' own parameter grids (``SUITES`` x profile class x benchmark method x params),

@@ -14,7 +14,8 @@ and the output viewed back as ``(B, N, C K, L)``; per-sample gradients (``vmap(g
 more. Both Functions use ``setup_context``, which ``torch.func`` requires.
 
 A strategy supplies the two computations (``unfold(input, geometry, out)``, writing into ``out`` when given,
-and ``fold(grad_output, geometry)``); ``gather`` and ``compiled`` build their Functions here.
+and ``fold(grad_output, geometry)``); ``gather``, ``compiled``, ``cpp`` and ``triton_gather`` build their Functions
+here.
 """
 
 from __future__ import annotations

@@ -179,6 +179,10 @@ def load_selections(results_dir: str | Path) -> dict[tuple[str, str, str], str]:
     }
 
 
+FIGURE_COLUMNS = ["value", "q_25", "q_75", "ci_99_low", "ci_99_high", "low", "high", "processes", "df"]
+FIGURE_COLUMNS += ["run_variance", "run_df"]  # what a failed cell has none of
+
+
 def load_results(
     results_dir: str | Path, run_levels: Mapping[tuple[str, str, str], RunLevel] | None = None
 ) -> pd.DataFrame:
@@ -249,8 +253,10 @@ def load_results(
     for column in ("date", "started"):  # ms since the epoch, converted a column at a time
         table[column] = pd.to_datetime(table[column].astype("float64"), unit="ms", utc=True)
     problems = not_new_memory(table, load_catalogue(results_dir).sizes)
-    void = problems.notna()
-    table.loc[void, "status"], table.loc[void, "problem"], table.loc[void, "value"] = "failed", problems[void], None
+    void = problems.notna()  # failed, as asv records a failure: no figure, no spread, no samples
+    table.loc[void, "status"], table.loc[void, "problem"] = "failed", problems[void]
+    table.loc[void, FIGURE_COLUMNS] = math.nan
+    table.loc[void, "samples"] = None
     return table
 
 

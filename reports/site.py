@@ -320,9 +320,9 @@ def _failed_note(run_table: pd.DataFrame, device: str) -> str:
     if failed.empty:
         return ""
     listed = []
-    for (strategy, config), rows in failed.groupby(["strategy", "config"], sort=True):
-        why = rows.problem.dropna()
-        listed.append(f"{strategy} on {config}" + (f": {why.iloc[0]}" if not why.empty else ""))
+    for (strategy, config, why), rows in failed.fillna({"problem": ""}).groupby(["strategy", "config", "problem"]):
+        which = ", ".join(dict.fromkeys(analysis.cell_label(r).split(" ")[0] for r in rows.itertuples()))
+        listed.append(f"{strategy} on {config} ({which})" + (f": {why}" if why else ""))
     return f"Failed (where no reason is given, the run's asv log says why): {'; '.join(listed)}."
 
 

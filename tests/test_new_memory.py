@@ -9,8 +9,8 @@ import pandas as pd
 from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.traffic import Sizes
 from reports import analysis
-from reports.new_memory import CELL_KEYS, FORWARD_PEAK, not_new_memory
-from reports.results import load_results
+from reports.new_memory import CELL_KEYS, FORWARD_PEAK, MINIMUM, not_new_memory
+from reports.results import FIGURE_COLUMNS, load_results
 from reports.site import _failed_note
 from reports.summary import print_summary
 
@@ -45,6 +45,16 @@ def test_a_forward_below_its_outputs_bytes_fails_every_figure_of_its_cell_in_tha
     assert CELL_KEYS[-3:] == ["strategy", "config", "device"]
 
 
+def test_the_runs_own_analytic_minimum_decides_where_it_recorded_one_above_zero():
+    """The catalogue holds the newest sizes of every config; a run's bounds hold what that run measured."""
+    bound = {**RUN, "strategy": None, "suite": "bounds", "metric": MINIMUM, "status": "ok"}
+    cell = _rows("copy", OUTPUT + (1 << 20))  # above the catalogue's 4 MiB, below this run's 8 MiB
+    own = pd.DataFrame([*cell, {**bound, "value": 2 * OUTPUT}])
+    assert not_new_memory(own, SIZES).notna().sum() == 3
+    view = pd.DataFrame([*_rows("view", 0.0), {**bound, "value": 0.0}])  # a run whose minimum allowed a view
+    assert not_new_memory(view, SIZES).notna().sum() == 3  # the catalogue's output decides there
+
+
 def test_the_committed_runs_in_which_as_strided_returned_a_view_count_none_of_its_figures_there():
     """Before b15e30d as_strided returned its input itself on allcnnc-conv8 (a 1x1, stride-1 kernel): the Intel VM's
     full run timed no copy and charged no memory there, and its pick for the forward was as_strided."""
@@ -53,11 +63,14 @@ def test_the_committed_runs_in_which_as_strided_returned_a_view_count_none_of_it
     intel = table[(table.machine == machine) & (table.profile == "full")]
     failed = intel[intel.problem.notna()]
     assert set(zip(failed.strategy, failed.config)) == {("as_strided", "allcnnc-conv8")}
-    assert (failed.status == "failed").all() and failed.value.isna().all()
+    assert (failed.status == "failed").all() and failed[FIGURE_COLUMNS].isna().all(axis=None)
+    assert failed.samples.isna().all()  # failed as asv records a failure: no figure, no spread, no samples
     assert table[table.date > pd.Timestamp("2026-11-24", tz="UTC")].problem.isna().all()  # none since the gate checks
     (run,) = [r for _, r in analysis.latest_runs(table).iterrows() if r.machine == machine]
     run_table = analysis.select_run(table, run)
-    assert "as_strided on allcnnc-conv8: its forward allocated 0.00 MiB" in _failed_note(run_table, "cpu")
+    note = _failed_note(run_table, "cpu")
+    assert "as_strided on allcnnc-conv8 (time_forward, time_forward_backward, track_net_peak_forward," in note
+    assert "track_net_peak_forward_backward): its forward allocated 0.00 MiB, less than its output's 6.75 MiB" in note
     cells = analysis.cell_table(run_table, "cpu")
     for rule in analysis.RULES:
         pick = analysis.recommend(cells, rule)
@@ -70,3 +83,13 @@ def test_the_summary_names_why_the_cell_failed(capsys):
     out = capsys.readouterr().out
     line = "time_forward as_strided allcnnc-conv8 cpu: its forward allocated 0.00 MiB, less than its output's"
     assert line in out
+
+
+def test_asvs_interval_of_a_median_has_no_end_at_or_below_zero_and_none_where_it_was_not_recorded():
+    rows = pd.DataFrame({"m": [1.0, 1.0, 1.0], "m:low": [0.9, -0.2, 0.0], "m:high": [1.1, 2.0, -1.0]})
+    low, high = analysis.median_ends(rows, "m")
+    assert low.tolist()[0] == 0.9 and low.iloc[1:].isna().all()
+    assert high.tolist()[:2] == [1.1, 2.0] and pd.isna(high.iloc[2])
+    assert analysis.median_ends(rows.iloc[0], "m") == (0.9, 1.1)  # one row: plain floats
+    assert all(pd.isna(end) for end in analysis.median_ends(rows[["m"]], "m"))  # no interval recorded
+    assert all(pd.isna(end) for end in analysis.median_ends(rows.iloc[1], "m")[:1])

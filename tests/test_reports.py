@@ -520,6 +520,11 @@ def test_hover_texts_never_show_a_missing_value_as_a_number(table):
     assert texts and not [t for t in texts if "nan" in t.lower() or "None" in t]
     bars = [t for t in texts if "vol3d-conv" in t and "forward net peak memory: 96 MiB" in t]
     assert bars and all("1.00x the bound" in t and "native has no figure here" in t for t in bars)
+    view = (cells.config == "vol3d-conv") & (cells.strategy == "as_strided")  # a zero is a number, not a gap
+    peaks = ("track_net_peak_forward", "track_net_peak_forward:x_bound")
+    zero = cells.assign(**{column: cells[column].mask(view, 0.0) for column in peaks})
+    zero_texts = [t for trace in figures.bound_ratio_bars(zero, colors, "t").data for t in trace.hovertext]
+    assert any("forward net peak memory: 0 MiB" in t and "0.00x the bound" in t for t in zero_texts)
     timed = [t for t in figures.bound_ratio_bars(cells, colors, "t").data[0].hovertext if "time:" in t]
     assert timed and all("(IQR " in t and "the bound (medians)" in t for t in timed)  # the fixture has no pairs
     assert not [t for t in texts if "MiB" in t and "IQR" in t]  # memory has no spread: none is shown
