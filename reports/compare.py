@@ -34,7 +34,7 @@ from asv.results import Results, iter_results_for_machine_and_hash
 from reports.results import ResultCell, unroll_result
 from reports.units import recorded_unit
 
-MEMORY_FLOOR_BYTES = 1 << 20  # a tiny cell's net peak gains a few dozen pages now and then, even in an A/A
+MEMORY_FLOOR_BYTES = 1 << 20  # the interpreter's own allocations move a tiny cell's net peak by pages, even in an A/A
 P_THRESHOLD = 0.002  # asv's own (asv._stats.is_different)
 COLUMNS = ["benchmark", "params", "mode", "unit", "before", "after", "ratio", "significant", "verdict", "failed_at"]
 PAIRED_COLUMNS = [*COLUMNS, "low", "high", "resolution", "pairs", "processes", "error"]
