@@ -326,6 +326,23 @@ def _failed_note(run_table: pd.DataFrame, device: str) -> str:
     return f"Failed (where no reason is given, the run's asv log says why): {'; '.join(listed)}."
 
 
+def _not_new_memory_note(table: pd.DataFrame) -> str:
+    """The gaps in the series where a cell returned no new memory (``reports.new_memory``): which, and why."""
+    void = table[table.problem.notna()]
+    if void.empty:
+        return ""
+    listed = []
+    for (machine, profile, strategy, config, device), rows in void.groupby(
+        ["machine", "profile", "strategy", "config", "device"]
+    ):
+        commits = ", ".join(sorted({c[:8] for c in rows.commit}))
+        listed.append(f"{strategy} on {config} ({machine} · {profile} · {device}; commits {commits})")
+    return (
+        "Gaps where a cell's forward allocated less than its output (not new memory, as F.unfold's output is), so "
+        f"none of its figures counts: {'; '.join(listed)}."
+    )
+
+
 def _short_note(run_table: pd.DataFrame, device: str) -> str:
     short = analysis.short_cells(run_table, device)
     if short.empty:
@@ -469,6 +486,9 @@ def trends_page(table: pd.DataFrame, colors: dict[str, str]) -> Page:
             "change is a regression is the CI gate's verdict, on its own measurements.)"
         ).format(f"{analysis.STEP_THRESHOLD:.0%}", analysis.MIN_TIME_SERIES)
     )
+    void = _not_new_memory_note(table)
+    if void:
+        page.paragraph(void, "note")
     page.heading("Steps found by asv's step detection")
     if flagged.empty:
         page.paragraph("None: no series has a step up beyond the threshold.", "note")

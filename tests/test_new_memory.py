@@ -11,7 +11,7 @@ from benchmarks.traffic import Sizes
 from reports import analysis
 from reports.new_memory import CELL_KEYS, FORWARD_PEAK, MINIMUM, not_new_memory
 from reports.results import FIGURE_COLUMNS, load_results
-from reports.site import _failed_note
+from reports.site import _failed_note, _not_new_memory_note
 from reports.summary import print_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +68,8 @@ def test_the_committed_runs_in_which_as_strided_returned_a_view_count_none_of_it
     assert table[table.date > pd.Timestamp("2026-11-24", tz="UTC")].problem.isna().all()  # none since the gate checks
     (run,) = [r for _, r in analysis.latest_runs(table).iterrows() if r.machine == machine]
     run_table = analysis.select_run(table, run)
+    gaps = _not_new_memory_note(table)  # the trends page's: which series have a gap there, and why
+    assert "as_strided on allcnnc-conv8 (vm-intel-xeon-2cpu-nogpu · full · cpu; commits 4c790701)" in gaps
     note = _failed_note(run_table, "cpu")
     assert "as_strided on allcnnc-conv8 (time_forward, time_forward_backward, track_net_peak_forward," in note
     assert "track_net_peak_forward_backward): its forward allocated 0.00 MiB, less than its output's 6.75 MiB" in note
