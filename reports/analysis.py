@@ -1090,8 +1090,10 @@ def run_level_note(run_table: pd.DataFrame) -> str:
 def unmeasured_note(run_table: pd.DataFrame, device: str, strategies: Mapping[str, Mapping]) -> str:
     """The strategies registered now (``strategies``, the catalogue's records) for ``device`` of which one run has no
     figure there (registered after it, left out of its registry, or skipped on every cell), whom its picks therefore
-    do not weigh; "" where it measured every one."""
-    measured = set(run_table.strategy[(run_table.device == device) & (run_table.status == "ok")].dropna())
+    do not weigh; "" where it measured every one. A strategy whose cells failed was measured: the picks weigh its
+    failures."""
+    ran = run_table.status.isin(["ok", "failed"])
+    measured = set(run_table.strategy[(run_table.device == device) & ran].dropna())
     missing = sorted(name for name, record in strategies.items() if device in record.get("devices", (device,)))
     missing = [name for name in missing if name not in measured]
     if not missing:

@@ -1001,6 +1001,8 @@ def test_a_run_that_did_not_measure_a_strategy_registered_now_says_its_picks_do_
     note = analysis.unmeasured_note(run, "cpu", registered)
     assert note.startswith("Not measured by this run: cpp, onehot (registered on cpu now")  # onehot: skipped only
     assert analysis.unmeasured_note(run, "cpu", {"native": {"devices": ["cpu"]}}) == ""
+    failed = run.assign(status=["ok", "failed", "ok", "skipped"])  # gather failed every cell: measured, and out
+    assert analysis.unmeasured_note(failed, "cpu", registered).startswith("Not measured by this run: cpp, onehot (")
 
 
 def test_the_reference_s_score_without_width_says_why_and_no_other_does():
