@@ -1124,11 +1124,15 @@ def lost_text(row) -> str:
     return f"{int(row.processes)} of {int(row.processes) + len(lost)} processes ({which})"
 
 
+def metric_label(row) -> str:
+    """A row's metric as the summary and the site name it: ``unfold``'s alone, another suite's after the suite."""
+    return row.metric if row.suite == "unfold" else f"{row.suite}.{row.metric}"
+
+
 def cell_label(row) -> str:
-    """A cell as the summary and the site list it: its suite's metric (``unfold``'s alone), then the strategy (none
-    for the reference's floors), config and device."""
-    metric = row.metric if row.suite == "unfold" else f"{row.suite}.{row.metric}"
-    return " ".join(v for v in (metric, row.strategy, row.config, row.device) if isinstance(v, str))
+    """A cell as the summary and the site list it: its metric (``metric_label``), then the strategy (none for the
+    reference's floors), config and device."""
+    return " ".join(v for v in (metric_label(row), row.strategy, row.config, row.device) if isinstance(v, str))
 
 
 def skipped_cells(run_table: pd.DataFrame, device: str | None = None) -> pd.DataFrame:

@@ -22,11 +22,11 @@ import pandas as pd
 from benchmarks.allocator import NET_PEAK_RESOLUTION
 from benchmarks.traffic import Sizes
 from benchmarks.vocabulary import tracked_peak_metric
+from reports.analysis import RUN_KEYS
 from reports.units import BYTES
 
 FORWARD_PEAK = tracked_peak_metric("forward")
 MINIMUM = FORWARD_PEAK.replace("net_peak", "min_peak")  # the bounds suite's analytic minimum: O s
-RUN_KEYS = ["machine", "env", "commit", "profile"]
 CELL_KEYS = [*RUN_KEYS, "strategy", "config", "device"]  # one cell of one run
 
 

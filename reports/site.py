@@ -321,7 +321,7 @@ def _failed_note(run_table: pd.DataFrame, device: str) -> str:
         return ""
     listed = []
     for (strategy, config, why), rows in failed.fillna({"problem": ""}).groupby(["strategy", "config", "problem"]):
-        which = ", ".join(dict.fromkeys(analysis.cell_label(r).split(" ")[0] for r in rows.itertuples()))
+        which = ", ".join(dict.fromkeys(analysis.metric_label(r) for r in rows.itertuples()))
         listed.append(f"{strategy} on {config} ({which})" + (f": {why}" if why else ""))
     return f"Failed (where no reason is given, the run's asv log says why): {'; '.join(listed)}."
 
