@@ -30,7 +30,7 @@ help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
 		awk -F'\t' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-.PHONY: help venv cpp test test-fast lint browser summary bench bench-full bench-fresh-pages bench-thp bench-commits bench-pytest agreement context test-strategy \
+.PHONY: help venv cpp test test-fast lint browser summary bench bench-full bench-fresh-pages bench-thp bench-commits bench-cost bench-pytest agreement context test-strategy \
 	memprofile report regress regress-validate advise asv-check gpu-check gpu-check-prepare mutation-check variance clean
 
 # The torch asked for, recorded so that another TORCH_SPEC reinstalls into an existing .venv instead of keeping the
@@ -164,6 +164,12 @@ bench-thp:  ## make bench with PyTorch CPU allocations on transparent huge pages
 bench-commits: venv  ## asv's own mode: a virtualenv per commit of RANGE, each benchmarked
 	@test -n "$(RANGE)" || (echo "usage: make bench-commits RANGE=<git range> [PROFILE=quick|full]" && exit 2)
 	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS) --commits '$(RANGE)'
+
+# What the README's make bench costs on a fresh machine: a fresh clone of HEAD, with empty compile caches, set up
+# and benched, each step timed (unfold-bench cost; docs/targets.md). PROFILE=full for the full profile;
+# COST_OUT=docs/cost-quick-amd.txt keeps the record (name it after its machine and profile).
+bench-cost: venv  ## time the README's make bench from a fresh clone of HEAD (PROFILE, COST_OUT=docs/...)
+	$(PY) -m unfold_bench.cli cost $(PROFILE_FLAG) $(if $(COST_OUT),--out $(COST_OUT))
 
 # The same matrix with pytest-benchmark (quick profile unless UNFOLD_BENCH_PROFILE=full); pass
 # PYTEST_ARGS='--benchmark-autosave' or '--benchmark-compare' to save or compare runs.

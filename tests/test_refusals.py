@@ -44,6 +44,8 @@ from unfold_bench.cli import main
         (["advise", "--input-shape", "0,3,8,8", "--kernel-size", "3"], "--input-shape 0,3,8,8: a batch of 0 has no"),
         (["bench", "--summaries", "/etc/hostname"], "--summaries: '/etc/hostname' is a file, not a folder"),
         (["stability", "--keep", "/etc/hostname"], "--keep: '/etc/hostname' is a file, not a folder"),
+        (["cost", "--workdir", "/etc/hostname"], "--workdir: '/etc/hostname' is a file, not a folder"),
+        (["cost", "--profile", "nosuch"], "--profile: invalid choice: 'nosuch'"),
         (
             ["advise", "--input-shape", "2,3,8,8", "--kernel-size", "3", "--budget", "nan"],
             "--budget: 'nan' is not a finite number",
@@ -166,6 +168,7 @@ def test_every_commands_parser_refuses_an_abbreviated_option():
         (["validate-gate", "--out", "{out}/gate-validation.txt", "--no-such-option"], "unrecognized arguments"),
         (["agreement", "--out", "{out}/agreement.txt", "--no-such-option"], "unrecognized arguments"),
         (["context", "--out", "{out}/call-context.txt", "--no-such-option"], "unrecognized arguments"),
+        (["cost", "--out", "{out}/cost.txt", "--no-such-option"], "unrecognized arguments"),
     ],
 )
 def test_a_command_refused_after_an_output_option_is_parsed_leaves_no_folder_behind(tmp_path, command, refused, capsys):

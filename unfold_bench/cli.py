@@ -24,6 +24,7 @@ COMMANDS = {
     "validate-gate": "validate_gate",
     "variance": "variance",
     "stability": "stability",
+    "cost": "cost",
     "agreement": "agreement",
     "context": "context",
     "capabilities": "capabilities",
