@@ -165,9 +165,9 @@ bench-commits: venv  ## asv's own mode: a virtualenv per commit of RANGE, each b
 	@test -n "$(RANGE)" || (echo "usage: make bench-commits RANGE=<git range> [PROFILE=quick|full]" && exit 2)
 	$(PY) -m unfold_bench.cli bench $(BENCH_FLAGS) --commits '$(RANGE)'
 
-# What the README's make bench costs on a fresh machine: a fresh clone of HEAD, with empty compile caches, set up
-# and benched, each step timed (unfold-bench cost; docs/targets.md). PROFILE=full for the full profile;
-# COST_OUT=docs/cost-quick-amd.txt keeps the record (name it after its machine and profile).
+# What the README's make bench costs from a fresh clone of HEAD with empty compile caches (this machine's package
+# caches as they are): set up and benched, each step timed (unfold-bench cost; docs/targets.md). PROFILE=full for the
+# full profile; COST_OUT=docs/cost-quick-amd.txt keeps the record (name it after its machine and profile).
 bench-cost: venv  ## time the README's make bench from a fresh clone of HEAD (PROFILE, COST_OUT=docs/...)
 	$(PY) -m unfold_bench.cli cost $(PROFILE_FLAG) $(if $(COST_OUT),--out $(COST_OUT))
 

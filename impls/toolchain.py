@@ -49,6 +49,9 @@ INDUCTOR_PREFIXES = ("TORCHINDUCTOR_", "TORCH_INDUCTOR_")  # the environment var
 # ... of which these only say where Inductor keeps what it built, or with how many workers it builds: not what.
 # Torch sets TORCHINDUCTOR_CACHE_DIR itself on its first compile, so a key that took it would change within a process.
 INDUCTOR_BOOKKEEPING = ("CACHE", "COMPILE_THREADS")
+# where compiled code is kept between processes: Inductor's kernels, Triton's (Inductor's GPU kernels and the triton
+# strategies'), cpp's extension (impls.cpp); a folder of one's own in each compiles from scratch
+COMPILE_CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "UNFOLD_BENCH_EXTENSIONS_DIR")
 
 
 def inductor_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

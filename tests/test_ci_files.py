@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from benchmarks.trees import ROOT
+from impls.toolchain import COMPILE_CACHE_VARIABLES
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
@@ -226,9 +227,6 @@ def test_code_from_a_fork_reaches_a_self_hosted_runner_only_after_an_approval():
     assert "workflow_run" in comment[True]
 
 
-COMPILE_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "UNFOLD_BENCH_EXTENSIONS_DIR")
-
-
 def test_every_self_hosted_job_compiles_into_its_own_temporary_folder():
     """The GPU runner is shared by approved pull requests' gates and main's publish job, and outlives each job:
     compiled code left in its defaults (the runner's home, /tmp) by one run would be loaded by the next. Every step
@@ -245,7 +243,7 @@ def test_every_self_hosted_job_compiles_into_its_own_temporary_folder():
             running = [step for step in job["steps"] if "make " in step.get("run", "")]
             assert running, (workflow.name, name)
             for step in running:
-                for variable in COMPILE_CACHES:
+                for variable in COMPILE_CACHE_VARIABLES:
                     value = step.get("env", {}).get(variable, "")
                     assert value.startswith("${{ runner.temp }}/"), (workflow.name, name, step["name"], variable)
     assert jobs == 2  # regress-gpu.yml's gate, publish.yml's bench-gpu
