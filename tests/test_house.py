@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 from benchmarks.trees import ROOT
 
@@ -42,33 +44,68 @@ def test_the_files_the_packages_read_beside_their_code_are_installed_with_them()
 
 
 MARKDOWN = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs/*.md")
-LINK = re.compile(r"\]\(([^)\s]+)\)")
-FENCED = re.compile(r"```.*?```", re.DOTALL)
-CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+SOURCES = ("impls", "benchmarks", "reports", "unfold_bench", ".github")  # whose text names docs' headings
+FENCED = re.compile(r"^(```|~~~).*?^\1", re.DOTALL | re.MULTILINE)
+CODE_SPAN = re.compile(r"(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)  # may wrap, not over a blank line
+LINK = re.compile(r"\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title")
+SOURCE_LINK = re.compile(r"(docs/[\w-]+\.md)#([\w-]+)")
+REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s", re.MULTILINE)
 
 
 def _anchors(path: Path) -> set[str]:
-    """The anchors GitHub gives ``path``'s headings: lower case, punctuation dropped, spaces to hyphens, a repeated
-    heading's anchor numbered."""
+    """The anchors GitHub gives ``path``'s ATX headings: the text lower-cased, punctuation but hyphens and underscores
+    dropped, spaces to hyphens, a repeated heading's anchor numbered."""
     seen: dict[str, int] = {}
     anchors = set()
     for line in FENCED.sub("", path.read_text()).splitlines():
-        if line.startswith("#"):
-            slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        heading = re.match(r" {0,3}#{1,6}\s+(.*?)(?:\s+#+)?\s*$", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).lower()).replace(" ", "-")
             anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
             seen[slug] = seen.get(slug, 0) + 1
     return anchors
 
 
+def _reaches(path: Path, target: str, files: set[str]) -> bool:
+    """Whether the link ``target`` in ``path`` leads to a file of this repository (and heading, for Markdown)."""
+    file, _, anchor = unquote(target.strip("<>")).split("?")[0].partition("#")
+    linked = (ROOT / file.lstrip("/")) if file.startswith("/") else (path.parent / file) if file else path
+    linked = Path(os.path.normpath(linked))
+    if not linked.is_relative_to(ROOT) or not linked.exists():
+        return False
+    inside = linked.relative_to(ROOT).as_posix()
+    kept = inside in files if linked.is_file() else any(name.startswith(f"{inside}/") for name in files)
+    if not kept:  # ignored or outside git: not in the repository a reader opens
+        return False
+    return not anchor or linked.suffix != ".md" or anchor in _anchors(linked)
+
+
+def test_a_heading_gets_githubs_anchor(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Plain\n## `code`: it's (one)?\n```\n# not a heading\n```\n### Plain\n#### Closed ##\n")
+    assert _anchors(page) == {"plain", "code-its-one", "plain-1", "closed"}
+
+
 def test_every_link_of_the_docs_reaches_a_file_and_heading_of_this_repository():
-    broken = []
+    from benchmarks.trees import project_files
+
+    files = set(project_files())
+    broken, checked = [], 0
     for pattern in MARKDOWN:
         for path in sorted(ROOT.glob(pattern)):
-            for target in LINK.findall(CODE.sub("", path.read_text())):
+            text = CODE_SPAN.sub("", FENCED.sub("", path.read_text()))
+            assert not REFERENCE_DEFINITION.search(text), f"{path.name}: a reference-style link, which this reads not"
+            for target in LINK.findall(text):
                 if re.match(r"[a-z]+:", target):  # https:, mailto:: outside this repository
                     continue
-                file, _, anchor = target.partition("#")
-                linked = (path.parent / file).resolve() if file else path
-                if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in _anchors(linked)):
+                checked += 1
+                if not _reaches(path, target, files):
                     broken.append(f"{path.relative_to(ROOT)}: {target}")
+    for top in SOURCES:
+        for path in sorted((ROOT / top).rglob("*.py" if top != ".github" else "*.yml")):
+            for file, anchor in SOURCE_LINK.findall(path.read_text()):
+                checked += 1
+                if not _reaches(ROOT / "README.md", f"{file}#{anchor}", files):
+                    broken.append(f"{path.relative_to(ROOT)}: {file}#{anchor}")
     assert not broken, f"links to no file or heading: {broken}"
+    assert checked > 100  # the links were found
